@@ -1,0 +1,32 @@
+# Two commands do all the set-up: `make demo` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+DATA   ?= $(abspath ../shared/data)
+DEMO_OUT ?= demo-out
+
+export NLTK_DATA ?= $(DATA)/nltk_data
+export CORPUSFORGE_TEST_DATA ?= $(DATA)
+
+.PHONY: demo test install bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip setuptools wheel
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/corpusforge demo --out $(DEMO_OUT)
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+bench: $(STAMP)
+	$(PY) benchmarks/read_warc.py
+
+clean:
+	rm -rf $(VENV) $(DEMO_OUT) build dist *.egg-info

@@ -1,0 +1,130 @@
+"""Where crawl files come from: paths, globs, folders, Common Crawl manifests, remote URLs.
+
+``expand_inputs`` turns what a user typed into a sorted list of files; ``open_input``
+opens one of them as a binary stream (local files directly, ``http(s)://`` with the
+standard library, ``gs://``/``s3://`` and any other scheme through Beam's FileSystems,
+then fsspec). Nothing here decompresses: the WARC reader sees the raw bytes, so it can
+report compressed offsets and survive a damaged gzip member.
+"""
+
+from __future__ import annotations
+
+import glob
+import gzip
+import io
+import os
+import urllib.parse
+import urllib.request
+from typing import BinaryIO, Iterable
+
+# Common Crawl's public data host; relative paths in wet.paths.gz / warc.paths.gz join to it.
+COMMON_CRAWL_BASE_URL = "https://data.commoncrawl.org/"
+CRAWL_FILE_SUFFIXES = (".warc.gz", ".wet.gz", ".warc", ".wet", ".warc.wet.gz", ".arc.gz")
+MANIFEST_SUFFIXES = (".paths.gz", ".paths")
+USER_AGENT = "corpusforge/0.1 (+https://github.com/corpusforge/corpusforge)"
+
+
+class InputError(ValueError):
+    """An input that names nothing readable; the message says what was looked for."""
+
+
+def is_remote(path: str) -> bool:
+    scheme = urllib.parse.urlsplit(path).scheme
+    return len(scheme) > 1  # one letter is a Windows drive, not a scheme
+
+
+def is_manifest(path: str) -> bool:
+    return path.endswith(MANIFEST_SUFFIXES)
+
+
+def join_base(base: str, relative: str) -> str:
+    """Join a manifest's relative path to a base URL or a local folder."""
+    if is_remote(relative) or os.path.isabs(relative):
+        return relative
+    if is_remote(base):
+        return base.rstrip("/") + "/" + relative.lstrip("/")
+    return os.path.join(base, relative)
+
+
+def read_manifest(path: str, base: str = COMMON_CRAWL_BASE_URL) -> list[str]:
+    """The files a ``*.paths.gz`` manifest lists, each joined to ``base``, in manifest order."""
+    with open_input(path) as raw:
+        data = raw.read()
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    lines = data.decode("utf-8").splitlines()
+    return [join_base(base, line.strip()) for line in lines if line.strip() and not line.startswith("#")]
+
+
+def expand_inputs(specs: Iterable[str] | str, base: str = COMMON_CRAWL_BASE_URL, max_files: int | None = None) -> list[str]:
+    """Expand paths, globs, folders and manifests into a list of crawl files.
+
+    Order is stable: each spec's files in sorted (or manifest) order, specs in the order
+    given, duplicates removed. Raises ``InputError`` for a spec that matches nothing.
+    """
+    if isinstance(specs, str):
+        specs = [specs]
+    files: list[str] = []
+    for spec in specs:
+        files.extend(_expand_one(spec, base))
+    unique = list(dict.fromkeys(files))
+    return unique[:max_files] if max_files is not None else unique
+
+
+def _expand_one(spec: str, base: str) -> list[str]:
+    if is_manifest(spec):
+        return read_manifest(spec, base)
+    if is_remote(spec):
+        return [spec]
+    if os.path.isdir(spec):
+        found = [
+            os.path.join(root, name)
+            for root, _, names in os.walk(spec)
+            for name in names
+            if name.endswith(CRAWL_FILE_SUFFIXES)
+        ]
+        if not found:
+            raise InputError(f"{spec}: folder holds no WARC/WET files ({', '.join(CRAWL_FILE_SUFFIXES)})")
+        return sorted(found)
+    if glob.has_magic(spec):
+        found = sorted(p for p in glob.glob(spec, recursive=True) if os.path.isfile(p))
+        if not found:
+            raise InputError(f"{spec}: the pattern matches no file")
+        return found
+    if not os.path.isfile(spec):
+        raise InputError(f"{spec}: no such file")
+    return [spec]
+
+
+def open_input(path: str) -> BinaryIO:
+    """Open a local path or URL for binary streaming reads."""
+    if not is_remote(path):
+        return open(path, "rb")
+    scheme = urllib.parse.urlsplit(path).scheme
+    if scheme == "file":
+        return open(urllib.request.url2pathname(urllib.parse.urlsplit(path).path), "rb")
+    if scheme in ("http", "https"):
+        request = urllib.request.Request(path, headers={"User-Agent": USER_AGENT})
+        return io.BufferedReader(urllib.request.urlopen(request, timeout=60), buffer_size=1 << 20)
+    return _open_with_filesystems(path)
+
+
+def _open_with_filesystems(path: str) -> BinaryIO:
+    errors = []
+    try:
+        from apache_beam.io.filesystem import CompressionTypes
+        from apache_beam.io.filesystems import FileSystems
+
+        return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    except Exception as exc:  # Beam lacks this scheme's extra (e.g. apache-beam[gcp])
+        errors.append(f"Beam FileSystems: {exc}")
+    try:
+        import fsspec
+
+        return fsspec.open(path, "rb").open()
+    except Exception as exc:
+        errors.append(f"fsspec: {exc}")
+    raise InputError(
+        f"{path}: cannot open this URL ({'; '.join(errors)}). For gs:// install apache-beam[gcp] "
+        "or gcsfs; for s3:// install apache-beam[aws] or s3fs."
+    )

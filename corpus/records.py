@@ -1,0 +1,98 @@
+"""The records every stage passes around: one document schema, one HTML page, one error.
+
+A ``Document`` is what every shard holds (``text``, ``url``, ``timestamp``, plus a
+``meta`` map of strings). ``HtmlPage`` is a WARC ``response`` before text extraction.
+``ReadError`` is one piece of bad input: where it was and why it could not be read.
+All three are plain, picklable values, so Beam can move them between workers.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import pyarrow as pa
+
+# C4's timestamp layout, e.g. 2019-04-25T12:57:54Z (the released c4/en JSON).
+TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+
+# The single Arrow schema of a document; Parquet and JSON shards both load as this.
+DOCUMENT_SCHEMA = pa.schema(
+    [
+        pa.field("text", pa.string(), nullable=False),
+        pa.field("url", pa.string(), nullable=False),
+        pa.field("timestamp", pa.string(), nullable=False),
+        pa.field("meta", pa.map_(pa.string(), pa.string()), nullable=False),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class Document:
+    """One page of text: the unit of every corpus, shard and dedup step."""
+
+    text: str
+    url: str
+    timestamp: str
+    meta: Mapping[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"text": self.text, "url": self.url, "timestamp": self.timestamp, "meta": dict(self.meta)}
+
+    @classmethod
+    def from_dict(cls, row: Mapping) -> "Document":
+        meta = row.get("meta") or {}
+        if isinstance(meta, list):  # Arrow map columns come back as (key, value) pairs
+            meta = dict(meta)
+        return cls(
+            text=row.get("text") or "",
+            url=row.get("url") or "",
+            timestamp=row.get("timestamp") or "",
+            meta={str(k): str(v) for k, v in meta.items()},
+        )
+
+
+@dataclass(frozen=True)
+class HtmlPage:
+    """A WARC ``response`` record with an HTML body, decoded to text, before extraction."""
+
+    url: str
+    timestamp: str
+    status: int
+    headers: Mapping[str, str]
+    html: str
+    charset: str
+    source: str
+    offset: int
+    record_id: str = ""
+
+
+@dataclass(frozen=True)
+class ReadError:
+    """A piece of input that could not be read; it goes to the run's ``errors`` output."""
+
+    source: str
+    offset: int
+    reason: str
+    detail: str = ""
+
+    def to_dict(self) -> dict:
+        return {"source": self.source, "offset": self.offset, "reason": self.reason, "detail": self.detail}
+
+
+def normalize_timestamp(value: str) -> str:
+    """Turn a WARC-Date (``2019-04-18T12:41:33Z``, maybe with fractions or an offset) into C4's form.
+
+    Returns ``""`` when the value cannot be parsed; callers count that as no timestamp.
+    """
+    value = (value or "").strip()
+    if not value:
+        return ""
+    try:
+        parsed = _dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return ""
+    if parsed.tzinfo is not None:
+        parsed = parsed.astimezone(_dt.timezone.utc).replace(tzinfo=None)
+    return parsed.strftime(TIMESTAMP_FORMAT)

@@ -1,0 +1,648 @@
+"""Streaming, fault-tolerant reading of Common Crawl WARC and WET files.
+
+Three layers, each a generator, so memory stays at one record per file:
+
+1. ``_byte_stream`` turns the raw file into decompressed pieces. It walks gzip members
+   one by one (Common Crawl writes one record per member) and also reads a file that is
+   one long gzip stream or not compressed at all. A damaged or truncated member becomes a
+   ``_Break``; reading resumes at the next gzip member header.
+2. ``iter_records`` frames WARC records by their ``Content-Length``. A record cut short,
+   a wrong length, garbage between records, an unknown version, a second ``warcinfo`` or
+   a malformed target URI becomes a ``ReadError``, and framing resynchronises on the next
+   ``WARC/`` line, so every complete record before and after the damage is still read.
+3. ``read_archive`` turns records into what the pipelines want: WET ``conversion``
+   records into ``Document``s, WARC ``response`` records with an HTML body into
+   ``HtmlPage``s (HTTP head parsed with warcio, chunking and content-encoding undone,
+   charset decoded). Other record types are skipped and counted.
+
+Every record carries its provenance: the file and the compressed byte offset of the
+gzip member it starts in (the offset Common Crawl's index gives), plus its offset in the
+decompressed stream.
+"""
+
+from __future__ import annotations
+
+import codecs
+import io
+import logging
+import re
+import zlib
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import BinaryIO, Iterator
+
+from warcio.bufferedreaders import ChunkedDataException, ChunkedDataReader
+from warcio.statusandheaders import StatusAndHeadersParser, StatusAndHeadersParserException
+
+from corpus.inputs import open_input
+from corpus.records import Document, HtmlPage, ReadError, normalize_timestamp
+
+log = logging.getLogger(__name__)
+
+RAW_READ_SIZE = 1 << 16  # small reads keep zlib's unused_data copies short between members
+MAX_HEADER_BYTES = 1 << 20
+KNOWN_VERSIONS = (b"WARC/1.0", b"WARC/1.1")
+HTML_MIME_TYPES = ("text/html", "application/xhtml+xml")
+TEXT_MODES = ("faithful", "c4")
+# The C4 reference drops every WET line that starts with these (spec: c4.md, record parsing).
+C4_DROPPED_LINE_PREFIXES = ("WARC", "CONTENT-", "Content-")
+LOGGED_ERRORS_PER_REASON = 10
+
+# Reasons a ReadError can carry, in the order a reader meets them.
+TRUNCATED_GZIP = "truncated_gzip"
+CORRUPT_GZIP = "corrupt_gzip"
+READ_FAILED = "read_failed"
+CLIPPED_RECORD = "clipped_record"
+MISSING_TERMINATOR = "missing_terminator"
+GARBAGE = "garbage_between_records"
+BAD_HEADER = "bad_header"
+UNKNOWN_VERSION = "unknown_warc_version"
+MISSING_TARGET_URI = "missing_target_uri"
+SPACE_IN_TARGET_URI = "space_in_target_uri"
+EXTRA_WARCINFO = "extra_warcinfo"
+BAD_HTTP_HEAD = "bad_http_head"
+BAD_CHUNKING = "bad_chunked_body"
+BAD_CONTENT_ENCODING = "bad_content_encoding"
+
+
+@dataclass(frozen=True)
+class WarcRecord:
+    """One framed record: its header fields (lower-cased names), its block, where it was."""
+
+    version: str
+    headers: dict[str, str]
+    block: bytes
+    source: str
+    offset: int  # compressed offset of the gzip member the record starts in (or file offset)
+    stream_offset: int  # offset in the decompressed stream
+
+    @property
+    def rec_type(self) -> str:
+        return self.headers.get("warc-type", "").lower()
+
+    def get(self, name: str, default: str = "") -> str:
+        return self.headers.get(name.lower(), default)
+
+
+@dataclass(frozen=True)
+class _Break:
+    """The decompressed stream is not contiguous here: bytes between were lost."""
+
+    reason: str
+    offset: int
+    detail: str
+
+
+# -- layer 1: bytes ---------------------------------------------------------------------
+
+
+UNCOMPRESSED = -1  # member offset of bytes from a file that is not gzip-compressed
+
+
+def _byte_stream(raw: BinaryIO) -> Iterator[tuple[bytes, int] | _Break]:
+    """Yield (decompressed bytes, compressed offset of their gzip member) and ``_Break``s."""
+    try:
+        head = raw.read(RAW_READ_SIZE)
+    except OSError as exc:
+        yield _Break(READ_FAILED, 0, str(exc))
+        return
+    if head[:2] != b"\x1f\x8b":
+        yield from _plain_stream(raw, head)
+        return
+    yield from _gzip_stream(raw, head)
+
+
+def _plain_stream(raw: BinaryIO, head: bytes) -> Iterator[tuple[bytes, int] | _Break]:
+    offset = 0
+    chunk = head
+    while chunk:
+        yield chunk, UNCOMPRESSED
+        offset += len(chunk)
+        try:
+            chunk = raw.read(RAW_READ_SIZE)
+        except OSError as exc:
+            yield _Break(READ_FAILED, offset, str(exc))
+            return
+
+
+def _gzip_stream(raw: BinaryIO, head: bytes) -> Iterator[tuple[bytes, int] | _Break]:
+    pending = head  # compressed bytes not yet given to a decompressor
+    pending_offset = 0  # file offset of pending[0]
+    member_offset = 0
+    inflater = zlib.decompressobj(31)
+    at_eof = False
+    while True:
+        if not pending:
+            if at_eof:
+                break
+            try:
+                pending = raw.read(RAW_READ_SIZE)
+            except OSError as exc:
+                yield _Break(READ_FAILED, pending_offset, str(exc))
+                return
+            if not pending:
+                at_eof = True
+                continue
+        try:
+            out = inflater.decompress(pending)
+        except zlib.error as exc:
+            yield _Break(CORRUPT_GZIP, member_offset, str(exc))
+            resumed = _seek_next_member(raw, pending, pending_offset, member_offset)
+            if resumed is None:
+                return
+            pending, pending_offset = resumed
+            member_offset = pending_offset
+            inflater = zlib.decompressobj(31)
+            continue
+        if out:
+            yield out, member_offset
+        if inflater.eof:
+            rest = inflater.unused_data
+            pending_offset += len(pending) - len(rest)
+            pending = rest
+            member_offset = pending_offset
+            inflater = zlib.decompressobj(31)
+            if not pending:
+                try:
+                    pending = raw.read(RAW_READ_SIZE)
+                except OSError as exc:
+                    yield _Break(READ_FAILED, pending_offset, str(exc))
+                    return
+                if not pending:
+                    return  # clean end: the last member closed exactly at end of file
+            if pending[:2] != b"\x1f\x8b":
+                # Bytes after a member that are not a member: a damaged or foreign tail.
+                yield _Break(CORRUPT_GZIP, member_offset, "data after gzip member is not a gzip member")
+                resumed = _seek_next_member(raw, pending, pending_offset, member_offset)
+                if resumed is None:
+                    return
+                pending, pending_offset = resumed
+                member_offset = pending_offset
+        else:
+            pending_offset += len(pending)
+            pending = b""
+    # The file ended inside a member.
+    if not inflater.eof and (inflater.unconsumed_tail or pending_offset > member_offset):
+        yield _Break(TRUNCATED_GZIP, member_offset, "file ends inside a gzip member")
+
+
+def _seek_next_member(raw: BinaryIO, pending: bytes, pending_offset: int, after: int) -> tuple[bytes, int] | None:
+    """Find the next gzip member header (1f 8b 08) after file offset ``after``."""
+    window = pending
+    window_offset = pending_offset
+    while True:
+        start = max(0, after + 1 - window_offset)
+        found = window.find(b"\x1f\x8b\x08", start)
+        if found >= 0:
+            return window[found:], window_offset + found
+        try:
+            more = raw.read(RAW_READ_SIZE)
+        except OSError:
+            return None
+        if not more:
+            return None
+        keep = window[-2:]  # a header may straddle two reads
+        window_offset += len(window) - len(keep)
+        window = keep + more
+
+
+# -- layer 2: records -------------------------------------------------------------------
+
+
+class _Framer:
+    """Holds the decompressed bytes of the current record and where they came from."""
+
+    def __init__(self, pieces: Iterator[tuple[bytes, int] | _Break]):
+        self.pieces = pieces
+        self.buf = bytearray()
+        self.pos = 0  # parse position in buf
+        self.stream_base = 0  # stream offset of buf[0]
+        self.members: list[tuple[int, int]] = []  # (stream offset, member offset), ascending
+        self.exhausted = False
+        self.pending_break: _Break | None = None
+
+    def fill(self) -> bool:
+        """Read one more piece; False at end of stream or at a break (see pending_break)."""
+        if self.exhausted or self.pending_break is not None:
+            return False
+        piece = next(self.pieces, None)
+        if piece is None:
+            self.exhausted = True
+            return False
+        if isinstance(piece, _Break):
+            self.pending_break = piece
+            return False
+        data, member = piece
+        stream_end = self.stream_base + len(self.buf)
+        if not self.members or self.members[-1][1] != member:
+            self.members.append((stream_end, member))
+        self.buf += data
+        return True
+
+    def available(self) -> int:
+        return len(self.buf) - self.pos
+
+    def member_offset(self, stream_offset: int) -> int:
+        """The gzip member a stream position lies in; in a plain file, the position itself."""
+        result = 0
+        for start, member in self.members:
+            if start > stream_offset:
+                break
+            result = member
+        return stream_offset if result == UNCOMPRESSED else result
+
+    def consume(self, n: int) -> None:
+        self.pos += n
+        if self.pos > (1 << 20) or self.pos == len(self.buf):
+            self._compact()
+
+    def _compact(self) -> None:
+        del self.buf[: self.pos]
+        self.stream_base += self.pos
+        self.pos = 0
+        while len(self.members) > 1 and self.members[1][0] <= self.stream_base:
+            self.members.pop(0)
+
+    def restart_after_break(self) -> _Break:
+        """Drop what is buffered (it cannot be completed) and continue after the break."""
+        broken = self.pending_break
+        self.pending_break = None
+        self.stream_base += len(self.buf)
+        self.buf = bytearray()
+        self.pos = 0
+        self.members = []
+        return broken
+
+
+def iter_records(raw: BinaryIO, source: str) -> Iterator[WarcRecord | ReadError]:
+    """Frame every WARC record in a (possibly compressed, possibly damaged) stream."""
+    framer = _Framer(_byte_stream(raw))
+    seen_other_than_warcinfo = False
+    resyncing = False  # the last error already explains the bytes we are about to skip
+    while True:
+        # Skip the blank lines between records.
+        while True:
+            while framer.available() and framer.buf[framer.pos] in b"\r\n":
+                framer.consume(1)
+            if framer.available() or not framer.fill():
+                break
+        if not framer.available():
+            if framer.pending_break is not None:
+                yield _after_break(framer, source)
+                resyncing = False
+                continue
+            return
+        record_stream = framer.stream_base + framer.pos
+        # A record must start with "WARC/"; otherwise skip to the next line that does.
+        if not _starts_with_warc(framer):
+            if framer.pending_break is not None and framer.available() < 5:
+                yield _after_break(framer, source)
+                resyncing = False
+                continue
+            if not resyncing:
+                yield ReadError(source, framer.member_offset(record_stream), GARBAGE, _snippet(framer))
+            resyncing = True
+            _skip_to_next_warc_line(framer)
+            continue
+        header_end, sep_len = _find_header_end(framer)
+        if header_end < 0:
+            if framer.pending_break is not None:
+                yield _after_break(framer, source)
+                resyncing = False
+                continue
+            yield ReadError(source, framer.member_offset(record_stream), CLIPPED_RECORD, "stream ends inside the record header")
+            framer.consume(framer.available())
+            continue
+        offset = framer.member_offset(record_stream)
+        head = bytes(framer.buf[framer.pos : header_end])
+        version, headers, problem = _parse_warc_head(head)
+        if problem:
+            yield ReadError(source, offset, BAD_HEADER, problem)
+            resyncing = True
+            framer.consume(4)  # past "WARC", then look for the next record
+            _skip_to_next_warc_line(framer)
+            continue
+        length = int(headers["content-length"])
+        block_start = header_end + sep_len
+        while len(framer.buf) - block_start < length and framer.fill():
+            pass
+        if len(framer.buf) - block_start < length:
+            if framer.pending_break is not None:
+                yield _after_break(framer, source)  # the damaged member explains the loss
+                resyncing = False
+                continue
+            detail = f"Content-Length {length}, {len(framer.buf) - block_start} bytes present"
+            yield ReadError(source, offset, CLIPPED_RECORD, detail)
+            framer.consume(framer.available())
+            continue
+        block = bytes(framer.buf[block_start : block_start + length])
+        framer.consume(block_start + length - framer.pos)
+        terminated = _consume_terminator(framer, sep_len)
+        resyncing = not terminated
+        if not terminated:
+            yield ReadError(source, offset, MISSING_TERMINATOR, f"record not followed by a blank line; Content-Length {length} may be wrong")
+        if version.encode() not in KNOWN_VERSIONS:
+            yield ReadError(source, offset, UNKNOWN_VERSION, version[:40])
+            continue
+        rec_type = headers.get("warc-type", "").lower()
+        if rec_type == "warcinfo" and seen_other_than_warcinfo:
+            yield ReadError(source, offset, EXTRA_WARCINFO, "warcinfo record after other records (files concatenated?)")
+        if rec_type != "warcinfo":
+            seen_other_than_warcinfo = True
+        uri = headers.get("warc-target-uri")
+        if uri is not None:
+            clean = uri.strip().strip("<>")
+            if " " in clean:
+                yield ReadError(source, offset, SPACE_IN_TARGET_URI, clean[:200])
+                clean = clean.replace(" ", "%20")
+            headers["warc-target-uri"] = clean
+        yield WarcRecord(version, headers, block, source, offset, record_stream)
+
+
+def _after_break(framer: _Framer, source: str) -> ReadError:
+    broken = framer.restart_after_break()
+    return ReadError(source, broken.offset, broken.reason, broken.detail)
+
+
+def _starts_with_warc(framer: _Framer) -> bool:
+    while framer.available() < 5 and framer.fill():
+        pass
+    return framer.buf[framer.pos : framer.pos + 5] == b"WARC/"
+
+
+def _skip_to_next_warc_line(framer: _Framer) -> None:
+    """Advance to the next ``WARC/`` at a line start, reading more as needed."""
+    while True:
+        found = framer.buf.find(b"\nWARC/", framer.pos)
+        if found >= 0:
+            framer.consume(found + 1 - framer.pos)
+            return
+        keep = min(framer.available(), 5)
+        framer.consume(framer.available() - keep)
+        if not framer.fill():
+            framer.consume(framer.available())
+            return
+
+
+def _find_header_end(framer: _Framer) -> tuple[int, int]:
+    searched = framer.pos
+    while True:
+        crlf = framer.buf.find(b"\r\n\r\n", searched)
+        lf = framer.buf.find(b"\n\n", searched)
+        if lf >= 0 and (crlf < 0 or lf < crlf):
+            return lf, 2  # files written with bare LF line ends (seen in the wild)
+        if crlf >= 0:
+            return crlf, 4
+        if len(framer.buf) - framer.pos > MAX_HEADER_BYTES:
+            return -1, 0
+        searched = max(framer.pos, len(framer.buf) - 3)
+        if not framer.fill():
+            return -1, 0
+
+
+def _parse_warc_head(head: bytes) -> tuple[str, dict[str, str], str]:
+    """Parse a WARC header block; returns (version, headers, problem or '')."""
+    text = head.decode("utf-8", "replace")
+    lines = text.replace("\r\n", "\n").split("\n")
+    version = lines[0].strip()
+    headers: dict[str, str] = {}
+    name = ""
+    for line in lines[1:]:
+        if line[:1] in (" ", "\t") and name:  # folded continuation line
+            headers[name] += " " + line.strip()
+            continue
+        key, sep, value = line.partition(":")
+        if not sep:
+            return version, headers, f"header line without a colon: {line[:80]!r}"
+        name = key.strip().lower()
+        headers.setdefault(name, value.strip())
+    length = headers.get("content-length")
+    if length is None:
+        return version, headers, "no Content-Length"
+    if not length.isdigit():
+        return version, headers, f"Content-Length is not a number: {length[:40]!r}"
+    return version, headers, ""
+
+
+def _consume_terminator(framer: _Framer, sep_len: int) -> bool:
+    """Consume the blank line after a block; False when it is not there."""
+    expected = b"\r\n\r\n" if sep_len == 4 else b"\n\n"
+    while framer.available() < len(expected) and framer.fill():
+        pass
+    got = bytes(framer.buf[framer.pos : framer.pos + len(expected)])
+    if got == expected:
+        framer.consume(len(expected))
+        return True
+    if not got and framer.pending_break is None:
+        return True  # a file's last record may end without the blank line
+    return False
+
+
+def _snippet(framer: _Framer) -> str:
+    return bytes(framer.buf[framer.pos : framer.pos + 60]).decode("utf-8", "replace")
+
+
+# -- layer 3: documents and pages ------------------------------------------------------
+
+
+@dataclass
+class ReadStats:
+    """Counts by record type, outcome and error reason, for one or many files."""
+
+    counts: Counter = field(default_factory=Counter)
+
+    def add(self, key: str, n: int = 1) -> None:
+        self.counts[key] += n
+
+    def errors(self) -> dict[str, int]:
+        return {k.split(":", 1)[1]: v for k, v in sorted(self.counts.items()) if k.startswith("error:")}
+
+
+def read_archive(
+    source: str,
+    *,
+    text_mode: str = "faithful",
+    stats: ReadStats | None = None,
+    fileobj: BinaryIO | None = None,
+) -> Iterator[Document | HtmlPage | ReadError]:
+    """Read one WARC/WET file: ``Document``s from WET, ``HtmlPage``s from WARC, ``ReadError``s.
+
+    ``text_mode='faithful'`` keeps WET text as Common Crawl wrote it; ``'c4'`` applies
+    the C4 reference's quirks (lines stripped, blank lines dropped, lines starting
+    ``WARC``/``CONTENT-``/``Content-`` dropped). Never raises on bad input.
+    """
+    if text_mode not in TEXT_MODES:
+        raise ValueError(f"text_mode must be one of {TEXT_MODES}, not {text_mode!r}")
+    stats = stats if stats is not None else ReadStats()
+    stats.add("files")
+    logged: Counter = Counter()
+    try:
+        raw = fileobj if fileobj is not None else open_input(source)
+    except OSError as exc:
+        error = ReadError(source, 0, READ_FAILED, str(exc))
+        _note_error(error, stats, logged)
+        yield error
+        return
+    with raw:
+        for item in iter_records(raw, source):
+            if isinstance(item, ReadError):
+                _note_error(item, stats, logged)
+                yield item
+                continue
+            rec_type = item.rec_type or "unknown"
+            stats.add(f"records:{rec_type}")
+            if rec_type == "conversion":
+                produced = _conversion_to_document(item, text_mode)
+            elif rec_type == "response":
+                produced = _response_to_page(item, stats)
+            else:
+                stats.add(f"skipped:{rec_type}")
+                continue
+            if isinstance(produced, ReadError):
+                _note_error(produced, stats, logged)
+            elif produced is not None:
+                stats.add(f"produced:{rec_type}")
+            if produced is not None:
+                yield produced
+
+
+def _note_error(error: ReadError, stats: ReadStats, logged: Counter) -> None:
+    stats.add(f"error:{error.reason}")
+    logged[error.reason] += 1
+    if logged[error.reason] <= LOGGED_ERRORS_PER_REASON:
+        log.warning("%s @%d: %s %s", error.source, error.offset, error.reason, error.detail)
+        if logged[error.reason] == LOGGED_ERRORS_PER_REASON:
+            log.warning("%s: further %s errors are counted, not logged", error.source, error.reason)
+
+
+def _provenance(record: WarcRecord) -> dict[str, str]:
+    meta = {
+        "source": record.source,
+        "offset": str(record.offset),
+        "stream_offset": str(record.stream_offset),
+        "record_id": record.get("warc-record-id"),
+    }
+    language = record.get("warc-identified-content-language")
+    if language:
+        meta["language"] = language
+    return meta
+
+
+def _conversion_to_document(record: WarcRecord, text_mode: str) -> Document | ReadError:
+    url = record.get("warc-target-uri")
+    if not url:
+        return ReadError(record.source, record.offset, MISSING_TARGET_URI, f"{record.rec_type} record {record.get('warc-record-id')}")
+    text = record.block.decode("utf-8", "replace")
+    if text_mode == "c4":
+        text = c4_wet_text(text)
+    return Document(text=text, url=url, timestamp=normalize_timestamp(record.get("warc-date")), meta=_provenance(record))
+
+
+def c4_wet_text(text: str) -> str:
+    """The C4 reference's view of a WET body: stripped, non-empty lines, no WARC/Content lines."""
+    lines = (line.strip() for line in text.split("\n"))
+    return "\n".join(line for line in lines if line and not line.startswith(C4_DROPPED_LINE_PREFIXES))
+
+
+def _response_to_page(record: WarcRecord, stats: ReadStats) -> HtmlPage | ReadError | None:
+    url = record.get("warc-target-uri")
+    if not url:
+        return ReadError(record.source, record.offset, MISSING_TARGET_URI, f"response record {record.get('warc-record-id')}")
+    stream = io.BytesIO(record.block)
+    try:
+        http = StatusAndHeadersParser(["HTTP/1.0", "HTTP/1.1", "HTTP/2", "HTTP/2.0"], verify=False).parse(stream)
+        status = int((http.get_statuscode() or "0")[:3])
+    except (StatusAndHeadersParserException, ValueError, EOFError) as exc:
+        return ReadError(record.source, record.offset, BAD_HTTP_HEAD, str(exc)[:200])
+    content_type = http.get_header("Content-Type") or ""
+    mime = content_type.split(";", 1)[0].strip().lower()
+    if mime not in HTML_MIME_TYPES:
+        stats.add(f"skipped:non_html:{mime or 'none'}")
+        return None
+    body, problem = _http_body(stream, http)
+    if problem:
+        return ReadError(record.source, record.offset, problem[0], problem[1])
+    html, charset = decode_html(body, content_type)
+    headers = {name: value for name, value in http.headers}
+    return HtmlPage(
+        url=url,
+        timestamp=normalize_timestamp(record.get("warc-date")),
+        status=status,
+        headers=headers,
+        html=html,
+        charset=charset,
+        source=record.source,
+        offset=record.offset,
+        record_id=record.get("warc-record-id"),
+    )
+
+
+def _http_body(stream: io.BytesIO, http) -> tuple[bytes, tuple[str, str] | None]:
+    """Undo transfer chunking and content encoding, as the client would have."""
+    body = stream.read()
+    if (http.get_header("Transfer-Encoding") or "").lower() == "chunked":
+        try:
+            body = ChunkedDataReader(io.BytesIO(body), raise_exceptions=True).read()
+        except (ChunkedDataException, ValueError) as exc:
+            return body, (BAD_CHUNKING, str(exc)[:200])
+    encoding = (http.get_header("Content-Encoding") or "").lower().strip()
+    if encoding in ("", "identity"):
+        return body, None
+    try:
+        return decode_content(body, encoding), None
+    except (zlib.error, ValueError) as exc:
+        return body, (BAD_CONTENT_ENCODING, f"{encoding}: {exc}"[:200])
+
+
+def decode_content(body: bytes, encoding: str) -> bytes:
+    """Undo an HTTP Content-Encoding. A body cut short yields what it holds (pages are often clipped)."""
+    if encoding in ("gzip", "x-gzip"):
+        return zlib.decompressobj(47).decompress(body)  # 47: gzip or zlib header, detected
+    if encoding == "deflate":  # servers send both zlib-wrapped and raw deflate under this name
+        try:
+            return zlib.decompressobj(15).decompress(body)
+        except zlib.error:
+            return zlib.decompressobj(-15).decompress(body)
+    if encoding == "br":
+        try:
+            import brotli
+        except ImportError:
+            raise ValueError("brotli is not installed (pip install brotli)") from None
+        try:
+            return brotli.decompress(body)
+        except brotli.error as exc:
+            raise ValueError(str(exc)) from None
+    raise ValueError("unknown content encoding")
+
+
+_BOMS = ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be"))
+_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.IGNORECASE)
+
+
+def decode_html(body: bytes, content_type: str = "") -> tuple[str, str]:
+    """Decode an HTML body: byte-order mark, HTTP charset, <meta> charset, UTF-8, then cp1252."""
+    for bom, charset in _BOMS:
+        if body.startswith(bom):  # a BOM wins over any declared charset, as in browsers
+            return body[len(bom) :].decode(charset, "replace"), charset
+    candidates = []
+    match = re.search(r"charset\s*=\s*[\"']?([A-Za-z0-9._:-]+)", content_type, re.IGNORECASE)
+    if match:
+        candidates.append(match.group(1))
+    meta = _META_CHARSET.search(body[:4096])
+    if meta:
+        candidates.append(meta.group(1).decode("ascii", "ignore"))
+    for name in candidates:
+        try:
+            charset = codecs.lookup(name).name
+        except LookupError:
+            continue
+        if charset in ("latin-1", "iso8859-1", "ascii"):
+            charset = "cp1252"  # browsers read these labels as windows-1252
+        try:
+            return body.decode(charset), charset
+        except UnicodeDecodeError:
+            continue
+    try:
+        return body.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        return body.decode("cp1252", "replace"), "cp1252"

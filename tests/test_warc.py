@@ -1,0 +1,284 @@
+"""WARC/WET reading: real Common Crawl files, the malformed set, and damage made on purpose."""
+
+from __future__ import annotations
+
+import gzip
+import http.server
+import io
+import re
+import threading
+from functools import partial
+
+import pytest
+
+from corpus.records import Document, HtmlPage, ReadError
+from corpus.warc import ReadStats, c4_wet_text, decode_html, iter_records, read_archive
+
+
+def read_all(path, **kwargs):
+    stats = ReadStats()
+    items = list(read_archive(str(path), stats=stats, **kwargs))
+    docs = [i for i in items if isinstance(i, Document)]
+    pages = [i for i in items if isinstance(i, HtmlPage)]
+    errors = [i for i in items if isinstance(i, ReadError)]
+    return docs, pages, errors, stats
+
+
+def warc_record(rec_type: str, block: bytes, uri: str | None = "http://example.com/", version: str = "WARC/1.0", extra: str = "") -> bytes:
+    head = f"{version}\r\nWARC-Type: {rec_type}\r\nWARC-Date: 2019-04-18T12:41:33Z\r\nWARC-Record-ID: <urn:uuid:{rec_type}-{len(block)}>\r\n"
+    if uri is not None:
+        head += f"WARC-Target-URI: {uri}\r\n"
+    head += extra + f"Content-Length: {len(block)}\r\n\r\n"
+    return head.encode() + block + b"\r\n\r\n"
+
+
+def conversion(uri: str, text: str) -> bytes:
+    return warc_record("conversion", text.encode(), uri)
+
+
+def html_response(uri: str, html: bytes, content_type: str = "text/html; charset=utf-8", extra_http: str = "") -> bytes:
+    http_head = f"HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\n{extra_http}Content-Length: {len(html)}\r\n\r\n"
+    return warc_record("response", http_head.encode() + html, uri, extra="Content-Type: application/http; msgtype=response\r\n")
+
+
+def members(*records: bytes) -> bytes:
+    return b"".join(gzip.compress(r, mtime=0) for r in records)
+
+
+# -- real Common Crawl files ------------------------------------------------------------
+
+
+def test_resiliparse_warc_has_16_html_responses_in_50_records(real_data):
+    docs, pages, errors, stats = read_all(real_data / "warc/resiliparse/warcfile.warc.gz")
+    assert len(pages) == 16 and not docs and not errors
+    records = sum(v for k, v in stats.counts.items() if k.startswith("records:"))
+    assert records == 50
+    assert stats.counts["skipped:request"] == 17 and stats.counts["skipped:metadata"] == 16
+    assert all(p.status == 200 and p.html.lstrip().lower().startswith(("<!doctype", "<html")) for p in pages)
+    assert {p.charset for p in pages} >= {"utf-8", "cp1251"}  # real pages declare several charsets
+
+
+def test_ccscalatools_wet_has_25_conversion_records_with_their_urls(real_data):
+    path = real_data / "warc/ccscalatools/filter_test_1.wet.gz"
+    docs, pages, errors, _ = read_all(path)
+    raw = gzip.decompress(path.read_bytes()).decode("utf-8", "replace")
+    expected = re.findall(r"WARC-Type: conversion\r\nWARC-Target-URI: (\S+)\r\n", raw)
+    assert len(expected) == 25
+    assert [d.url for d in docs] == expected
+    assert not pages and not errors
+    assert all(d.timestamp.startswith("2016-12-") and d.timestamp.endswith("Z") for d in docs)
+
+
+def test_whirlwind_wet_language_header_and_warc_text_overlap(real_data):
+    (doc,), _, _, _ = read_all(real_data / "warc/whirlwind/whirlwind.warc.wet.gz")
+    assert doc.meta["language"] == "spa"
+    assert doc.url == "https://an.wikipedia.org/wiki/Escopete"
+    _, (page,), _, _ = read_all(real_data / "warc/whirlwind/whirlwind.warc.gz")
+    assert page.url == doc.url and page.status == 200
+    import trafilatura
+
+    extracted = trafilatura.extract(page.html, include_comments=False) or ""
+    wet_lines = {line.strip() for line in doc.text.splitlines() if len(line.strip()) > 30}
+    html_lines = {line.strip() for line in extracted.splitlines() if len(line.strip()) > 30}
+    shared = wet_lines & html_lines
+    assert len(shared) >= 3, shared
+
+
+def test_c4_text_mode_applies_reference_quirks(real_data):
+    faithful, _, _, _ = read_all(real_data / "warc/ccscalatools/filter_test_1.wet.gz")
+    c4, _, _, _ = read_all(real_data / "warc/ccscalatools/filter_test_1.wet.gz", text_mode="c4")
+    assert [d.url for d in c4] == [d.url for d in faithful]
+    for f, c in zip(faithful, c4):
+        assert c.text == c4_wet_text(f.text)
+        assert all(line == line.strip() and line for line in c.text.split("\n"))
+    assert any(f.text != c.text for f, c in zip(faithful, c4))
+
+
+def test_c4_wet_text_drops_warc_and_content_lines():
+    text = "  Hello there.  \n\nWARC-ish line\nCONTENT-TYPE x\nContent-Length: 3\ncontent- kept\n\tEnd.\n"
+    assert c4_wet_text(text) == "Hello there.\ncontent- kept\nEnd."
+
+
+def test_valid_warcio_edge_cases(real_data):
+    folder = real_data / "warc/warcio"
+    _, pages, errors, stats = read_all(folder / "example.warc.gz")
+    assert len(pages) == 1 and not errors and stats.counts["skipped:revisit"] == 1
+    assert stats.counts["records:warcinfo"] == 2  # two leading warcinfo records are legal
+    _, pages, errors, _ = read_all(folder / "example-iana.org-chunked.warc")
+    assert not errors and "Internet Assigned Numbers Authority" in pages[0].html  # chunking undone
+    _, pages, errors, stats = read_all(folder / "post-test.warc.gz")
+    assert not pages and not errors and stats.counts["skipped:non_html:application/json"] == 3
+    _, _, errors, stats = read_all(folder / "example-resource.warc.gz")
+    assert not errors and stats.counts["skipped:resource"] == 1
+
+
+# -- the malformed set: no exception escapes, errors by reason, complete records kept ---------
+
+MALFORMED = {
+    # file: (documents, html pages, {reason: count})
+    "ccscalatools/appended_zip_fragment_unexpected_eof.wet.gz": (15, 0, {"truncated_gzip": 1}),
+    "ccscalatools/corrupt_two_warcinfo.wet.gz": (5, 0, {"extra_warcinfo": 1}),
+    "ccscalatools/corrupt_warcconversion_1.wet.gz": (4, 0, {"missing_target_uri": 1}),
+    "ccscalatools/file_headers_only.wet.gz": (0, 0, {"clipped_record": 1}),
+    "ccscalatools/fragment1_incomplete_last.wet.gz": (1, 0, {"clipped_record": 1}),
+    "resiliparse/clipped.warc.gz": (0, 0, {"truncated_gzip": 1}),
+    "warcio/example-bad-non-chunked.warc.gz": (0, 1, {}),
+    "warcio/example-space-in-target-uri.warc.gz": (0, 0, {"space_in_target_uri": 1}),
+    "warcio/example-trunc.warc": (0, 1, {"missing_terminator": 1}),
+    "warcio/example-wrong-chunks.warc.gz": (0, 1, {"missing_terminator": 1}),
+}
+
+
+def test_every_malformed_file_is_covered(real_data):
+    present = {
+        str(p.relative_to(real_data / "warc_malformed"))
+        for p in (real_data / "warc_malformed").rglob("*")
+        if p.is_file() and not p.name.startswith("LICENSE")
+    }
+    assert present == set(MALFORMED)
+
+
+@pytest.mark.parametrize("name", sorted(MALFORMED))
+def test_malformed_file(real_data, name, caplog):
+    want_docs, want_pages, want_errors = MALFORMED[name]
+    docs, pages, errors, stats = read_all(real_data / "warc_malformed" / name)
+    assert len(docs) == want_docs
+    assert len(pages) == want_pages
+    assert stats.errors() == want_errors
+    assert all(e.source.endswith(name) and e.offset >= 0 for e in errors)
+    for error in errors:  # each is logged with its file and offset
+        assert any(error.reason in r.getMessage() and f"@{error.offset}" in r.getMessage() for r in caplog.records)
+
+
+def test_truncated_member_keeps_every_earlier_record(real_data):
+    docs, _, (error,), _ = read_all(real_data / "warc_malformed/ccscalatools/appended_zip_fragment_unexpected_eof.wet.gz")
+    assert error.offset == 49258  # the compressed offset of the cut member
+    offsets = [int(d.meta["offset"]) for d in docs]
+    assert offsets == sorted(offsets) and offsets[0] == 389 and len(set(offsets)) == 15
+
+
+def test_space_in_target_uri_is_percent_encoded(real_data):
+    path = real_data / "warc_malformed/warcio/example-space-in-target-uri.warc.gz"
+    with open(path, "rb") as raw:
+        records = [r for r in iter_records(raw, str(path)) if not isinstance(r, ReadError)]
+    assert records[1].get("WARC-Target-URI") == "file:///example%20with%20spaces.png"
+
+
+# -- damage made on purpose -------------------------------------------------------------
+
+
+def write(tmp_path, name, data: bytes):
+    path = tmp_path / name
+    path.write_bytes(data)
+    return path
+
+
+def test_corrupt_member_in_the_middle_keeps_records_on_both_sides(tmp_path):
+    parts = [gzip.compress(conversion(f"http://site{i}.example/", f"Page {i} text.\n"), mtime=0) for i in range(5)]
+    broken = bytearray(parts[2])
+    broken[12:40] = b"\x00" * 28  # destroy the deflate data of the third member
+    data = parts[0] + parts[1] + bytes(broken) + parts[3] + parts[4]
+    docs, _, errors, stats = read_all(write(tmp_path, "mid.wet.gz", data))
+    assert [d.url for d in docs] == [f"http://site{i}.example/" for i in (0, 1, 3, 4)]
+    assert stats.errors() == {"corrupt_gzip": 1}
+    assert errors[0].offset == len(parts[0]) + len(parts[1])
+    assert int(docs[2].meta["offset"]) == len(parts[0]) + len(parts[1]) + len(parts[2])
+
+
+def test_garbage_between_records_is_skipped_once(tmp_path):
+    data = conversion("http://a.example/", "A.\n") + b"\x00\x01 not a record\r\nstill junk\r\n" + conversion("http://b.example/", "B.\n")
+    docs, _, errors, stats = read_all(write(tmp_path, "junk.wet", data))
+    assert [d.url for d in docs] == ["http://a.example/", "http://b.example/"]
+    assert stats.errors() == {"garbage_between_records": 1}
+    assert errors[0].offset == len(conversion("http://a.example/", "A.\n"))
+
+
+def test_unknown_version_and_bad_header_are_skipped(tmp_path):
+    data = (
+        warc_record("conversion", b"old\n", "http://old.example/", version="WARC/0.17")
+        + b"WARC/1.0\r\nWARC-Type: conversion\r\nContent-Length: many\r\n\r\nbody\r\n\r\n"
+        + b"WARC/1.0\r\nWARC-Type: conversion\r\nno colon here\r\nContent-Length: 4\r\n\r\nbody\r\n\r\n"
+        + conversion("http://good.example/", "Good.\n")
+    )
+    docs, _, _, stats = read_all(write(tmp_path, "versions.warc", members(data)))
+    assert [d.url for d in docs] == ["http://good.example/"]
+    assert stats.errors() == {"unknown_warc_version": 1, "bad_header": 2}
+
+
+def test_lf_only_records_are_read(tmp_path):
+    text = "Line one.\nLine two.\n"
+    data = f"WARC/1.0\nWARC-Type: conversion\nWARC-Target-URI: http://lf.example/\nWARC-Date: 2019-04-18T12:41:33Z\nContent-Length: {len(text)}\n\n{text}\n\n"
+    docs, _, errors, _ = read_all(write(tmp_path, "lf.wet", data.encode()))
+    assert not errors and docs[0].text == text and docs[0].url == "http://lf.example/"
+
+
+def test_stream_that_fails_midway_keeps_what_was_read(tmp_path):
+    import random
+
+    rng = random.Random(7)  # incompressible text, so the file spans many reads
+    data = members(*(conversion(f"http://s{i}.example/", rng.randbytes(20000).hex()) for i in range(40)))
+
+    class Flaky(io.BytesIO):
+        def read(self, n=-1):
+            if self.tell() > len(data) // 2:
+                raise ConnectionResetError("peer reset")
+            return super().read(n)
+
+    items = list(read_archive("remote.wet.gz", fileobj=Flaky(data)))
+    docs = [i for i in items if isinstance(i, Document)]
+    errors = [i for i in items if isinstance(i, ReadError)]
+    assert 5 < len(docs) < 40
+    assert [e.reason for e in errors] == ["read_failed"]
+
+
+def test_missing_file_is_an_error_not_an_exception(tmp_path):
+    _, _, errors, stats = read_all(tmp_path / "nope.warc.gz")
+    assert stats.errors() == {"read_failed": 1} and "nope.warc.gz" in errors[0].source
+
+
+def test_second_warcinfo_only_after_other_records(tmp_path):
+    info = warc_record("warcinfo", b"software: x\r\n", uri=None)
+    data = members(info, info, conversion("http://a.example/", "A.\n"), info, conversion("http://b.example/", "B.\n"))
+    docs, _, _, stats = read_all(write(tmp_path, "cat.wet.gz", data))
+    assert len(docs) == 2 and stats.errors() == {"extra_warcinfo": 1}
+
+
+def test_response_charsets_and_content_types(tmp_path):
+    latin = "Café déjà vu.".encode("latin-1")
+    data = members(
+        html_response("http://latin.example/", b"<html><p>" + latin + b"</p></html>", "text/html; charset=ISO-8859-1"),
+        html_response("http://meta.example/", b'<html><head><meta charset="windows-1251"></head><p>\xcf\xf0\xe8</p></html>', "text/html"),
+        html_response("http://x.example/", b"<html xmlns='http://www.w3.org/1999/xhtml'><p>x</p></html>", "application/xhtml+xml"),
+        html_response("http://img.example/a.png", b"\x89PNG\r\n", "image/png"),
+        html_response("http://gz.example/", gzip.compress(b"<html><p>zipped</p></html>"), extra_http="Content-Encoding: gzip\r\n"),
+        html_response("http://badgz.example/", b"not gzip at all", extra_http="Content-Encoding: gzip\r\n"),
+    )
+    _, pages, errors, stats = read_all(write(tmp_path, "mixed.warc.gz", data))
+    by_url = {p.url: p for p in pages}
+    assert "Café déjà vu." in by_url["http://latin.example/"].html
+    assert "При" in by_url["http://meta.example/"].html and by_url["http://meta.example/"].charset == "cp1251"
+    assert "http://x.example/" in by_url and "zipped" in by_url["http://gz.example/"].html
+    assert stats.counts["skipped:non_html:image/png"] == 1
+    assert [e.reason for e in errors] == ["bad_content_encoding"]
+
+
+def test_decode_html_falls_back_to_cp1252():
+    assert decode_html(b"caf\xe9") == ("café", "cp1252")
+    assert decode_html("naïve".encode()) == ("naïve", "utf-8")
+    assert decode_html(b"x", "text/html; charset=no-such-charset") == ("x", "utf-8")
+    assert decode_html(b"\xef\xbb\xbf<p>\xc3\xa9</p>", "text/html; charset=iso-8859-1") == ("<p>é</p>", "utf-8")
+
+
+def test_reads_over_http_from_a_local_server(tmp_path):
+    data = members(conversion("http://a.example/", "Over the wire.\n"), conversion("http://b.example/", "Twice.\n"))
+    write(tmp_path, "served.wet.gz", data)
+    handler = partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
+    handler.log_message = lambda *args: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        docs, _, errors, _ = read_all(f"http://127.0.0.1:{server.server_port}/served.wet.gz")
+    finally:
+        server.shutdown()
+    assert not errors and [d.text for d in docs] == ["Over the wire.\n", "Twice.\n"]
