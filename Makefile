@@ -11,7 +11,7 @@ export CORPUSFORGE_TEST_DATA ?= $(DATA)
 
 .PHONY: demo test install bench clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip setuptools wheel
 	$(PY) -m pip install --quiet -e '.[dev]'

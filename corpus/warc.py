@@ -646,3 +646,63 @@ def decode_html(body: bytes, content_type: str = "") -> tuple[str, str]:
         return body.decode("utf-8"), "utf-8"
     except UnicodeDecodeError:
         return body.decode("cp1252", "replace"), "cp1252"
+
+
+# -- inspection ---------------------------------------------------------------------------
+
+
+@dataclass
+class ArchiveSummary:
+    """What one file holds: records by type, MIME types, language headers, errors."""
+
+    source: str
+    records: Counter = field(default_factory=Counter)
+    mime_types: Counter = field(default_factory=Counter)
+    languages: Counter = field(default_factory=Counter)
+    errors: Counter = field(default_factory=Counter)
+    first_errors: list[ReadError] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {
+            "source": self.source,
+            "records": dict(self.records.most_common()),
+            "mime_types": dict(self.mime_types.most_common()),
+            "languages": dict(self.languages.most_common()),
+            "errors": dict(self.errors.most_common()),
+            "first_errors": [e.to_dict() for e in self.first_errors],
+        }
+
+
+def inspect_archive(source: str, fileobj: BinaryIO | None = None, keep_errors: int = 5) -> ArchiveSummary:
+    """Count a file's records by type, payload MIME type and language header; never raises."""
+    summary = ArchiveSummary(source)
+    try:
+        raw = fileobj if fileobj is not None else open_input(source)
+    except OSError as exc:
+        summary.errors[READ_FAILED] += 1
+        summary.first_errors.append(ReadError(source, 0, READ_FAILED, str(exc)))
+        return summary
+    with raw:
+        for item in iter_records(raw, source):
+            if isinstance(item, ReadError):
+                summary.errors[item.reason] += 1
+                if len(summary.first_errors) < keep_errors:
+                    summary.first_errors.append(item)
+                continue
+            rec_type = item.rec_type or "unknown"
+            summary.records[rec_type] += 1
+            summary.mime_types[f"{rec_type}:{payload_mime(item)}"] += 1
+            language = item.get("warc-identified-content-language")
+            if language:
+                summary.languages[language] += 1
+    return summary
+
+
+def payload_mime(record: WarcRecord) -> str:
+    """The MIME type of what a record carries: the HTTP Content-Type for responses."""
+    if record.rec_type == "response" and record.block.startswith(b"HTTP/"):
+        end = record.block.find(b"\r\n\r\n")
+        head = record.block[: end if end >= 0 else 1 << 16]
+        match = re.search(rb"(?im)^content-type:[ \t]*([^;\r\n]*)", head)
+        return match.group(1).strip().lower().decode("latin-1") if match and match.group(1).strip() else "none"
+    return record.get("content-type", "none").split(";", 1)[0].strip().lower() or "none"

@@ -1,0 +1,436 @@
+"""Shard formats: one writer per format, one reader for all of them.
+
+Formats (``fmt``), each a complete set of ``<name>-<split>.NNNNN-of-MMMMM<ext>`` files:
+
+- ``c4json`` (``.json.gz``): the released c4/en layout. One compact JSON object per line
+  with exactly ``text``, ``timestamp``, ``url`` in that order, raw UTF-8
+  (``ensure_ascii=False``), gzip. ``meta`` is not written.
+- ``parquet`` (``.parquet``): ``DOCUMENT_SCHEMA``, zstd, one row group per flushed batch.
+- ``jsonl`` (``.jsonl``): plain JSON lines with ``text``, ``url``, ``timestamp``, ``meta``.
+
+A document goes to shard ``int(md5(url).hexdigest(), 16) % num_shards``, so the layout
+does not depend on how many workers produced the documents; inside a shard, input order
+is kept. Every file is written under a hidden temporary name (``.<final>.tmp-<pid>``) and
+renamed only once the whole set is written; on an error every temporary is removed.
+Empty shards are still written (an empty gzip stream, an empty file, a Parquet file with
+the schema and no rows), so the NNNNN-of-MMMMM set is always complete.
+
+Strings that UTF-8 cannot carry: a Python ``str`` may hold surrogate code points
+(U+D800-U+DFFF), which neither JSON-in-UTF-8 nor Parquet can store. Before writing, a
+surrogate pair is joined into the character it encodes and every lone surrogate becomes
+U+FFFD, in every format, so all three formats read back the same document.
+
+``write_shard`` writes one such file from documents already grouped by shard (the Beam
+path); ``write_shards``/``ShardWriter`` route documents to shards themselves.
+
+Reading: ``read_documents`` streams documents from files, globs and directories (format by
+extension). ``open_dataset`` opens shards with ``pyarrow.dataset``. Arrow's JSON reader
+decompresses ``.gz`` files by their extension on its own, but it rejects an empty stream
+(even with a schema) and cannot build a ``map<string, string>`` from a JSON object, so for
+JSON shards ``open_dataset`` leaves out empty files and exposes ``text``, ``url`` and
+``timestamp`` only; use Parquet or ``read_documents`` for ``meta``. Its default 1 MiB block
+is also too small for long lines, so ``open_dataset`` reads 32 MiB blocks.
+
+Parquet files are byte-identical for the same documents with the same pyarrow version: the
+only environment-dependent bytes are the ``created_by`` string (``parquet-cpp-arrow version
+X``). Gzip headers carry no file name and a zero mtime for the same reason.
+"""
+
+from __future__ import annotations
+
+import glob
+import gzip
+import hashlib
+import json
+import os
+import re
+from typing import Iterable, Iterator, Mapping, Sequence
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.json as pa_json
+import pyarrow.parquet as pq
+
+from corpus.records import DOCUMENT_SCHEMA, Document
+
+FORMATS = ("c4json", "parquet", "jsonl")
+SHARD_EXTENSIONS = {"c4json": ".json.gz", "parquet": ".parquet", "jsonl": ".jsonl"}
+# Field order of one line in each JSON format; c4json is the released c4/en order.
+JSON_FIELDS = {"c4json": ("text", "timestamp", "url"), "jsonl": ("text", "url", "timestamp", "meta")}
+# The document columns that Arrow's JSON reader can load (it has no JSON object -> map).
+JSON_DATASET_SCHEMA = pa.schema([DOCUMENT_SCHEMA.field(name) for name in ("text", "url", "timestamp")])
+
+# Extensions the reader knows; JSON ones hold JSON lines, ``.gz`` ones are gzip.
+_READ_EXTENSIONS = (".jsonl.gz", ".json.gz", ".parquet", ".jsonl", ".json")
+# gzip's own default level: level 9 (Python's) is ~1.5x slower for <1% smaller English text.
+GZIP_LEVEL = 6
+# Parquet buffering: a shard's buffer becomes a row group at ROW_GROUP_BYTES, and when all
+# shards together buffer more than BUFFER_BYTES the largest one is flushed early, so memory
+# stays bounded whatever num_shards is. Sizes count characters, a close-enough proxy.
+ROW_GROUP_BYTES = 64 << 20
+BUFFER_BYTES = 256 << 20
+# Rows per batch when streaming Parquet back.
+READ_BATCH_ROWS = 1024
+# Arrow's JSON reader fails on a line longer than its block (default 1 MiB, which one
+# 1.9e5-character C4 page can exceed once escaped), so open_dataset reads bigger blocks.
+JSON_BLOCK_BYTES = 32 << 20
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def shard_name(name: str, split: str, index: int, count: int, fmt: str) -> str:
+    """File name of shard ``index`` of ``count``, e.g. ``c4-train.00003-of-01024.json.gz``."""
+    _check_format(fmt)
+    if not 0 <= index < count <= 99999:
+        raise ValueError(f"shard {index} of {count}: need 0 <= index < count <= 99999")
+    return f"{name}-{split}.{index:05d}-of-{count:05d}{SHARD_EXTENSIONS[fmt]}"
+
+
+def shard_index(url: str, num_shards: int) -> int:
+    """The shard a document belongs to: ``int(md5(url).hexdigest(), 16) % num_shards``."""
+    digest = hashlib.md5(utf8_safe(url).encode("utf-8")).hexdigest()
+    return int(digest, 16) % num_shards
+
+
+def utf8_safe(value: str) -> str:
+    """``value`` with surrogate pairs joined and lone surrogates replaced by U+FFFD."""
+    if _SURROGATE.search(value) is None:
+        return value
+    return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def document_row(doc: Document) -> dict:
+    """The row a shard stores for ``doc``: every string made storable as UTF-8."""
+    return {
+        "text": utf8_safe(doc.text),
+        "url": utf8_safe(doc.url),
+        "timestamp": utf8_safe(doc.timestamp),
+        "meta": {utf8_safe(k): utf8_safe(v) for k, v in doc.meta.items()},
+    }
+
+
+def _check_format(fmt: str) -> None:
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown shard format {fmt!r}; choose one of {', '.join(FORMATS)}")
+
+
+def _temporary_path(final_path: str) -> str:
+    directory, base = os.path.split(final_path)
+    return os.path.join(directory, f".{base}.tmp-{os.getpid()}")
+
+
+def _fsync(path: str) -> None:
+    fd = os.open(path, os.O_RDWR)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _remove_quietly(path: str) -> None:
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
+
+
+def _row_size(row: Mapping) -> int:
+    return len(row["text"]) + len(row["url"]) + len(row["timestamp"]) + sum(
+        len(k) + len(v) for k, v in row["meta"].items()
+    )
+
+
+class _JsonLinesSink:
+    """One JSON-lines shard file, optionally gzip-compressed, written line by line."""
+
+    buffered_bytes = 0  # lines go straight to the (compressed) file
+
+    def __init__(self, path: str, fields: Sequence[str], compress: bool):
+        self.path = path
+        self._fields = fields
+        self._file = open(path, "wb")
+        # No file name and mtime 0 in the gzip header: same documents, same bytes.
+        self._stream = (
+            gzip.GzipFile(filename="", mode="wb", fileobj=self._file, mtime=0, compresslevel=GZIP_LEVEL)
+            if compress
+            else self._file
+        )
+
+    def write(self, row: Mapping) -> None:
+        line = json.dumps({f: row[f] for f in self._fields}, ensure_ascii=False, separators=(",", ":"))
+        self._stream.write(line.encode("utf-8") + b"\n")
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        try:
+            if self._stream is not self._file:
+                self._stream.close()
+        finally:
+            self._file.close()
+
+
+class _ParquetSink:
+    """One Parquet shard file; rows are buffered and written a row group at a time."""
+
+    def __init__(self, path: str, row_group_bytes: int):
+        self.path = path
+        self._row_group_bytes = row_group_bytes
+        self._writer = pq.ParquetWriter(path, DOCUMENT_SCHEMA, compression="zstd")
+        self._rows: list[dict] = []
+        self.buffered_bytes = 0
+
+    def write(self, row: Mapping) -> None:
+        self._rows.append(row)
+        self.buffered_bytes += _row_size(row)
+        if self.buffered_bytes >= self._row_group_bytes:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._rows:
+            batch = pa.RecordBatch.from_pylist(self._rows, schema=DOCUMENT_SCHEMA)
+            self._writer.write_batch(batch, row_group_size=batch.num_rows)
+            self._rows = []
+            self.buffered_bytes = 0
+
+    def close(self) -> None:
+        try:
+            self.flush()
+        finally:
+            self._writer.close()
+
+
+def _open_sink(fmt: str, path: str, row_group_bytes: int):
+    if fmt == "parquet":
+        return _ParquetSink(path, row_group_bytes)
+    return _JsonLinesSink(path, JSON_FIELDS[fmt], compress=fmt == "c4json")
+
+
+class ShardWriter:
+    """Writes documents into a complete, atomically published set of shards.
+
+    Use it as a context manager: the shard files appear under their final names only when
+    the ``with`` block ends without an exception; otherwise every temporary is removed.
+    """
+
+    def __init__(
+        self,
+        out_dir: str | os.PathLike,
+        *,
+        fmt: str = "c4json",
+        name: str = "c4",
+        split: str = "train",
+        num_shards: int = 1,
+        row_group_bytes: int = ROW_GROUP_BYTES,
+        buffer_bytes: int = BUFFER_BYTES,
+    ):
+        _check_format(fmt)
+        self.out_dir = os.fspath(out_dir)
+        self.fmt = fmt
+        self.num_shards = num_shards
+        self.paths = [
+            os.path.join(self.out_dir, shard_name(name, split, i, num_shards, fmt)) for i in range(num_shards)
+        ]
+        self._row_group_bytes = row_group_bytes
+        self._buffer_bytes = buffer_bytes
+        self._buffered = 0
+        self._sinks: list = []
+
+    def __enter__(self) -> "ShardWriter":
+        os.makedirs(self.out_dir, exist_ok=True)
+        try:
+            for path in self.paths:
+                self._sinks.append(_open_sink(self.fmt, _temporary_path(path), self._row_group_bytes))
+        except BaseException:
+            self._abort()
+            raise
+        return self
+
+    def write(self, doc: Document) -> None:
+        row = document_row(doc)
+        sink = self._sinks[shard_index(row["url"], self.num_shards)]
+        before = sink.buffered_bytes
+        sink.write(row)
+        self._buffered += sink.buffered_bytes - before
+        if self._buffered > self._buffer_bytes:
+            largest = max(self._sinks, key=lambda s: s.buffered_bytes)
+            self._buffered -= largest.buffered_bytes
+            largest.flush()
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self._commit()
+        else:
+            self._abort()
+
+    def _commit(self) -> None:
+        published: list[str] = []
+        try:
+            for sink in self._sinks:
+                sink.close()
+                _fsync(sink.path)
+            for sink, path in zip(self._sinks, self.paths):
+                os.replace(sink.path, path)
+                published.append(path)
+        except BaseException:
+            for path in published:  # a partial set must not look complete
+                _remove_quietly(path)
+            self._abort()
+            raise
+
+    def _abort(self) -> None:
+        for sink in self._sinks:
+            _discard(sink)
+
+
+def _discard(sink) -> None:
+    try:
+        sink.close()
+    except Exception:
+        pass  # the file is being thrown away; the original error is what matters
+    _remove_quietly(sink.path)
+
+
+def write_shard(docs: Iterable[Document], path: str | os.PathLike, fmt: str) -> str:
+    """Write ``docs``, in the given order, as the one shard file ``path``, atomically.
+
+    For callers that already grouped documents by shard (one Beam work item per shard).
+    """
+    _check_format(fmt)
+    path = os.fspath(path)
+    if not path.endswith(SHARD_EXTENSIONS[fmt]):
+        raise ValueError(f"{path}: a {fmt} shard must end with {SHARD_EXTENSIONS[fmt]}")
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    sink = _open_sink(fmt, _temporary_path(path), ROW_GROUP_BYTES)
+    try:
+        for doc in docs:
+            sink.write(document_row(doc))
+        sink.close()
+        _fsync(sink.path)
+        os.replace(sink.path, path)
+    except BaseException:
+        _discard(sink)
+        raise
+    return path
+
+
+def write_shards(
+    docs: Iterable[Document],
+    out_dir: str | os.PathLike,
+    *,
+    fmt: str = "c4json",
+    name: str = "c4",
+    split: str = "train",
+    num_shards: int = 1,
+) -> list[str]:
+    """Write ``docs`` as ``num_shards`` shards of format ``fmt``; return the final paths, sorted."""
+    with ShardWriter(out_dir, fmt=fmt, name=name, split=split, num_shards=num_shards) as writer:
+        for doc in docs:
+            writer.write(doc)
+    return sorted(writer.paths)
+
+
+def _read_extension(path: str) -> str | None:
+    return next((ext for ext in _READ_EXTENSIONS if path.endswith(ext)), None)
+
+
+def _is_listed_shard(file_name: str) -> bool:
+    # Hidden and "_" names are temporaries and side files, as pyarrow.dataset also skips;
+    # a bare ``.json`` next to shards is a run's stats.json, so it is read only when named.
+    extension = _read_extension(file_name)
+    return not file_name.startswith((".", "_")) and extension not in (None, ".json")
+
+
+def find_shards(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[str]:
+    """Expand files, globs and directories into a list of shard files.
+
+    A directory gives its own shard files (not sub-directories), sorted; a bare ``.json``
+    file in it is skipped. A glob gives its matches, sorted. A file is taken as named.
+    """
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    found: list[str] = []
+    for path in map(os.fspath, paths):
+        if os.path.isdir(path):
+            found += sorted(
+                os.path.join(path, f)
+                for f in os.listdir(path)
+                if _is_listed_shard(f) and os.path.isfile(os.path.join(path, f))
+            )
+        elif glob.has_magic(path):
+            matches = sorted(glob.glob(path))
+            if not matches:
+                raise FileNotFoundError(f"no file matches {path!r}")
+            found += matches
+        elif os.path.isfile(path):
+            found.append(path)
+        else:
+            raise FileNotFoundError(f"no such shard file or directory: {path!r}")
+    for path in found:
+        if _read_extension(path) is None:
+            raise ValueError(f"{path}: unknown shard format; expected one of {', '.join(_READ_EXTENSIONS)}")
+    return found
+
+
+def _read_json_lines(path: str) -> Iterator[Document]:
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rb") as lines:
+        # Split on b"\n" only: U+2028 or a raw CR inside a line is part of the text.
+        for line_number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError as err:
+                raise ValueError(f"{path}:{line_number}: not a JSON document ({err})") from err
+            yield Document.from_dict(row)
+
+
+def _read_parquet(path: str) -> Iterator[Document]:
+    with pq.ParquetFile(path) as shard:
+        for batch in shard.iter_batches(batch_size=READ_BATCH_ROWS):
+            for row in batch.to_pylist():
+                yield Document.from_dict(row)
+
+
+def read_documents(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> Iterator[Document]:
+    """Stream the documents of shard files, globs and directories, in file order."""
+    for path in find_shards(paths):
+        if path.endswith(".parquet"):
+            yield from _read_parquet(path)
+        else:
+            yield from _read_json_lines(path)
+
+
+def _is_empty_json(path: str) -> bool:
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rb") as shard:
+        return not shard.read(1)
+
+
+def open_dataset(
+    paths: str | os.PathLike | Iterable[str | os.PathLike], *, json_block_bytes: int = JSON_BLOCK_BYTES
+) -> ds.Dataset:
+    """Open Parquet shards, or JSON shards, as one ``pyarrow.dataset.Dataset``.
+
+    JSON shards load as ``JSON_DATASET_SCHEMA`` (text, url, timestamp) and empty JSON
+    shards are left out, since Arrow's JSON reader rejects an empty stream. A JSON line
+    longer than ``json_block_bytes`` needs a larger value.
+    """
+    files = find_shards(paths)
+    if not files:
+        raise FileNotFoundError(f"no shard files in {paths!r}")
+    parquet = [f.endswith(".parquet") for f in files]
+    if any(parquet) and not all(parquet):
+        raise ValueError("open_dataset needs shards of one format: got Parquet and JSON together")
+    if all(parquet):
+        return ds.dataset(files, format="parquet")
+    json_format = ds.JsonFileFormat(
+        parse_options=pa_json.ParseOptions(
+            explicit_schema=JSON_DATASET_SCHEMA, unexpected_field_behavior="ignore"
+        ),
+        read_options=pa_json.ReadOptions(block_size=json_block_bytes),
+    )
+    non_empty = [f for f in files if not _is_empty_json(f)]
+    return ds.dataset(non_empty, format=json_format, schema=JSON_DATASET_SCHEMA)

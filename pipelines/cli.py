@@ -1,0 +1,139 @@
+"""The ``corpusforge`` command: one subcommand per job. Logs go to stderr, results to stdout."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from collections import Counter
+
+from tqdm import tqdm
+
+log = logging.getLogger("corpusforge")
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from corpus.inputs import expand_inputs
+    from corpus.warc import inspect_archive
+
+    files = expand_inputs(args.files, base=args.base_url)
+    totals = {"records": Counter(), "mime_types": Counter(), "languages": Counter(), "errors": Counter()}
+    per_file = []
+    for path in tqdm(files, desc="inspect", unit="file", disable=args.quiet):
+        summary = inspect_archive(path)
+        per_file.append(summary.to_dict())
+        for key in totals:
+            totals[key].update(getattr(summary, key))
+    report = {"files": len(files), **{k: dict(v.most_common()) for k, v in totals.items()}, "per_file": per_file}
+    if args.json:
+        print(json.dumps(report, indent=2, ensure_ascii=False))
+    else:
+        print(format_inspection(report))
+    return 1 if args.strict and totals["errors"] else 0
+
+
+def format_inspection(report: dict) -> str:
+    lines = [f"{report['files']} file(s)"]
+    for title, key in (("records by type", "records"), ("payload MIME types", "mime_types"), ("language headers", "languages"), ("errors by reason", "errors")):
+        lines.append(f"\n{title}:")
+        counts = report[key]
+        if not counts:
+            lines.append("  (none)")
+        for name, count in counts.items():
+            lines.append(f"  {name:48} {count:>10,}")
+    errors = [e for f in report["per_file"] for e in f["first_errors"]]
+    if errors:
+        lines.append("\nfirst errors (file @ offset: reason):")
+        lines.extend(f"  {e['source']} @{e['offset']}: {e['reason']} {e['detail']}"[:160] for e in errors[:20])
+    return "\n".join(lines)
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    from corpus.shards import find_shards, read_documents
+    from corpus.stats import compute_stats, format_stats, plot_length_histogram
+
+    shards = find_shards(args.shards)
+    docs = tqdm(read_documents(shards), desc="stats", unit="doc", disable=args.quiet)
+    stats = compute_stats(docs, top_domains=args.top_domains)
+    if args.json:
+        print(json.dumps(stats.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        print(format_stats(stats))
+    if args.plot:
+        plot_length_histogram(stats, args.plot, title=f"Document length, {len(shards)} shard(s)")
+        log.info("length histogram written to %s", args.plot)
+    return 0
+
+
+def cmd_read(args: argparse.Namespace) -> int:
+    from pipelines.read import run
+
+    stats = run(args.read_argv)
+    read = stats["counters"].get("read-archive", {})
+    errors = {k.split(":", 1)[1]: v for k, v in read.items() if k.startswith("error:")}
+    print(f"{stats['files']} file(s): {read.get('produced:conversion', 0):,} documents, {read.get('produced:response', 0):,} HTML pages, errors {errors or 'none'}")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from pipelines.demo import run_demo
+
+    run_demo(args.out, seed=args.seed, pages=args.pages)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="corpusforge", description="Build C4/WebText-style corpora from Common Crawl and Reddit links.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("inspect", help="count records in WARC/WET files by type, MIME type, language header and error")
+    p.add_argument("files", nargs="+", help="files, globs, folders, *.paths.gz manifests or URLs")
+    p.add_argument("--base_url", default="https://data.commoncrawl.org/", help="base URL (or folder) for manifest paths")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--strict", action="store_true", help="exit 1 if any error was found")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_inspect)
+
+    p = sub.add_parser("stats", help="documents, bytes, characters, words, top domains and a length histogram of shards")
+    p.add_argument("shards", nargs="+", help="shard files, globs or folders (.json.gz, .jsonl, .parquet)")
+    p.add_argument("--plot", metavar="PNG", help="write a document-length histogram to this PNG")
+    p.add_argument("--top_domains", type=int, default=20, help="how many domains to list (default 20)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_stats)
+
+    p = sub.add_parser("read", help="read WARC/WET files into document shards with Apache Beam (no filtering)", add_help=False)
+    p.set_defaults(func=cmd_read)
+
+    p = sub.add_parser("demo", help="generate the bundled sample crawl and run every working job on it")
+    p.add_argument("--out", default="demo-out", help="output folder (default demo-out)")
+    p.add_argument("--seed", type=int, default=0, help="sample crawl seed (default 0)")
+    p.add_argument("--pages", type=int, default=300, help="pages in the sample crawl (default 300)")
+    p.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "read":
+        args.read_argv = rest  # the read job owns its options and passes Beam's through
+    elif rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("apache_beam").setLevel(logging.WARNING)
+    from corpus.inputs import InputError
+
+    try:
+        return args.func(args)
+    except InputError as exc:
+        log.error("%s", exc)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

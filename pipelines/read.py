@@ -1,0 +1,101 @@
+"""Read WARC/WET files into document shards, unfiltered: the first step of every recipe.
+
+    corpusforge read --input 'crawl/*.wet.gz' --output out/ --format parquet --num_shards 8 \
+        [--text_mode c4] [any Beam option, e.g. --runner DataflowRunner --setup_file ./beam_setup.py]
+
+WET ``conversion`` records become documents (``text``, ``url``, ``timestamp`` and ``meta``
+with language header and provenance). WARC HTML responses are counted here; turning HTML
+into text belongs to the recipes that choose an extractor. Bad input goes to
+``errors/errors.jsonl``; all counters and up to 5 example errors per reason go to
+``stats.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from corpus.inputs import COMMON_CRAWL_BASE_URL, expand_inputs
+from corpus.shards import FORMATS
+from corpus.warc import TEXT_MODES
+from pipelines.options import stage_setup_file
+from pipelines.sources import ReadCrawlFiles, WriteErrors, WriteShards
+
+log = logging.getLogger(__name__)
+EXAMPLES_PER_REASON = 5
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--input", nargs="+", required=True, help="WARC/WET files, globs, folders, *.paths.gz manifests or URLs")
+    parser.add_argument("--output", required=True, help="output folder")
+    parser.add_argument("--format", choices=FORMATS, default="c4json", help="shard format (default c4json)")
+    parser.add_argument("--num_shards", type=int, default=1, help="number of output shards (default 1)")
+    parser.add_argument("--name", default="docs", help="shard name prefix (default docs)")
+    parser.add_argument("--split", default="train", help="split name in shard file names (default train)")
+    parser.add_argument("--text_mode", choices=TEXT_MODES, default="faithful", help="WET text as written, or with the C4 reference's quirks")
+    parser.add_argument("--base_url", default=COMMON_CRAWL_BASE_URL, help="base URL (or folder) for manifest paths")
+    parser.add_argument("--max_files", type=int, default=None, help="read only the first N files")
+
+
+def build(pipeline: beam.Pipeline, files: list[str], args: argparse.Namespace) -> None:
+    read = pipeline | "Crawl files" >> beam.Create(files) | "Read WARC/WET" >> ReadCrawlFiles(args.text_mode)
+    read.documents | "Write documents" >> WriteShards(args.output, fmt=args.format, name=args.name, split=args.split, num_shards=args.num_shards)
+    read.errors | "Write errors" >> WriteErrors(args.output)
+
+
+def run(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(prog="corpusforge read", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    args, beam_args = parser.parse_known_args(argv)
+    files = expand_inputs(args.input, base=args.base_url, max_files=args.max_files)
+    log.info("reading %d file(s) into %s", len(files), args.output)
+    os.makedirs(args.output, exist_ok=True)
+    pipeline = beam.Pipeline(options=PipelineOptions(stage_setup_file(beam_args)))
+    build(pipeline, files, args)
+    result = pipeline.run()
+    result.wait_until_finish()
+    stats = {"files": len(files), "counters": counters_of(result), "examples": error_examples(args.output)}
+    write_json(os.path.join(args.output, "stats.json"), stats)
+    return stats
+
+
+def counters_of(result) -> dict[str, dict[str, int]]:
+    """All Beam counters of a finished pipeline, as {namespace: {name: value}}."""
+    out: dict[str, dict[str, int]] = {}
+    for counter in result.metrics().query()["counters"]:
+        name = counter.key.metric
+        value = counter.committed if counter.committed is not None else counter.attempted
+        out.setdefault(name.namespace, {})[name.name] = out.get(name.namespace, {}).get(name.name, 0) + value
+    return {ns: dict(sorted(values.items())) for ns, values in sorted(out.items())}
+
+
+def error_examples(out_dir: str) -> dict[str, list[dict]]:
+    path = os.path.join(out_dir, "errors", "errors.jsonl")
+    examples: dict[str, list[dict]] = {}
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                row = json.loads(line)
+                bucket = examples.setdefault(row["reason"], [])
+                if len(bucket) < EXAMPLES_PER_REASON:
+                    bucket.append(row)
+    return examples
+
+
+def write_json(path: str, value) -> None:
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(value, f, indent=2, ensure_ascii=False)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+    run()
