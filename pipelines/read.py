@@ -1,6 +1,6 @@
 """Read WARC/WET files into document shards, unfiltered: the first step of every recipe.
 
-    corpusforge read --input 'crawl/*.wet.gz' --output out/ --format parquet --num_shards 8 \
+    corpusforge read --input 'crawl/*.wet.gz' --output out/ --format c4json parquet --num_shards 8 \
         [--text_mode c4] [any Beam option, e.g. --runner DataflowRunner --setup_file ./beam_setup.py]
 
 WET ``conversion`` records become documents (``text``, ``url``, ``timestamp`` and ``meta``
@@ -34,7 +34,7 @@ EXAMPLES_PER_REASON = 5
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--input", nargs="+", required=True, help="WARC/WET files, globs, folders, *.paths.gz manifests or URLs")
     parser.add_argument("--output", required=True, help="output folder")
-    parser.add_argument("--format", choices=FORMATS, default="c4json", help="shard format (default c4json)")
+    parser.add_argument("--format", nargs="+", choices=FORMATS, default=["c4json"], help="shard format(s), e.g. c4json parquet (default c4json)")
     parser.add_argument("--num_shards", type=int, default=1, help="number of output shards (default 1)")
     parser.add_argument("--name", default="docs", help="shard name prefix (default docs)")
     parser.add_argument("--split", default="train", help="split name in shard file names (default train)")
@@ -45,7 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def build(pipeline: beam.Pipeline, files: list[str], args: argparse.Namespace) -> None:
     read = pipeline | "Crawl files" >> beam.Create(files) | "Read WARC/WET" >> ReadCrawlFiles(args.text_mode)
-    read.documents | "Write documents" >> WriteShards(args.output, fmt=args.format, name=args.name, split=args.split, num_shards=args.num_shards)
+    for fmt in args.format:
+        read.documents | f"Write {fmt} shards" >> WriteShards(args.output, fmt=fmt, name=args.name, split=args.split, num_shards=args.num_shards)
     read.errors | "Write errors" >> WriteErrors(args.output)
 
 
