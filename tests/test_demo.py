@@ -1,0 +1,42 @@
+"""The demo as `make demo` runs it, and the sample crawl read by corpusforge's own reader."""
+
+from __future__ import annotations
+
+import json
+
+from corpus.records import Document, HtmlPage, ReadError
+from corpus.shards import read_documents
+from corpus.warc import read_archive
+from pipelines.demo import run_demo
+
+
+def test_demo_builds_every_output(tmp_path, capsys):
+    result = run_demo(str(tmp_path), seed=0, pages=120)
+    out = capsys.readouterr().out
+    crawl = result["crawl"]
+    wet_docs = [d for p in crawl.wet_paths for d in read_archive(p) if isinstance(d, Document)]
+    counters = result["read"]["counters"]["read-archive"]
+    assert counters["produced:conversion"] == len(wet_docs) > 100
+    assert not any(k.startswith("error:") for k in counters)
+    shards = sorted(p.name for p in (tmp_path / "documents").iterdir() if p.is_file() and p.name.startswith("sample-"))
+    assert shards == ["sample-train.00000-of-00002.json.gz", "sample-train.00000-of-00002.parquet", "sample-train.00001-of-00002.json.gz", "sample-train.00001-of-00002.parquet"]
+    from_json = sorted((d.url, d.text) for d in read_documents(str(tmp_path / "documents/*.json.gz")))
+    from_parquet = sorted((d.url, d.text) for d in read_documents(str(tmp_path / "documents/*.parquet")))
+    assert from_json == from_parquet == sorted((d.url, d.text) for d in wet_docs)
+    inspection = json.loads((tmp_path / "inspect.json").read_text())
+    assert set(inspection) == {p.rsplit("/", 1)[1] for p in crawl.wet_paths + crawl.warc_paths}
+    assert (tmp_path / "document-lengths.png").read_bytes()[:4] == b"\x89PNG"
+    assert json.loads((tmp_path / "corpus-stats.json").read_text())["documents"] == len(wet_docs)
+    assert "demo outputs" in out and "length histogram" in out
+
+
+def test_sample_crawl_reads_cleanly_with_languages_and_pages(sample_crawl):
+    docs, pages, errors = [], [], []
+    for path in sample_crawl.wet_paths + sample_crawl.warc_paths:
+        for item in read_archive(path):
+            {Document: docs, HtmlPage: pages, ReadError: errors}[type(item)].append(item)
+    assert not errors
+    assert {d.meta.get("language") for d in docs} >= {"eng", "deu", "fra", "spa"}
+    assert any(p.status == 404 for p in pages) and any(p.charset == "cp1252" for p in pages)
+    wet_urls = {d.url for d in docs}
+    assert len(wet_urls & {p.url for p in pages}) > 100  # the same pages in both forms
