@@ -231,6 +231,7 @@ HOBBY_TIPS = (
     "Try to {action} at least {n} times a month.",
     "Give yourself {n} minutes to {action} properly.",
     "Keep {tool} somewhere easy to reach {place}.",
+    "Never skip the chance to {action} {time}!",
 )
 HOBBY_SUBHEADINGS = ("Getting started", "What went wrong", "A few tips", "What I would do differently", "The basics")
 HOBBY_TITLES = (
@@ -461,7 +462,7 @@ GRAMMARS = {
     **{
         topic: Grammar(
             titles=HOBBY_TITLES, sentences=HOBBY_SENTENCES, quotes=HOBBY_QUOTES,
-            slots={**slots, "saying": SAYINGS}, paragraphs=(3, 5), sentences_per_paragraph=(2, 3),
+            slots={**slots, "saying": SAYINGS}, paragraphs=(3, 4), sentences_per_paragraph=(2, 3),
             tips=HOBBY_TIPS, subheadings=HOBBY_SUBHEADINGS, focus=("nouns",),
         )
         for topic, slots in TOPIC_SLOTS.items()
@@ -486,7 +487,7 @@ GRAMMARS = {
             "{Official} admitted that {project} had taken {n} months longer than planned.",
         ),
         quotes=('One resident of {town}, who has lived there for {n} years, said: "{saying}"',),
-        slots=NEWS_SLOTS, paragraphs=(6, 8), sentences_per_paragraph=(1, 2), focus=("town", "project"),
+        slots=NEWS_SLOTS, paragraphs=(5, 7), sentences_per_paragraph=(1, 2), focus=("town", "project"),
     ),
     "lokales": Grammar(
         titles=("{Ort}: Streit um {projekt}", "Gemeinderat in {ort} berät über {projekt}",
@@ -730,6 +731,7 @@ SELF_POSTS = (
     ("Weekly discussion thread", "Share what you have been working on this week."),
     ("Is it just me or is this getting harder?", "Three years in and I still feel like a beginner."),
     ("Help needed with a small problem", "Something went wrong last weekend and I cannot work out why."),
+    ("Endlich wieder Dampfbetrieb auf der Strecke 🚂", "Am Wochenende fährt die alte Lok – wer kommt mit?"),
 )
 # Scores at capture time: many tiny ones, a few large (GPT-2 keeps links with >= 3 karma).
 SCORES = (0, 1, 1, 1, 2, 2, 3, 3, 4, 5, 8, 13, 27, 100, 421)
@@ -1492,8 +1494,8 @@ def draft_submissions(rng: random.Random, pages: list[Page]) -> list[dict]:
         url = f"{site.scheme}://{site.host}/p/{rng.randrange(10 ** 6)}/"
         drafts.append(link_post(rng, url, rng.choice(LINK_TITLES), SUBREDDITS[site.topic], rng.choice(SCORES),
                                 ["outside_crawl"]))
-    for _ in range(count // 10):
-        title, text = rng.choice(SELF_POSTS)
+    for number in range(count // 10):
+        title, text = SELF_POSTS[number % len(SELF_POSTS)]
         draft = link_post(rng, "", title, rng.choice(list(SUBREDDITS.values())), rng.choice(SCORES), ["self"])
         draft["fields"].update(is_self=True, selftext=text)
         drafts.append(draft)
@@ -1524,8 +1526,9 @@ def finish_submission(rng: random.Random, draft: dict, position: int) -> None:
 
 
 def mark_oddities(rng: random.Random, drafts: list[dict]) -> None:
-    """Flag some drafts over_18, some deleted, and drop usual fields from a few."""
-    chosen = rng.sample(drafts, OVER_18_POSTS + DELETED_POSTS + len(MISSING_FIELDS))
+    """Flag some drafts over_18, some deleted, and drop usual fields from a few (never a repeated URL's)."""
+    singles = [draft for draft in drafts if "repeat_url" not in draft["kinds"]]
+    chosen = rng.sample(singles, OVER_18_POSTS + DELETED_POSTS + len(MISSING_FIELDS))
     for draft in chosen[:OVER_18_POSTS]:
         draft["fields"]["over_18"] = True
         draft["kinds"].append("over_18")
@@ -1541,11 +1544,11 @@ def mark_oddities(rng: random.Random, drafts: list[dict]) -> None:
         draft["kinds"].append("missing_fields")
 
 
-def submission_truth(line: int, draft: dict) -> dict:
+def submission_truth(draft: dict) -> dict:
     fields = draft["fields"]
     created = int(float(fields["created_utc"]))
     return {
-        "line": line, "malformed": False, "id": fields["id"], "url": fields["url"], "subreddit": fields["subreddit"],
+        "malformed": False, "id": fields["id"], "url": fields["url"], "subreddit": fields["subreddit"],
         "score": fields.get("score"), "created_utc": fields["created_utc"],
         "created": dt.datetime.fromtimestamp(created, dt.timezone.utc).strftime(TIMESTAMP_FORMAT),
         "is_self": fields.get("is_self"), "over_18": fields.get("over_18"), "links_to": draft["links_to"],
@@ -1555,7 +1558,7 @@ def submission_truth(line: int, draft: dict) -> dict:
 
 def malformed_truth() -> dict:
     """The same keys as ``submission_truth``; a reader gets nothing from a truncated line."""
-    return {"line": 0, "malformed": True, "id": None, "url": None, "subreddit": None, "score": None,
+    return {"malformed": True, "id": None, "url": None, "subreddit": None, "score": None,
             "created_utc": None, "created": None, "is_self": None, "over_18": None, "links_to": None,
             "kinds": ["malformed"], "missing": []}
 
@@ -1571,15 +1574,13 @@ def build_submissions(rng: random.Random, pages: list[Page]) -> tuple[list[str],
         finish_submission(rng, draft, position)
     mark_oddities(rng, drafts)
     lines = [submission_line(draft["fields"]) for draft in drafts]
-    truths = [submission_truth(0, draft) for draft in drafts]
+    truths = [submission_truth(draft) for draft in drafts]
     for _ in range(MALFORMED_LINES):
         whole = rng.choice(lines)
         position = rng.randint(0, len(lines))
         lines.insert(position, whole[: len(whole) // 2])
         truths.insert(position, malformed_truth())
-    for number, truth in enumerate(truths):
-        truth["line"] = number
-    return lines, truths
+    return lines, [{"line": number, **truth} for number, truth in enumerate(truths)]
 
 
 def pushshift_zst(data: bytes) -> bytes:
@@ -1595,17 +1596,13 @@ def pushshift_zst(data: bytes) -> bytes:
 
 # --- the files -------------------------------------------------------------------------
 
-def registered_domain(host: str) -> str:
-    return host.removeprefix("www.")
-
-
 def page_truth(index: int, page: Page, wet_name: str | None, warc_name: str, index_of: Mapping[str, int]) -> dict:
     text = page_text(page) if wet_name else ""
     return {
         "index": index, "url": page.url, "timestamp": page.timestamp, "kinds": list(page.kinds),
         "language": page.language, "status": page.status, "content_type": page.content_type,
         "location": page.location or None, "wet_file": wet_name, "warc_file": warc_name,
-        "title": page.title or None, "chars": len(text),
+        "chars": len(text),
         "text_sha1": hashlib.sha1(text.encode("utf-8")).hexdigest() if wet_name else None,
         "duplicate_of": index_of.get(page.duplicate_of), "near_duplicate_of": index_of.get(page.near_duplicate_of),
         "variant": page.variant or None, "badword": page.badword or None,
@@ -1614,7 +1611,7 @@ def page_truth(index: int, page: Page, wet_name: str | None, warc_name: str, ind
 
 
 def json_document(document: Mapping[str, object]) -> str:
-    """JSON with one entry of each list per line: a third of the indented size, still easy to diff."""
+    """JSON with each list entry on a line of its own: compact, yet easy to read and to diff."""
     members = []
     for key, value in document.items():
         if isinstance(value, list):
@@ -1662,7 +1659,7 @@ def write_sample_crawl(out_dir: str | os.PathLike, seed: int = 0, pages: int = D
     truth = {
         "seed": seed, "crawl": CRAWL, "page_kinds": PAGE_KINDS, "submission_kinds": SUBMISSION_KINDS,
         "shared_lines": list(SHARED_LINES),
-        "news_domains": sorted(registered_domain(site.host) for site in NEWS_SITES),
+        "news_domains": sorted(site.host.removeprefix("www.") for site in NEWS_SITES),
         "pages": [page_truth(index, page, wet_names[file_of[index]] if in_wet(page) else None,
                              warc_names[file_of[index]], index_of) for index, page in enumerate(crawl)],
         "submissions": submissions,
