@@ -128,24 +128,22 @@ def _plain_stream(raw: BinaryIO, head: bytes) -> Iterator[tuple[bytes, int] | _B
 def _gzip_stream(raw: BinaryIO, head: bytes) -> Iterator[tuple[bytes, int] | _Break]:
     pending = head  # compressed bytes not yet given to a decompressor
     pending_offset = 0  # file offset of pending[0]
-    member_offset = 0
+    member_offset = 0  # file offset where the current member starts
     inflater = zlib.decompressobj(31)
-    at_eof = False
     while True:
         if not pending:
-            if at_eof:
-                break
             try:
                 pending = raw.read(RAW_READ_SIZE)
             except OSError as exc:
                 yield _Break(READ_FAILED, pending_offset, str(exc))
                 return
             if not pending:
-                at_eof = True
-                continue
+                if pending_offset > member_offset:  # bytes of an unfinished member were read
+                    yield _Break(TRUNCATED_GZIP, member_offset, "file ends inside a gzip member")
+                return
         try:
             out = inflater.decompress(pending)
-        except zlib.error as exc:
+        except zlib.error as exc:  # bad deflate data, or bytes after a member that are not one
             yield _Break(CORRUPT_GZIP, member_offset, str(exc))
             resumed = _seek_next_member(raw, pending, pending_offset, member_offset)
             if resumed is None:
@@ -156,34 +154,14 @@ def _gzip_stream(raw: BinaryIO, head: bytes) -> Iterator[tuple[bytes, int] | _Br
             continue
         if out:
             yield out, member_offset
-        if inflater.eof:
+        if inflater.eof:  # the member closed; what is left over starts the next one
             rest = inflater.unused_data
             pending_offset += len(pending) - len(rest)
-            pending = rest
-            member_offset = pending_offset
+            pending, member_offset = rest, pending_offset
             inflater = zlib.decompressobj(31)
-            if not pending:
-                try:
-                    pending = raw.read(RAW_READ_SIZE)
-                except OSError as exc:
-                    yield _Break(READ_FAILED, pending_offset, str(exc))
-                    return
-                if not pending:
-                    return  # clean end: the last member closed exactly at end of file
-            if pending[:2] != b"\x1f\x8b":
-                # Bytes after a member that are not a member: a damaged or foreign tail.
-                yield _Break(CORRUPT_GZIP, member_offset, "data after gzip member is not a gzip member")
-                resumed = _seek_next_member(raw, pending, pending_offset, member_offset)
-                if resumed is None:
-                    return
-                pending, pending_offset = resumed
-                member_offset = pending_offset
         else:
             pending_offset += len(pending)
             pending = b""
-    # The file ended inside a member.
-    if not inflater.eof and (inflater.unconsumed_tail or pending_offset > member_offset):
-        yield _Break(TRUNCATED_GZIP, member_offset, "file ends inside a gzip member")
 
 
 def _seek_next_member(raw: BinaryIO, pending: bytes, pending_offset: int, after: int) -> tuple[bytes, int] | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -48,4 +49,5 @@ def test_setup_file_option_becomes_an_extra_package():
     assert "--setup_file" not in args
     assert args[:4] == ["--runner", "DataflowRunner", "--region", "us-central1"]
     assert args[4] == "--extra_package" and args[5].endswith("corpusforge-0.1.0.tar.gz") and Path(args[5]).is_file()
+    shutil.rmtree(Path(args[5]).parent)
     assert stage_setup_file(["--setup_file", "./setup.py"]) == ["--setup_file", "./setup.py"]

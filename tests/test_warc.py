@@ -282,3 +282,10 @@ def test_reads_over_http_from_a_local_server(tmp_path):
     finally:
         server.shutdown()
     assert not errors and [d.text for d in docs] == ["Over the wire.\n", "Twice.\n"]
+
+
+def test_bytes_after_the_last_member_are_reported(tmp_path):
+    data = members(conversion("http://a.example/", "A.\n")) + b"trailing junk that is not gzip"
+    docs, _, errors, stats = read_all(write(tmp_path, "tail.wet.gz", data))
+    assert [d.url for d in docs] == ["http://a.example/"]
+    assert stats.errors() == {"corrupt_gzip": 1} and errors[0].offset == len(data) - 30
