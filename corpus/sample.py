@@ -51,6 +51,8 @@ import zstandard
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
+from corpus.atomic import write_atomically
+
 log = logging.getLogger(__name__)
 
 DEFAULT_PAGES = 300
@@ -1620,13 +1622,6 @@ def json_document(document: Mapping[str, object]) -> str:
         else:
             members.append(f" {json.dumps(key)}: {json.dumps(value, ensure_ascii=False)}")
     return "{\n" + ",\n".join(members) + "\n}\n"
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """Write under a temporary name and rename, so no reader ever sees half a file."""
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_bytes(data)
-    os.replace(temporary, path)
 
 
 def gzip_lines(lines: list[str]) -> bytes:

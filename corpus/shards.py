@@ -51,6 +51,7 @@ import pyarrow.dataset as ds
 import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
+from corpus.atomic import temporary_path
 from corpus.records import DOCUMENT_SCHEMA, Document
 
 FORMATS = ("c4json", "parquet", "jsonl")
@@ -112,11 +113,6 @@ def document_row(doc: Document) -> dict:
 def _check_format(fmt: str) -> None:
     if fmt not in FORMATS:
         raise ValueError(f"unknown shard format {fmt!r}; choose one of {', '.join(FORMATS)}")
-
-
-def _temporary_path(final_path: str) -> str:
-    directory, base = os.path.split(final_path)
-    return os.path.join(directory, f".{base}.tmp-{os.getpid()}")
 
 
 def _fsync(path: str) -> None:
@@ -241,7 +237,7 @@ class ShardWriter:
         os.makedirs(self.out_dir, exist_ok=True)
         try:
             for path in self.paths:
-                self._sinks.append(_open_sink(self.fmt, _temporary_path(path), self._row_group_bytes))
+                self._sinks.append(_open_sink(self.fmt, temporary_path(path), self._row_group_bytes))
         except BaseException:
             self._abort()
             raise
@@ -302,7 +298,7 @@ def write_shard(docs: Iterable[Document], path: str | os.PathLike, fmt: str) -> 
     if not path.endswith(SHARD_EXTENSIONS[fmt]):
         raise ValueError(f"{path}: a {fmt} shard must end with {SHARD_EXTENSIONS[fmt]}")
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    sink = _open_sink(fmt, _temporary_path(path), ROW_GROUP_BYTES)
+    sink = _open_sink(fmt, temporary_path(path), ROW_GROUP_BYTES)
     try:
         for doc in docs:
             sink.write(document_row(doc))

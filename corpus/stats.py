@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from corpus.atomic import atomic_path
 from corpus.records import Document
 
 QUANTILES = {"p50": 0.50, "p90": 0.90, "p99": 0.99}
@@ -204,13 +205,5 @@ def length_histogram_figure(stats: CorpusStats, title: str = "Document lengths")
 
 def plot_length_histogram(stats: CorpusStats, png_path: str | os.PathLike, title: str = "Document lengths") -> None:
     """Write the length histogram as a PNG, atomically (temporary name, then rename)."""
-    png_path = os.fspath(png_path)
-    directory, base = os.path.split(png_path)
-    temporary = os.path.join(directory, f".{base}.tmp-{os.getpid()}")
-    try:
+    with atomic_path(png_path) as temporary:
         length_histogram_figure(stats, title).savefig(temporary, format="png")
-        os.replace(temporary, png_path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.remove(temporary)
-        raise

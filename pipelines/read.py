@@ -21,6 +21,7 @@ import sys
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from corpus.atomic import write_atomically
 from corpus.inputs import COMMON_CRAWL_BASE_URL, expand_inputs
 from corpus.shards import FORMATS
 from corpus.warc import TEXT_MODES
@@ -72,7 +73,8 @@ def counters_of(result) -> dict[str, dict[str, int]]:
     for counter in result.metrics().query()["counters"]:
         name = counter.key.metric
         value = counter.committed if counter.committed is not None else counter.attempted
-        out.setdefault(name.namespace, {})[name.name] = out.get(name.namespace, {}).get(name.name, 0) + value
+        namespace = out.setdefault(name.namespace, {})
+        namespace[name.name] = namespace.get(name.name, 0) + value
     return {ns: dict(sorted(values.items())) for ns, values in sorted(out.items())}
 
 
@@ -90,11 +92,7 @@ def error_examples(out_dir: str) -> dict[str, list[dict]]:
 
 
 def write_json(path: str, value) -> None:
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(value, f, indent=2, ensure_ascii=False)
-        f.write("\n")
-    os.replace(tmp, path)
+    write_atomically(path, json.dumps(value, indent=2, ensure_ascii=False) + "\n")
 
 
 if __name__ == "__main__":

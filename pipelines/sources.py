@@ -17,6 +17,7 @@ import os
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
+from corpus.atomic import write_atomically
 from corpus.records import Document, HtmlPage, ReadError
 from corpus.shards import shard_index, shard_name, write_shard
 from corpus.warc import ReadStats, read_archive
@@ -115,10 +116,6 @@ def write_errors(rows: list[dict], out_dir: str) -> str:
     folder = os.path.join(out_dir, "errors")
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, "errors.jsonl")
-    tmp = path + f".tmp-{os.getpid()}"
     ordered = sorted(rows, key=lambda r: (r["source"], r["offset"], r["reason"]))
-    with open(tmp, "w", encoding="utf-8") as f:
-        for row in ordered:
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
+    write_atomically(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in ordered))
     return path

@@ -300,3 +300,16 @@ def test_write_shard_leaves_nothing_on_error(tmp_path):
     assert os.listdir(tmp_path) == []
     with pytest.raises(ValueError, match="must end with"):
         write_shard([], tmp_path / "c4-train.00000-of-00001.parquet", "c4json")
+
+
+def test_atomic_path_keeps_the_old_file_when_writing_fails(tmp_path):
+    from corpus.atomic import atomic_path, write_atomically
+
+    target = tmp_path / "report.json"
+    write_atomically(target, "old\n")
+    with pytest.raises(RuntimeError):
+        with atomic_path(target) as temporary:
+            open(temporary, "w").write("half")
+            raise RuntimeError("disk full")
+    assert target.read_text() == "old\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json"]
