@@ -141,6 +141,7 @@ class SampleCrawl:
     submissions_zst_path: str
     pages: int
     truth_path: str
+    badwords_path: str  # a stand-in for the LDNOOBW list (a few of its entries), so the demo runs offline
 
 
 @dataclass(frozen=True)
@@ -673,6 +674,9 @@ LONG_WORD_INTROS = (
 )
 # A word on the LDNOOBW English list (C4's bad-words filter), used in a harmless sense.
 BADWORD = "nipple"
+# Entries of the LDNOOBW English list, written as the sample's bad-words file (the real list is
+# fetched from its pinned URL or given with --badwords).
+SAMPLE_BADWORDS = ("2g1c", "erotic", "nipple", "nipples", "strip club", "topless", "xxx")
 BADWORD_LINES = (
     "Before every feed, check that the bottle nipple has no cracks or splits.",
     "If the milk drips out too fast, try a slower flow nipple for a few weeks.",
@@ -1660,13 +1664,14 @@ def write_sample_crawl(out_dir: str | os.PathLike, seed: int = 0, pages: int = D
         "submissions": submissions,
     }
     write_atomically(out / "truth.json", json_document(truth).encode("utf-8"))
+    write_atomically(out / "badwords.txt", "".join(word + "\n" for word in SAMPLE_BADWORDS).encode("utf-8"))
     log.info("sample crawl for seed %d: %d pages (%d in WET files), %d submission lines, in %s",
              seed, len(crawl), sum(map(in_wet, crawl)), len(lines), out)
     return SampleCrawl(
         wet_paths=[str(out / name) for name in wet_names], warc_paths=[str(out / name) for name in warc_names],
         manifest_path=str(out / "wet.paths.gz"), warc_manifest_path=str(out / "warc.paths.gz"),
         submissions_path=str(out / "RS_sample.ndjson"), submissions_zst_path=str(out / "RS_sample.zst"),
-        pages=len(crawl), truth_path=str(out / "truth.json"),
+        pages=len(crawl), truth_path=str(out / "truth.json"), badwords_path=str(out / "badwords.txt"),
     )
 
 

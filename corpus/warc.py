@@ -599,6 +599,11 @@ _BOMS = ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"), (codecs
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.IGNORECASE)
 
 
+# Labels browsers decode with a superset (WHATWG Encoding Standard): pages declaring the
+# narrow charset routinely use the wider one's characters.
+_WHATWG_SUPERSETS = {"latin-1": "cp1252", "iso8859-1": "cp1252", "ascii": "cp1252", "gb2312": "gbk"}
+
+
 def decode_html(body: bytes, content_type: str = "") -> tuple[str, str]:
     """Decode an HTML body: byte-order mark, HTTP charset, <meta> charset, UTF-8, then cp1252."""
     for bom, charset in _BOMS:
@@ -616,8 +621,7 @@ def decode_html(body: bytes, content_type: str = "") -> tuple[str, str]:
             charset = codecs.lookup(name).name
         except LookupError:
             continue
-        if charset in ("latin-1", "iso8859-1", "ascii"):
-            charset = "cp1252"  # browsers read these labels as windows-1252
+        charset = _WHATWG_SUPERSETS.get(charset, charset)
         try:
             return body.decode(charset), charset
         except UnicodeDecodeError:

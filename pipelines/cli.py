@@ -69,10 +69,18 @@ def cmd_stats(args: argparse.Namespace) -> int:
 def cmd_read(args: argparse.Namespace) -> int:
     from pipelines.read import run
 
-    stats = run(args.read_argv)
+    stats = run(args.sub_argv)
     read = stats["counters"].get("read-archive", {})
     errors = {k.split(":", 1)[1]: v for k, v in read.items() if k.startswith("error:")}
     print(f"{stats['files']} file(s): {read.get('produced:conversion', 0):,} documents, {read.get('produced:response', 0):,} HTML pages, errors {errors or 'none'}")
+    return 0
+
+
+def cmd_c4(args: argparse.Namespace) -> int:
+    from pipelines.c4 import format_summary, run
+
+    stats = run(args.sub_argv)
+    print(format_summary(stats))
     return 0
 
 
@@ -107,6 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("read", help="read WARC/WET files into document shards with Apache Beam (no filtering)", add_help=False)
     p.set_defaults(func=cmd_read)
 
+    p = sub.add_parser("c4", help="build C4 (en, en.noclean, en.noblocklist, realnewslike, webtextlike) from Common Crawl with Apache Beam", add_help=False)
+    p.set_defaults(func=cmd_c4)
+
     p = sub.add_parser("demo", help="generate the bundled sample crawl and run every working job on it")
     p.add_argument("--out", default="demo-out", help="output folder (default demo-out)")
     p.add_argument("--seed", type=int, default=0, help="sample crawl seed (default 0)")
@@ -119,8 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
-    if args.command == "read":
-        args.read_argv = rest  # the read job owns its options and passes Beam's through
+    if args.command in ("read", "c4"):
+        args.sub_argv = rest  # the job owns its options and passes Beam's through
     elif rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -289,3 +289,9 @@ def test_bytes_after_the_last_member_are_reported(tmp_path):
     docs, _, errors, stats = read_all(write(tmp_path, "tail.wet.gz", data))
     assert [d.url for d in docs] == ["http://a.example/"]
     assert stats.errors() == {"corrupt_gzip": 1} and errors[0].offset == len(data) - 30
+
+
+def test_decode_html_reads_gb2312_label_as_gbk():
+    # U+9555 is in GBK but not in GB2312; browsers decode the gb2312 label as GBK.
+    body = "<p>\u4e2d\u6587 \u9555</p>".encode("gbk")
+    assert decode_html(body, "text/html; charset=gb2312") == ("<p>\u4e2d\u6587 \u9555</p>", "gbk")

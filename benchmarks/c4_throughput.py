@@ -1,0 +1,225 @@
+"""C4 chain throughput: corpusforge against the reference (TFDS c4_utils), same input, same run.
+
+    .venv/bin/python benchmarks/c4_throughput.py [--pages 3000] [--data ../shared/data] [--beam]
+
+Each side runs in its own fresh child process (so each gets its own peak RSS) on one
+core: WET files -> length -> URL dedup -> clean_page -> line dedup -> langdetect -> bad
+words, over the bundled sample crawl (``--pages`` pages, seeded) plus the real
+``filter_test_1.wet.gz`` and whirlwind WET. The reference side calls the reference's own
+functions (``split_wet_file``, ``is_valid_length``, ``select_newest_page``,
+``clean_page``, ``_emit_url_to_lines`` / ``_remove_lines_from_text``, ``detect_english``,
+the bad-words filter) wired in memory as its Beam pipeline wires them. The kept pages
+of both sides must be identical or the script exits 1.
+
+``--beam`` also times both complete Beam pipelines on the DirectRunner (one worker).
+Numbers: docs/s (WET pages read), MB/s of compressed input per core, peak RSS, ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO), str(REPO / "tests")]
+
+
+def ours(paths: list[str], badwords: list[str], implementation: str = "fast") -> tuple[list[dict], dict]:
+    from corpus import c4, langid
+    from corpus.records import Document
+    from corpus.sentences import count_line_sentences, count_sentences
+    from corpus.warc import read_archive
+    from dedup.lines import page_line_keys, remove_duplicate_lines
+    from dedup.urls import url_digest
+
+    timings: dict[str, float] = {}
+    clock = time.perf_counter()
+
+    def lap(name):
+        nonlocal clock
+        now = time.perf_counter()
+        timings[name] = now - clock
+        clock = now
+
+    pages, read = [], 0
+    for index, path in enumerate(paths):
+        for doc in read_archive(path, text_mode="c4"):
+            if isinstance(doc, Document) and not c4.wet_page_problem(doc.url, doc.text, doc.timestamp):
+                read += 1
+                pages.append(c4.C4Page(doc.url, doc.text, doc.timestamp, order=(index, int(doc.meta["stream_offset"]))))
+    lap("read")
+    newest: dict[str, c4.C4Page] = {}
+    for page in pages:
+        if c4.is_valid_length(page.text):
+            key = page.normalized_url
+            newest[key] = c4.newest_page(newest[key], page) if key in newest else page
+    lap("length+url dedup")
+    cleaned = [v.page for v in (c4.clean_page(p, count_line_sentences) for p in newest.values()) if v.page is not None]
+    lap("clean_page")
+    owner: dict[bytes, tuple] = {}
+    for page in cleaned:
+        claim = (url_digest(page.url), page.url)
+        for key in page_line_keys(page.text):
+            if key not in owner or claim < owner[key]:
+                owner[key] = claim
+    owned: dict[str, list] = {}
+    for key, (_, url) in owner.items():
+        owned.setdefault(url, []).append(key)
+    deduped = []
+    for page in cleaned:
+        text, _, _ = remove_duplicate_lines(page.text, owned.get(page.url, []), min_num_sentences=c4.MIN_NUM_SENTENCES, count_sentences=count_sentences)
+        if text is not None:
+            page.text = text
+            deduped.append(page)
+    lap("line dedup")
+    detect = langid.detect_langs if implementation == "fast" else langid.reference_detect_langs
+    english = [v.page for v in (c4.detect_english(p, detect, langid.LanguageDetectionError) for p in deduped) if v.page]
+    lap("langdetect")
+    regex = c4.compile_badwords(badwords)
+    kept = [p for p in english if c4.badwords_filter(p, regex).page]
+    lap("bad words")
+    return [{"url": p.url, "text": p.text, "timestamp": p.timestamp} for p in kept], {"docs": read, "stages": timings}
+
+
+def reference(paths: list[str], badwords: list[str]) -> tuple[list[dict], dict]:
+    from c4_reference import load_c4_utils
+
+    c4_utils = load_c4_utils()
+    timings: dict[str, float] = {}
+    clock = time.perf_counter()
+
+    def lap(name):
+        nonlocal clock
+        now = time.perf_counter()
+        timings[name] = now - clock
+        clock = now
+
+    pages = [p for path in paths for p in c4_utils.split_wet_file(path)]
+    read = len(pages)
+    lap("read")
+    groups: dict[str, list] = {}
+    for page in pages:
+        if c4_utils.is_valid_length(page):
+            groups.setdefault(page.normalized_url, []).append(page)
+    newest = [c4_utils.select_newest_page(group) for group in groups.values()]
+    lap("length+url dedup")
+    clean = c4_utils.get_clean_page_fn()
+    cleaned = [q for p in newest for q in clean(p)]
+    lap("clean_page")
+    best: dict[str, str] = {}
+    for page in cleaned:
+        for line_hash, url in c4_utils._emit_url_to_lines(page):
+            if line_hash not in best or c4_utils._hash_text(url) < c4_utils._hash_text(best[line_hash]):
+                best[line_hash] = url
+    keep: dict[str, list] = {}
+    for line_hash, url in best.items():
+        keep.setdefault(url, []).append(line_hash)
+    counter = c4_utils.get_counter_inc_fn("dedupe-lines")
+    deduped = [q for p in cleaned for q in c4_utils._remove_lines_from_text((p.url, {"pages": [p], "lines": keep.get(p.url, [])}), counter, 3)]
+    lap("line dedup")
+    english = [q for p in deduped for q in c4_utils.detect_english(p)]
+    lap("langdetect")
+    badwords_fn = c4_utils.get_badwords_filter_fn({"en": set(badwords)}, filter_fraction=1.0)
+    kept = [p for p in english if badwords_fn(p)]
+    lap("bad words")
+    return [{"url": p.url, "text": p.text, "timestamp": p.timestamp} for p in kept], {"docs": read, "stages": timings}
+
+
+def child(side: str, paths: list[str], badwords_path: str) -> None:
+    """Run one side and print one JSON line: seconds, docs, stage times, peak RSS, output hash."""
+    from corpus.c4 import parse_badwords
+    from corpus.sentences import require_punkt
+
+    require_punkt()
+    from corpus import langid
+
+    langid.detect_langs("warm the language profiles up before the clock starts")
+    badwords = parse_badwords(Path(badwords_path).read_text(encoding="utf-8"))
+    started = time.perf_counter()
+    if side == "reference":
+        kept, info = reference(paths, badwords)
+    else:
+        kept, info = ours(paths, badwords, "fast" if side == "ours" else "reference")
+    seconds = time.perf_counter() - started
+    kept = sorted(kept, key=lambda r: r["url"])
+    digest = hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"seconds": seconds, "docs": info["docs"], "kept": len(kept), "stages": info["stages"], "peak_mb": peak, "digest": digest}))
+
+
+def run_side(side: str, paths: list[str], badwords: str) -> dict:
+    done = subprocess.run([sys.executable, __file__, "--child", side, "--badwords", badwords, *paths], capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def time_beam(paths: list[str], badwords_path: str, work: str) -> dict[str, float]:
+    from c4_reference import run_reference
+    from corpus.c4 import parse_badwords
+    from pipelines import c4 as c4_pipeline
+
+    out = {}
+    started = time.perf_counter()
+    c4_pipeline.run(["--input", *paths, "--output", os.path.join(work, "ours"), "--badwords", badwords_path, "--format", "c4json"])
+    out["ours"] = time.perf_counter() - started
+    started = time.perf_counter()
+    run_reference(paths, os.path.join(work, "ref"), badwords=set(parse_badwords(Path(badwords_path).read_text(encoding="utf-8"))))
+    out["reference"] = time.perf_counter() - started
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pages", type=int, default=3000, help="sample crawl pages (default 3000)")
+    parser.add_argument("--data", default=os.environ.get("CORPUSFORGE_TEST_DATA", str(REPO.parent / "shared" / "data")))
+    parser.add_argument("--beam", action="store_true", help="also time both complete Beam pipelines (DirectRunner)")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--badwords", help=argparse.SUPPRESS)
+    parser.add_argument("paths", nargs="*", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child, args.paths, args.badwords)
+        return 0
+
+    from corpus.sample import write_sample_crawl
+
+    with tempfile.TemporaryDirectory() as work:
+        crawl = write_sample_crawl(os.path.join(work, "sample"), seed=0, pages=args.pages)
+        paths = list(crawl.wet_paths)
+        data = Path(args.data)
+        for relative in ("warc/ccscalatools/filter_test_1.wet.gz", "warc/whirlwind/whirlwind.warc.wet.gz"):
+            if (data / relative).exists():
+                paths.append(str(data / relative))
+        badwords = str(data / "badwords" / "en") if (data / "badwords" / "en").exists() else crawl.badwords_path
+        megabytes = sum(os.path.getsize(p) for p in paths) / 1e6
+        print(f"input: {len(paths)} WET files, {megabytes:.2f} MB compressed; bad words: {badwords}")
+        results = {side: run_side(side, paths, badwords) for side in ("reference", "ours", "ours-reference-langdetect")}
+        base = results["reference"]
+        print(f"\n{'chain (1 core)':28} {'docs':>7} {'kept':>6} {'seconds':>8} {'docs/s':>9} {'MB/s':>7} {'peak MB':>8} {'vs ref':>7}")
+        for side, r in results.items():
+            print(f"{side:28} {r['docs']:>7} {r['kept']:>6} {r['seconds']:>8.2f} {r['docs'] / r['seconds']:>9.1f} "
+                  f"{megabytes / r['seconds']:>7.3f} {r['peak_mb']:>8.0f} {base['seconds'] / r['seconds']:>6.2f}x")
+        print(f"\n{'stage seconds':28} " + " ".join(f"{s:>26}" for s in results))
+        for stage in base["stages"]:
+            print(f"{stage:28} " + " ".join(f"{results[s]['stages'][stage]:>26.3f}" for s in results))
+        same = len({r["digest"] for r in results.values()}) == 1
+        print(f"\nkept pages identical on every side: {same}")
+        if args.beam:
+            from corpus.sentences import require_punkt
+
+            require_punkt()
+            timings = time_beam(paths, badwords, work)
+            print(f"\nBeam DirectRunner, 1 worker: ours {timings['ours']:.1f} s, reference {timings['reference']:.1f} s, "
+                  f"ratio {timings['reference'] / timings['ours']:.2f}x")
+        return 0 if same else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

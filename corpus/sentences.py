@@ -1,0 +1,78 @@
+"""Sentence splitting with NLTK's English punkt model, loaded once per process.
+
+C4 counts punkt sentences per kept line (``clean_page``) and per deduplicated page
+(``dedupe_lines``); the T5 paper's span dedup hashes windows of punkt sentences. NLTK
+ships the model as ``punkt_tab``; ``require_punkt()`` checks for it before a pipeline
+reads any input and says how to install it when it is missing.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+
+PUNKT_LANGUAGE = "english"
+PUNKT_INSTALL_HINT = (
+    "NLTK's English punkt sentence model is not installed. Install it once with\n"
+    "    python -c 'import nltk; nltk.download(\"punkt_tab\")'\n"
+    "or point NLTK_DATA at a folder that holds tokenizers/punkt_tab/english/."
+)
+_SENTENCE_END_CHARS = frozenset(".?!")  # punkt's candidate sentence ends (PunktLanguageVars.sent_end_chars)
+_LINE_CACHE_SIZE = 1 << 16
+
+_lock = threading.Lock()
+_tokenizer = None
+
+
+class PunktMissingError(RuntimeError):
+    """The punkt model cannot be found; the message says how to install it."""
+
+
+def punkt_tokenizer():
+    """The process-wide English punkt tokenizer (loaded on first use, thread-safe)."""
+    global _tokenizer
+    if _tokenizer is None:
+        with _lock:
+            if _tokenizer is None:
+                from nltk.tokenize.punkt import PunktTokenizer
+
+                try:
+                    _tokenizer = PunktTokenizer(PUNKT_LANGUAGE)
+                except LookupError as exc:
+                    raise PunktMissingError(PUNKT_INSTALL_HINT) from exc
+    return _tokenizer
+
+
+def require_punkt() -> None:
+    """Raise ``PunktMissingError`` (with install instructions) unless punkt loads."""
+    punkt_tokenizer()
+
+
+def split_sentences(text: str) -> list[str]:
+    """Punkt sentences of ``text``."""
+    return punkt_tokenizer().tokenize(text)
+
+
+def count_sentences(text: str) -> int:
+    """Number of punkt sentences in ``text`` (``len(split_sentences(text))``)."""
+    return sum(1 for _ in punkt_tokenizer().span_tokenize(text))
+
+
+def count_line_sentences(line: str) -> int:
+    """``count_sentences(line)``, with two exact shortcuts.
+
+    Punkt can only break after a ``.``, ``?`` or ``!`` that something follows, so a
+    stripped line whose only such character (if any) is its last is one sentence.
+    Other lines go through punkt once and are remembered: boilerplate lines repeat.
+    """
+    if not line:
+        return 0
+    body = line[:-1]
+    if "." not in body and "?" not in body and "!" not in body and not line[0].isspace() and not line[-1].isspace():
+        return 1
+    return _cached_count(line)
+
+
+@functools.lru_cache(maxsize=_LINE_CACHE_SIZE)
+def _cached_count(line: str) -> int:
+    return count_sentences(line)

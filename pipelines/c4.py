@@ -1,0 +1,532 @@
+"""The C4 pipeline: Common Crawl WET (or WARC) -> c4/en and its variants, as Apache Beam.
+
+    corpusforge c4 --crawl CC-MAIN-2019-18 --max_files 10 --output c4-out/ \
+        [--variant en|en.noclean|en.noblocklist|realnewslike|webtextlike] [--dedup lines|spans] \
+        [--format c4json parquet] [--num_shards 1024] [any Beam option]
+
+The steps, in the reference's order (TFDS ``c4`` 3.1.0; spec ``c4.md``); every rule is
+a pure function in ``corpus.c4`` / ``dedup/``, every count a Beam counter named as the
+reference names it, every dedup a shuffle (``CombinePerKey``/``CoGroupByKey``):
+
+    read WET pages  ->  length  ->  [RealNews domains]  ->  URL dedup (newest wins)
+    ->  [WebText-like URL join]  ->  clean_page  ->  line (or 3-sentence span) dedup
+    ->  langdetect en >= 0.99  ->  bad words  ->  md5(url) % 1000 split  ->  shards
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import heapq
+import logging
+import os
+import sys
+import zlib
+from collections import Counter
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.timestamp import MIN_TIMESTAMP
+from apache_beam.utils.windowed_value import WindowedValue
+
+from corpus import c4
+from corpus.inputs import COMMON_CRAWL_BASE_URL, InputError, expand_inputs, open_input
+from corpus.records import Document, HtmlPage, ReadError
+from corpus.sentences import count_line_sentences, count_sentences, require_punkt, split_sentences
+from corpus.shards import FORMATS
+from corpus.warc import ReadStats, read_archive
+from dedup.lines import page_line_keys, remove_duplicate_lines
+from dedup.spans import page_span_keys, remove_duplicate_spans
+from dedup.urls import url_digest
+from pipelines.options import stage_setup_file
+from pipelines.read import counters_of, write_json
+from pipelines.sources import READ_NAMESPACE, WriteErrors, WriteShards
+
+log = logging.getLogger(__name__)
+
+EXAMPLES_PER_REASON = 5
+EXAMPLE_CHARS = 400
+EXTRACT_NAMESPACE = "extract-main-text"
+DEDUPE_SPANS = "dedupe-spans"
+DEDUP_MODES = ("lines", "spans")
+INPUT_KINDS = ("auto", "wet", "warc")
+LANGDETECT_IMPLEMENTATIONS = ("fast", "reference")
+# Stages in chain order, for the summary table (namespace, what its counts are of).
+SUMMARY_STAGES = (
+    (c4.SPLIT_WET_FILE, "records"), (EXTRACT_NAMESPACE, "pages"), (c4.TOO_LONG_FILTER, "pages"),
+    (c4.REALNEWS_FILTER, "pages"), (c4.DUPLICATE_URL_FILTER, "pages"), (c4.WEBTEXTLIKE_FILTER, "urls"),
+    (c4.CLEAN_PAGE, "pages/lines"), (c4.DEDUPE_LINES, "pages/lines"), (DEDUPE_SPANS, "pages/spans"),
+    (c4.ENGLISH_FILTER, "pages"), (c4.BADWORDS_FILTER, "pages"), ("train", "pages"), ("validation", "pages"),
+)
+
+
+# --- rules bound to their resources (picklable, loaded lazily once per worker) ----------
+def _too_long_rule(page):
+    if c4.is_valid_length(page.text):
+        return c4.Verdict(page, Counter({c4.PASSED: 1}))
+    return c4.Verdict(None, Counter({c4.FILTERED: 1}), [(c4.FILTERED, page.url)])
+
+
+def _realnews_rule(page, domains):
+    reason = c4.realnews_domain_problem(page.normalized_url, domains, registered_domain_parts)
+    if reason:
+        return c4.Verdict(None, Counter({reason: 1}), [(reason, page.url)])
+    return c4.Verdict(page, Counter({c4.PASSED: 1}))
+
+
+_domain_splitter = None
+
+
+def registered_domain_parts(url: str) -> tuple[str, str, str]:
+    """(subdomain, domain, suffix) by the public suffix list bundled with tldextract (offline)."""
+    global _domain_splitter
+    if _domain_splitter is None:
+        import tldextract
+
+        _domain_splitter = tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None)
+    parts = _domain_splitter(url)
+    return parts.subdomain, parts.domain, parts.suffix
+
+
+def _clean_rule(page):
+    return c4.clean_page(page, count_line_sentences)
+
+
+def _english_rule(page, implementation):
+    from corpus import langid
+
+    detect = langid.detect_langs if implementation == "fast" else langid.reference_detect_langs
+    return c4.detect_english(page, detect, langid.LanguageDetectionError)
+
+
+def _badwords_rule(page, badwords_re):
+    return c4.badwords_filter(page, badwords_re)
+
+
+def _split_lines(line: str) -> list[str]:
+    return split_sentences(line) if line.strip() else []
+
+
+# --- Beam steps ----------------------------------------------------------------------
+class ReasonExamples:
+    """Up to ``n`` examples per counter name, the ones with the smallest CRC-32: the same
+    sample whatever the bundling, so stats.json is reproducible."""
+
+    def __init__(self, n: int = EXAMPLES_PER_REASON):
+        self.n = n
+        self.heaps: dict[str, list] = {}
+
+    def add(self, reason: str, text: str) -> None:
+        excerpt = text[:EXAMPLE_CHARS]
+        item = (-zlib.crc32(excerpt.encode("utf-8", "surrogatepass")), excerpt)
+        heap = self.heaps.setdefault(reason, [])
+        if len(heap) < self.n:
+            heapq.heappush(heap, item)
+        elif item > heap[0]:
+            heapq.heapreplace(heap, item)
+
+    def items(self):
+        for reason, heap in self.heaps.items():
+            for negative_crc, excerpt in heap:
+                yield reason, (-negative_crc, excerpt)
+
+
+class _StepFn(beam.DoFn):
+    """Runs one rule over pages: counts its verdicts in its namespace(s), samples drops."""
+
+    def __init__(self, namespaces: tuple[str, ...], rule):
+        self.namespaces, self.rule = namespaces, rule
+
+    def start_bundle(self):
+        self.counts, self.examples = Counter(), ReasonExamples()
+
+    def process(self, page):
+        verdict = self.rule(page)
+        self.counts.update(verdict.counts)
+        for reason, text in verdict.dropped:
+            self.examples.add(reason, text)
+        if verdict.page is not None:
+            yield verdict.page
+
+    def finish_bundle(self):
+        yield from _flush(self.namespaces, self.counts, self.examples)
+
+
+def _flush(namespaces, counts: Counter, examples: ReasonExamples, windowed: bool = True):
+    """Counters to Beam metrics; sampled examples to the ``examples`` output (windowed
+    values when called from ``finish_bundle``)."""
+    for name, value in counts.items():
+        for namespace in namespaces:
+            Metrics.counter(namespace, name).inc(value)
+    for reason, example in examples.items():
+        value = (f"{namespaces[0]}/{reason}", example)
+        if windowed:
+            value = WindowedValue(value, MIN_TIMESTAMP, [GlobalWindow()])
+        yield beam.pvalue.TaggedOutput("examples", value)
+
+
+def step(label: str, namespaces: str | tuple[str, ...], rule) -> beam.PTransform:
+    namespaces = (namespaces,) if isinstance(namespaces, str) else namespaces
+    return label >> beam.ParDo(_StepFn(namespaces, rule)).with_outputs("examples", main="pages")
+
+
+class _ReadPagesFn(beam.DoFn):
+    """One crawl file -> C4 pages: WET conversion records as the reference parses them,
+    WARC HTML responses through trafilatura; bad input to ``errors``."""
+
+    def __init__(self, input_kind: str, extract_timeout_s: float):
+        self.input_kind, self.extract_timeout_s = input_kind, extract_timeout_s
+        self.extractor = None
+
+    def setup(self):
+        from corpus.extract import MainTextExtractor
+
+        self.extractor = MainTextExtractor(timeout_s=self.extract_timeout_s)
+
+    def teardown(self):
+        if self.extractor is not None:
+            self.extractor.close()
+
+    def process(self, item):
+        index, path = item
+        stats, wet, extracted = ReadStats(), Counter(), Counter()
+        examples = ReasonExamples()
+        if self.input_kind == "wet" or (self.input_kind == "auto" and ".wet" in os.path.basename(path)):
+            wet["wet-file"] += 1
+        try:
+            for record in read_archive(path, text_mode="c4", stats=stats):
+                if isinstance(record, Document):
+                    page = self._wet_page(index, record, wet, examples)
+                elif isinstance(record, HtmlPage):
+                    page = self._warc_page(index, record, extracted, examples)
+                else:
+                    if record.reason == "missing_target_uri":
+                        wet["filtered:no_url"] += 1
+                    yield beam.pvalue.TaggedOutput("errors", record.to_dict())
+                    continue
+                if page is not None:
+                    yield page
+        finally:  # a failing worker still reports what it counted
+            wet["filtered:no_url"] += stats.counts.get("records:warcinfo", 0)
+            for key, value in stats.counts.items():
+                Metrics.counter(READ_NAMESPACE, key).inc(value)
+            for key, value in extracted.items():
+                Metrics.counter(EXTRACT_NAMESPACE, key).inc(value)
+        yield from _flush((c4.SPLIT_WET_FILE,), wet, examples, windowed=False)
+
+    @staticmethod
+    def _wet_page(index, doc: Document, counts: Counter, examples: ReasonExamples):
+        reason = c4.wet_page_problem(doc.url, doc.text, doc.timestamp)
+        if reason:
+            counts[reason] += 1
+            examples.add(reason, doc.url)
+            return None
+        counts[c4.PASSED] += 1
+        return c4.C4Page(url=doc.url, text=doc.text, timestamp=doc.timestamp, order=(index, int(doc.meta.get("stream_offset", 0))))
+
+    def _warc_page(self, index, page: HtmlPage, counts: Counter, examples: ReasonExamples):
+        from corpus.extract import extract_text_from_page
+
+        doc, extraction = extract_text_from_page(page, self.extractor)
+        counts[extraction.outcome] += 1
+        if doc is None:
+            examples.add(extraction.outcome, f"{page.url} {extraction.detail}")
+            return None
+        return c4.C4Page(url=doc.url, text=doc.text, timestamp=doc.timestamp, order=(index, page.offset))
+
+
+class _NewestPage(beam.CombineFn):
+    """URL dedup: the newest page per normalised URL (first seen on a tie), and how many."""
+
+    def create_accumulator(self):
+        return None, 0
+
+    def add_input(self, acc, page):
+        best, n = acc
+        return (page if best is None else c4.newest_page(best, page)), n + 1
+
+    def merge_accumulators(self, accs):
+        best, total = None, 0
+        for page, n in accs:
+            total += n
+            if page is not None:
+                best = page if best is None else c4.newest_page(best, page)
+        return best, total
+
+    def extract_output(self, acc):
+        return acc
+
+
+def _count_url_duplicates(kept):
+    page, n = kept
+    Metrics.counter(c4.DUPLICATE_URL_FILTER, c4.FILTERED).inc(n - 1)
+    Metrics.counter(c4.DUPLICATE_URL_FILTER, c4.PASSED).inc()
+    return page
+
+
+def _webtextlike_join(joined):
+    _, groups = joined
+    pages, listed = list(groups["pages"]), list(groups["urls"])
+    if not listed:
+        Metrics.counter(c4.WEBTEXTLIKE_FILTER, c4.FILTERED).inc()
+        return
+    if not pages:
+        Metrics.counter(c4.WEBTEXTLIKE_FILTER, "missing-page").inc()
+        return
+    Metrics.counter(c4.WEBTEXTLIKE_FILTER, c4.PASSED).inc()
+    yield pages[0]
+
+
+def _apply_owned(joined, *, mode: str, min_num_sentences: int):
+    """CoGroupByKey result (url, {pages: [page], keys: [owned keys]}) -> verdict."""
+    _, groups = joined
+    pages = list(groups["pages"])
+    if not pages:
+        return c4.Verdict(None)
+    page = pages[0]
+    if mode == "lines":
+        text, counts, dropped = remove_duplicate_lines(page.text, groups["keys"], min_num_sentences=min_num_sentences, count_sentences=count_sentences)
+    else:
+        text, counts, dropped = remove_duplicate_spans(page.text, groups["keys"], min_num_sentences=min_num_sentences,
+                                                       split_line=_split_lines, count_sentences=count_sentences)
+    if text is not None:
+        page.text = text
+    return c4.Verdict(page if text is not None else None, counts, dropped)
+
+
+def _line_claims(page):
+    claim = (url_digest(page.url), page.url)
+    return [(key, claim) for key in page_line_keys(page.text)]
+
+
+def _span_claims(page):
+    claim = (url_digest(page.url), page.url)
+    return [(key, claim) for key in page_span_keys(page.text, _split_lines)]
+
+
+class DedupeText(beam.PTransform):
+    """C4's line dedup (``lines``) or the T5 paper's 3-sentence span dedup (``spans``).
+
+    Each page claims its keys; each key goes to the smallest md5(url) (a CombinePerKey,
+    so combiners lift it before the shuffle); owned keys join back to their page by URL.
+    """
+
+    def __init__(self, mode: str = "lines", min_num_sentences: int = c4.MIN_NUM_SENTENCES):
+        super().__init__()
+        self.mode, self.min_num_sentences = mode, min_num_sentences
+
+    def expand(self, pages):
+        claims = _line_claims if self.mode == "lines" else _span_claims
+        owners = (
+            pages
+            | "Claim keys" >> beam.FlatMap(claims)
+            | "Smallest md5(url) owns each key" >> beam.CombinePerKey(min)
+            | "Key by owner url" >> beam.MapTuple(lambda key, owner: (owner[1], key))
+        )
+        by_url = pages | "Key pages by url" >> beam.Map(lambda p: (p.url, p))
+        namespace = c4.DEDUPE_LINES if self.mode == "lines" else DEDUPE_SPANS
+        rule = functools.partial(_apply_owned, mode=self.mode, min_num_sentences=self.min_num_sentences)
+        return (
+            {"pages": by_url, "keys": owners}
+            | "Join owned keys to pages" >> beam.CoGroupByKey()
+            | step("Remove duplicates", namespace, rule)
+        )
+
+
+def _to_split(page):
+    split = c4.split_of(page.normalized_url)
+    Metrics.counter(split, "examples").inc()
+    return beam.pvalue.TaggedOutput(split, Document(text=page.text, url=page.url, timestamp=page.timestamp))
+
+
+# --- the pipeline --------------------------------------------------------------------
+def build(pipeline: beam.Pipeline, files: list[str], args: argparse.Namespace, resources: dict) -> dict:
+    """Wire the chain; returns the PCollections of examples and errors for the caller."""
+    variant = c4.VARIANTS[args.variant]
+    examples = []
+
+    def run_step(pcoll, label, namespaces, rule):
+        out = pcoll | step(label, namespaces, rule)
+        examples.append(out.examples)
+        return out.pages
+
+    read = (
+        pipeline
+        | "Crawl files" >> beam.Create(list(enumerate(files)))
+        | "Spread files over workers" >> beam.Reshuffle()
+        | "Read pages" >> beam.ParDo(_ReadPagesFn(args.input_kind, args.extract_timeout)).with_outputs("errors", "examples", main="pages")
+    )
+    examples.append(read.examples)
+    pages = run_step(read.pages, "1 Length filter", c4.TOO_LONG_FILTER, _too_long_rule)
+    if variant.realnewslike:
+        pages = run_step(pages, "2 RealNews domains", c4.REALNEWS_FILTER, functools.partial(_realnews_rule, domains=resources["realnews_domains"]))
+    pages = (
+        pages
+        | "3 Normalise URL" >> beam.Map(lambda p: (p.normalized_url, p))
+        | "3 Newest page per URL" >> beam.CombinePerKey(_NewestPage())
+        | "3 Count URL duplicates" >> beam.MapTuple(lambda _, kept: _count_url_duplicates(kept))
+    )
+    if variant.webtextlike:
+        urls = (
+            pipeline
+            | "4 Read WebText-like URLs" >> beam.io.ReadFromText(args.webtext_urls)
+            | "4 Normalise listed URLs" >> beam.Map(lambda u: (c4.normalize_url(u.strip()), None))
+        )
+        pages = (
+            {"pages": pages | "4 Key by normalised URL" >> beam.Map(lambda p: (p.normalized_url, p)), "urls": urls}
+            | "4 Join on normalised URL" >> beam.CoGroupByKey()
+            | "4 Keep listed pages" >> beam.FlatMap(_webtextlike_join)
+        )
+    if variant.clean:
+        pages = run_step(pages, "5 clean_page", c4.CLEAN_PAGE, _clean_rule)
+    if variant.dedupe:
+        floor = c4.MIN_NUM_SENTENCES if variant.clean else 0
+        deduped = pages | f"6 Dedupe {args.dedup}" >> DedupeText(args.dedup, floor)
+        examples.append(deduped.examples)
+        pages = deduped.pages
+    pages = run_step(pages, "8 langdetect en", c4.ENGLISH_FILTER, functools.partial(_english_rule, implementation=args.langdetect))
+    if variant.badwords:
+        pages = run_step(pages, "9 Bad words", (c4.BADWORDS_FILTER, f"{c4.BADWORDS_FILTER}-en"),
+                         functools.partial(_badwords_rule, badwords_re=resources["badwords_re"]))
+    splits = pages | "10 Split by md5(url)" >> beam.Map(_to_split).with_outputs("train", "validation")
+    for split, count in (("train", args.num_shards), ("validation", args.num_validation_shards)):
+        for fmt in args.format:
+            splits[split] | f"Write {split} {fmt}" >> WriteShards(args.output, fmt=fmt, name="c4", split=split, num_shards=count)
+    read.errors | "Write errors" >> WriteErrors(args.output)
+    sampled = (
+        examples
+        | "Merge examples" >> beam.Flatten()
+        | "Keep 5 per reason" >> beam.combiners.Top.SmallestPerKey(EXAMPLES_PER_REASON)
+        | "Collect examples" >> beam.combiners.ToList()
+        | "Write examples" >> beam.Map(_write_examples, args.output)
+    )
+    return {"examples": sampled}
+
+
+def _write_examples(rows, out_dir: str) -> None:
+    examples: dict[str, dict[str, list[str]]] = {}
+    for key, items in sorted(rows):
+        namespace, reason = key.split("/", 1)
+        examples.setdefault(namespace, {})[reason] = [excerpt for _, excerpt in items]
+    write_json(os.path.join(out_dir, ".examples.json"), examples)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--input", nargs="+", help="WET/WARC files, globs, folders, *.paths.gz manifests or URLs")
+    source.add_argument("--crawl", nargs="+", help=f"Common Crawl crawl id(s), e.g. {c4.DEFAULT_CRAWL}: expands to its wet.paths.gz")
+    parser.add_argument("--output", required=True, help="output folder")
+    parser.add_argument("--variant", choices=sorted(c4.VARIANTS), default="en", help="C4 variant (default en)")
+    parser.add_argument("--dedup", choices=DEDUP_MODES, default="lines", help="lines: the reference's line dedup (default); spans: the T5 paper's 3-sentence spans")
+    parser.add_argument("--input_kind", choices=INPUT_KINDS, default="auto", help="wet, warc (trafilatura main text), or auto by file name")
+    parser.add_argument("--crawl_files", choices=("wet", "warc"), default="wet", help="with --crawl: read the crawl's WET (default) or WARC files")
+    parser.add_argument("--max_files", type=int, default=None, help="read only the first N files")
+    parser.add_argument("--base_url", default=COMMON_CRAWL_BASE_URL, help="base URL (or folder) for manifest paths")
+    parser.add_argument("--format", nargs="+", choices=FORMATS, default=["c4json", "parquet"], help="shard format(s) (default c4json parquet)")
+    parser.add_argument("--num_shards", type=int, default=1, help="train shards (released c4/en: 1024)")
+    parser.add_argument("--num_validation_shards", type=int, default=1, help="validation shards (released c4/en: 8)")
+    parser.add_argument("--badwords", default=c4.BADWORDS_URL, help="bad-words list, file or URL (default: the pinned LDNOOBW en list)")
+    parser.add_argument("--realnews_domains", default=c4.REALNEWS_DOMAINS_URL, help="realnewslike: allowed domains (Grover JSON or one per line), file or URL")
+    parser.add_argument("--webtext_urls", default=None, help="webtextlike: URL list file(s) (glob), one URL a line")
+    parser.add_argument("--langdetect", choices=LANGDETECT_IMPLEMENTATIONS, default="fast", help="fast: exact reimplementation (default); reference: langdetect itself")
+    parser.add_argument("--extract_timeout", type=float, default=10.0, help="WARC input: seconds allowed per page for trafilatura")
+
+
+def input_files(args: argparse.Namespace) -> list[str]:
+    if args.crawl:
+        specs = [c4.crawl_manifest_url(crawl, args.crawl_files) for crawl in args.crawl]
+    else:
+        specs = args.input
+    files = expand_inputs(specs, base=args.base_url, max_files=args.max_files)
+    kept = [f for f in files if not any(f.endswith(bad) for bad in c4.KNOWN_CORRUPT_WET_FILES)]
+    if len(kept) < len(files):
+        log.warning("skipping %d known-corrupt WET file(s)", len(files) - len(kept))
+    return kept
+
+
+def load_resources(args: argparse.Namespace) -> dict:
+    """Everything the workers need that comes from a file, read once on the launcher."""
+    resources = {}
+    variant = c4.VARIANTS[args.variant]
+    if variant.badwords:
+        resources["badwords_re"] = c4.compile_badwords(c4.parse_badwords(_read_text(args.badwords, "--badwords")))
+    if variant.realnewslike:
+        resources["realnews_domains"] = c4.load_realnews_domains(_read_text(args.realnews_domains, "--realnews_domains"))
+    if variant.webtextlike and not args.webtext_urls:
+        raise InputError("--variant webtextlike needs --webtext_urls (the OpenWebText URL list, one URL a line)")
+    return resources
+
+
+def _read_text(location: str, option: str) -> str:
+    try:
+        with open_input(location) as f:
+            return f.read().decode("utf-8")
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{option}: cannot read {location}: {exc}") from exc
+
+
+def run(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(prog="corpusforge c4", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    args, beam_args = parser.parse_known_args(argv)
+    try:
+        require_punkt()  # before any input is read
+    except Exception as exc:
+        raise InputError(str(exc)) from exc
+    files = input_files(args)
+    resources = load_resources(args)
+    log.info("C4 %s (%s dedup) over %d file(s) into %s", args.variant, args.dedup, len(files), args.output)
+    os.makedirs(args.output, exist_ok=True)
+    pipeline = beam.Pipeline(options=PipelineOptions(stage_setup_file(beam_args)))
+    build(pipeline, files, args, resources)
+    result = pipeline.run()
+    result.wait_until_finish()
+    examples_path = os.path.join(args.output, ".examples.json")
+    examples = {}
+    if os.path.exists(examples_path):
+        import json
+
+        with open(examples_path, encoding="utf-8") as f:
+            examples = json.load(f)
+        os.remove(examples_path)
+    stats = {"variant": args.variant, "dedup": args.dedup, "files": len(files), "counters": counters_of(result), "examples": examples}
+    write_json(os.path.join(args.output, "stats.json"), stats)
+    return stats
+
+
+def format_summary(stats: dict) -> str:
+    """One screen: each stage's counters, with each page counter's share of the pages the
+    stage decided on and each line/span counter's share of the lines/spans it looked at."""
+    counters = stats["counters"]
+    rows = [f"C4 {stats['variant']} ({stats['dedup']} dedup), {stats['files']} file(s)",
+            f"{'stage':22} {'counter':38} {'count':>12} {'share':>8}"]
+    for namespace, _ in SUMMARY_STAGES:
+        values = counters.get(namespace)
+        if not values:
+            continue
+        totals = Counter()
+        for name, value in values.items():
+            totals[_unit(namespace, name)] += value
+        for name, value in values.items():
+            total = totals[_unit(namespace, name)]
+            share = f"{100 * value / total:7.2f}%" if total and _unit(namespace, name) != "other" else ""
+            rows.append(f"{namespace:22} {name:38} {value:>12,} {share:>8}")
+    return "\n".join(rows)
+
+
+def _unit(namespace: str, name: str) -> str:
+    """What a counter counts: ``pages`` (one decision per page), ``lines``/``spans``, or ``other``."""
+    if name.startswith("line-"):
+        return "lines"
+    if name.startswith("span-"):
+        return "spans"
+    if name in ("wet-file", "sentence-removed", "examples", "missing-page") or name.startswith("filtered:ignored_language-"):
+        return "other"
+    return "pages"
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+    print(format_summary(run()))

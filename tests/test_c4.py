@@ -1,0 +1,267 @@
+"""C4's rules one by one (corpus/c4.py, dedup/urls.py, dedup/lines.py, dedup/spans.py, corpus/sentences.py)."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from corpus import c4
+from corpus.sentences import count_line_sentences, count_sentences, split_sentences
+from corpus.warc import read_archive
+from dedup.lines import line_key, page_line_keys, remove_duplicate_lines
+from dedup.spans import page_span_keys, remove_duplicate_spans
+from dedup.urls import normalize_url, url_digest
+
+GOOD = "This line is long enough and ends with a period."
+
+
+def page(text: str, url: str = "http://example.com/a", timestamp: str = "2019-04-20T00:00:00Z", order=(0, 0)) -> c4.C4Page:
+    return c4.C4Page(url=url, text=text, timestamp=timestamp, order=order)
+
+
+def clean(text: str) -> c4.Verdict:
+    return c4.clean_page(page(text), count_line_sentences)
+
+
+@pytest.mark.parametrize("url, expected", [
+    ("https://www.example.com/a/b/", "example.com/a/b"),
+    ("http://example.com/story?utm_source=x&y=1", "example.com/story"),
+    ("http://example.com/story?ref=rss", "example.com/story"),
+    ("http://example.com/story?feed=1#top", "example.com/story"),
+    ("http://example.com/story?id=3&utm_source=x", "example.com/story?id=3&utm_source=x"),  # only a query that *starts* so
+    ("http://Example.com/A#frag", "Example.com/A#frag"),  # no lower-casing, fragment kept
+    ("HTTPS://www.example.com/", "HTTPS://www.example.com"),  # the scheme regex is case-sensitive
+    ("http://a.com/go?to=https://www.b.com/x", "a.com/go?to=b.com/x"),  # unanchored: inner scheme stripped too
+    ("https://www.example.com///", "example.com"),
+])
+def test_normalize_url_is_the_references(url, expected):
+    assert normalize_url(url) == expected
+
+
+def test_crawl_id_expands_to_its_manifest():
+    assert c4.crawl_manifest_url("CC-MAIN-2019-18") == "https://data.commoncrawl.org/crawl-data/CC-MAIN-2019-18/wet.paths.gz"
+    assert c4.crawl_manifest_url("2019-18", "warc").endswith("/CC-MAIN-2019-18/warc.paths.gz")
+    with pytest.raises(ValueError, match="crawl id"):
+        c4.crawl_manifest_url("2019")
+
+
+def test_wet_page_problems_in_reference_order():
+    assert c4.wet_page_problem("", "", "") == "filtered:no_url"
+    assert c4.wet_page_problem("http://a", "", "") == "filtered:no_content"
+    assert c4.wet_page_problem("http://a", "text", "") == "filtered:no_timestamp"
+    assert c4.wet_page_problem("http://a", "text", "2019-01-01T00:00:00Z") is None
+
+
+def test_length_limit_is_inclusive_of_190000_characters():
+    assert c4.is_valid_length("x" * 190_000)
+    assert not c4.is_valid_length("x" * 190_001)
+
+
+def test_newest_page_wins_and_first_seen_breaks_ties():
+    old, new = page("a", timestamp="2019-04-01T00:00:00Z", order=(0, 10)), page("b", timestamp="2019-04-02T00:00:00Z", order=(1, 0))
+    assert c4.newest_page(old, new) is new and c4.newest_page(new, old) is new
+    first, second = page("a", order=(0, 5)), page("b", order=(0, 9))
+    assert c4.newest_page(first, second) is first and c4.newest_page(second, first) is first
+
+
+def test_clean_page_keeps_good_lines_and_counts_sentences():
+    verdict = clean("\n".join([GOOD, "  " + GOOD + "  ", "Another line here. It has two sentences!"]))
+    assert verdict.page is not None
+    assert verdict.page.text == "\n".join([GOOD, GOOD, "Another line here. It has two sentences!"])
+    assert verdict.counts == {"line-passed": 3, "passed": 1}
+
+
+@pytest.mark.parametrize("line, reason", [
+    ("word " * 4 + "x" * 1001 + ".", "line-filtered:too_long_word"),
+    ("This line has no end mark at all", "line-filtered:no_endmark"),
+    ("This line trails off with an ellipsis...", "line-filtered:no_endmark"),
+    ("Too short a line.", "line-filtered:too_short"),
+    ("Please enable JavaScript to view this page.", "line-filtered:javascript"),
+    ("By using this site you agree to our Terms of Use.", "line-filtered:policy"),
+    ("This website uses cookies to improve things.", "line-filtered:policy"),
+])
+def test_each_line_rule_drops_only_its_line(line, reason):
+    verdict = clean("\n".join([GOOD, line, GOOD, GOOD]))
+    assert verdict.page is not None and line.strip() not in verdict.page.text
+    assert verdict.counts[reason] == 1 and verdict.counts["line-passed"] == 3
+    assert (reason, line.strip()) in verdict.dropped
+
+
+@pytest.mark.parametrize("line, reason", [
+    ("Lorem ipsum dolor sit amet, consectetur.", "filtered:loremipsum"),
+    ("The function body is { return x; } here.", "filtered:squigglybracket"),
+])
+def test_page_rules_drop_the_whole_page(line, reason):
+    verdict = clean("\n".join([GOOD, GOOD, line, GOOD]))
+    assert verdict.page is None
+    assert verdict.counts == {"line-passed": 2, reason: 1}
+
+
+def test_rule_order_short_line_with_curly_brace_is_only_a_short_line():
+    # Rule 4 (too short) runs before rule 7 ({): the page survives.
+    verdict = clean("\n".join([GOOD, "Use {x}.", GOOD, GOOD]))
+    assert verdict.page is not None and verdict.counts["line-filtered:too_short"] == 1
+
+
+def test_citations_are_removed_before_the_end_mark_check():
+    verdict = clean("\n".join([GOOD, "The river is long and wide.[1][edit]", "It floods often in the spring.[citation needed]", GOOD]))
+    assert "The river is long and wide." in verdict.page.text
+    assert "[1]" not in verdict.page.text and "[citation needed]" not in verdict.page.text
+
+
+def test_quote_is_an_end_mark_and_curly_quotes_are_not():
+    verdict = clean("\n".join([GOOD, 'He said it was "fine by me."', "She said it was \u201cfine by me.\u201d", GOOD]))
+    assert 'He said it was "fine by me."' in verdict.page.text
+    assert verdict.counts["line-filtered:no_endmark"] == 1
+
+
+def test_fewer_than_three_sentences_drops_the_page():
+    verdict = clean("\n".join([GOOD, GOOD]))
+    assert verdict.page is None and verdict.counts["filtered:too_few_sentences"] == 1
+
+
+def test_line_key_is_md5_of_stripped_lowercased_line():
+    assert line_key("  Hello World. ") == hashlib.md5(b"hello world.").digest()
+
+
+def test_line_dedup_owner_is_smallest_md5_url_and_local_repeats_go():
+    text = "\n".join([GOOD, "Shared line across pages here.", GOOD])
+    urls = ["http://a.com/1", "http://b.com/2"]
+    owner = min(urls, key=url_digest)
+    other = [u for u in urls if u != owner][0]
+    shared = line_key("Shared line across pages here.")
+    owner_keys = page_line_keys(text) | {shared}
+    kept, counts, _ = remove_duplicate_lines(text, owner_keys, min_num_sentences=0, count_sentences=count_sentences)
+    assert kept == "\n".join([GOOD, "Shared line across pages here."])
+    assert counts == {"line-passed": 2, "line-filtered:local_duplicate": 1, "passed": 1}
+    other_keys = page_line_keys(text) - {shared}
+    kept, counts, dropped = remove_duplicate_lines(text, other_keys, min_num_sentences=0, count_sentences=count_sentences)
+    assert kept == GOOD and counts["line-filtered:global_duplicate"] == 1
+    assert ("line-filtered:global_duplicate", "Shared line across pages here.") in dropped
+    assert other  # both URLs exist; the rule is the digest order, not the name
+
+
+def test_line_dedup_empty_and_sentence_floor():
+    text = "\n".join([GOOD, "Second good line is here."])
+    assert remove_duplicate_lines(text, [], min_num_sentences=3, count_sentences=count_sentences)[1]["filtered:empty"] == 1
+    kept, counts, _ = remove_duplicate_lines(text, page_line_keys(text), min_num_sentences=3, count_sentences=count_sentences)
+    assert kept is None and counts["filtered:too_few_sentences"] == 1
+    kept, counts, _ = remove_duplicate_lines(text, page_line_keys(text), min_num_sentences=0, count_sentences=count_sentences)
+    assert kept == text and counts["passed"] == 1
+
+
+def test_span_dedup_removes_a_shared_three_sentence_span_from_non_owners():
+    shared = "The first shared sentence. The second shared sentence. The third shared sentence."
+    own = "An own sentence here. Another own sentence. A last own sentence."
+    text = own + "\n" + shared
+    keys = page_span_keys(text, split_sentences)
+    shared_key = page_span_keys(shared, split_sentences).pop()
+    kept, counts, dropped = remove_duplicate_spans(text, keys - {shared_key}, min_num_sentences=3,
+                                                   split_line=split_sentences, count_sentences=count_sentences)
+    assert kept == own  # the shared span's three sentences are gone, the line with them too
+    assert counts["span-filtered:global_duplicate"] == 1 and counts["sentence-removed"] == 3
+    assert dropped[0] == ("span-filtered:global_duplicate", shared)
+    kept, counts, _ = remove_duplicate_spans(text, keys, min_num_sentences=3, split_line=split_sentences, count_sentences=count_sentences)
+    assert kept == text and counts["sentence-removed"] == 0
+
+
+def test_span_dedup_keeps_the_first_of_a_span_repeated_in_one_page():
+    span = "One two three four. Five six seven eight. Nine ten eleven twelve."
+    text = "\n".join([span, "Something else entirely here.", span])
+    kept, counts, _ = remove_duplicate_spans(text, page_span_keys(text, split_sentences), min_num_sentences=0,
+                                             split_line=split_sentences, count_sentences=count_sentences)
+    assert kept == "\n".join([span, "Something else entirely here."])
+    assert counts["span-filtered:local_duplicate"] == 1
+
+
+class _Detector:
+    def __init__(self, result):
+        self.result = result
+
+    def __call__(self, text):
+        if isinstance(self.result, Exception):
+            raise self.result
+        return self.result
+
+
+@pytest.mark.parametrize("result, counter", [
+    ([("en", 0.9999)], "passed"),
+    ([("en", 0.98)], "filtered:low_confidence"),
+    ([("fr", 0.9999)], "filtered:ignored_language"),
+    ([], "filtered:no_predictions"),
+    (LookupError("no features"), "filtered:langdetect_exception"),
+])
+def test_detect_english_branches(result, counter):
+    verdict = c4.detect_english(page(GOOD), _Detector(result), LookupError)
+    assert verdict.counts[counter] == 1
+    assert (verdict.page is not None) == (counter == "passed")
+    if counter == "filtered:ignored_language":
+        assert verdict.counts["filtered:ignored_language-fr"] == 1
+
+
+def test_detect_english_with_real_language_id():
+    from corpus import langid
+
+    english = "The committee met on Tuesday to discuss the budget. Members agreed to postpone the vote until next month."
+    french = "Le comité s'est réuni mardi pour discuter du budget. Les membres ont accepté de reporter le vote."
+    assert c4.detect_english(page(english), langid.detect_langs, langid.LanguageDetectionError).page is not None
+    assert c4.detect_english(page(french), langid.detect_langs, langid.LanguageDetectionError).counts["filtered:ignored_language-fr"] == 1
+    assert c4.detect_english(page("12345 67890"), langid.detect_langs, langid.LanguageDetectionError).counts["filtered:langdetect_exception"] == 1
+
+
+def test_badwords_whole_word_escaped_and_empty_entries_ignored():
+    words = c4.parse_badwords("nipple\n\n  a+b \nfoo bar\n")
+    assert words == ["a+b", "foo bar", "nipple"]
+    regex = c4.compile_badwords(words)
+    assert c4.badwords_filter(page("A bottle NIPPLE, cracked."), regex).page is None
+    assert c4.badwords_filter(page("Nipples are plural and not listed."), regex).page is not None
+    assert c4.badwords_filter(page("Say a+b twice."), regex).page is None
+    assert c4.badwords_filter(page("Say aab twice."), regex).page is not None  # + is escaped
+    assert c4.badwords_filter(page("nipple"), regex).counts == {"filtered": 1}  # ^ and $ count as boundaries
+    with pytest.raises(ValueError, match="empty"):
+        c4.compile_badwords(["", ""])
+
+
+def test_badwords_real_list_matches_the_sample_badword(real_data):
+    words = c4.parse_badwords((real_data / "badwords" / "en").read_text(encoding="utf-8"))
+    assert len(words) == 403
+    regex = c4.compile_badwords(words)
+    assert c4.badwords_filter(page("Check the bottle nipple for cracks."), regex).page is None
+    assert c4.badwords_filter(page("A perfectly ordinary sentence about the weather."), regex).page is not None
+
+
+def test_split_is_md5_of_normalised_url_mod_1000():
+    validation = next(f"example.com/{i}" for i in range(100_000) if int(hashlib.md5(f"example.com/{i}".encode()).hexdigest(), 16) % 1000 == 0)
+    assert c4.split_of(validation) == "validation"
+    assert c4.split_of(validation + "x") == "train"
+
+
+def test_realnews_domain_and_subdomain_rules():
+    from pipelines.c4 import registered_domain_parts
+
+    domains = c4.load_realnews_domains('{"bbc.co.uk": ["news", "www"], "nytimes.com": null}')
+    assert c4.realnews_domain_problem("news.bbc.co.uk/story", domains, registered_domain_parts) is None
+    assert c4.realnews_domain_problem("sport.bbc.co.uk/story", domains, registered_domain_parts) == "filtered:bad_subdomain"
+    assert c4.realnews_domain_problem("cooking.nytimes.com/x", domains, registered_domain_parts) is None
+    assert c4.realnews_domain_problem("example.com/x", domains, registered_domain_parts) == "filtered:bad_domain"
+    assert c4.load_realnews_domains("# news\nnytimes.com\n\nbbc.co.uk\n") == {"nytimes.com": None, "bbc.co.uk": None}
+
+
+def _real_lines(real_data, sample_crawl):
+    paths = [real_data / "warc" / "ccscalatools" / "filter_test_1.wet.gz", real_data / "warc" / "whirlwind" / "whirlwind.warc.wet.gz", *sample_crawl.wet_paths]
+    for path in paths:
+        for doc in read_archive(str(path), text_mode="c4"):
+            if hasattr(doc, "text"):
+                yield from (line.strip() for line in doc.text.splitlines())
+    wiki = (real_data / "lm_benchmarks" / "wikitext2_raw" / "wiki.test.raw").read_text(encoding="utf-8")
+    yield from (line.strip() for line in wiki.splitlines()[:3000])
+
+
+def test_line_sentence_shortcut_equals_punkt_on_real_lines(real_data, sample_crawl):
+    lines = [line for line in _real_lines(real_data, sample_crawl) if line]
+    assert len(lines) > 3000
+    shortcut = [line for line in lines if "." not in line[:-1] and "?" not in line[:-1] and "!" not in line[:-1]]
+    assert len(shortcut) > 500  # the fast path is exercised, not just the cache
+    for line in lines + ["", "   ", " a. b ", "x!", "Mr. Smith went. Then he left!", 'He said "hi."']:
+        assert count_line_sentences(line) == count_sentences(line), line
