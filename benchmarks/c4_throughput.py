@@ -83,8 +83,8 @@ def ours(paths: list[str], badwords: list[str], implementation: str = "fast") ->
     detect = langid.detect_langs if implementation == "fast" else langid.reference_detect_langs
     english = [v.page for v in (c4.detect_english(p, detect, langid.LanguageDetectionError) for p in deduped) if v.page]
     lap("langdetect")
-    regex = c4.compile_badwords(badwords)
-    kept = [p for p in english if c4.badwords_filter(p, regex).page]
+    matcher = c4.BadwordsMatcher(badwords)
+    kept = [p for p in english if c4.badwords_filter(p, matcher).page]
     lap("bad words")
     return [{"url": p.url, "text": p.text, "timestamp": p.timestamp} for p in kept], {"docs": read, "stages": timings}
 

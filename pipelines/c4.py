@@ -101,8 +101,8 @@ def _english_rule(page, implementation):
     return c4.detect_english(page, detect, langid.LanguageDetectionError)
 
 
-def _badwords_rule(page, badwords_re):
-    return c4.badwords_filter(page, badwords_re)
+def _badwords_rule(page, matcher):
+    return c4.badwords_filter(page, matcher)
 
 
 def _split_lines(line: str) -> list[str]:
@@ -389,7 +389,7 @@ def build(pipeline: beam.Pipeline, files: list[str], args: argparse.Namespace, r
     pages = run_step(pages, "8 langdetect en", c4.ENGLISH_FILTER, functools.partial(_english_rule, implementation=args.langdetect))
     if variant.badwords:
         pages = run_step(pages, "9 Bad words", (c4.BADWORDS_FILTER, f"{c4.BADWORDS_FILTER}-en"),
-                         functools.partial(_badwords_rule, badwords_re=resources["badwords_re"]))
+                         functools.partial(_badwords_rule, matcher=resources["badwords"]))
     splits = pages | "10 Split by md5(url)" >> beam.Map(_to_split).with_outputs("train", "validation")
     for split, count in (("train", args.num_shards), ("validation", args.num_validation_shards)):
         for fmt in args.format:
@@ -451,7 +451,7 @@ def load_resources(args: argparse.Namespace) -> dict:
     resources = {}
     variant = c4.VARIANTS[args.variant]
     if variant.badwords:
-        resources["badwords_re"] = c4.compile_badwords(c4.parse_badwords(_read_text(args.badwords, "--badwords")))
+        resources["badwords"] = c4.BadwordsMatcher(c4.parse_badwords(_read_text(args.badwords, "--badwords")))
     if variant.realnewslike:
         resources["realnews_domains"] = c4.load_realnews_domains(_read_text(args.realnews_domains, "--realnews_domains"))
     if variant.webtextlike and not args.webtext_urls:

@@ -26,8 +26,14 @@ def test_demo_builds_every_output(tmp_path, capsys):
     inspection = json.loads((tmp_path / "inspect.json").read_text())
     assert set(inspection) == {p.rsplit("/", 1)[1] for p in crawl.wet_paths + crawl.warc_paths}
     assert (tmp_path / "document-lengths.png").read_bytes()[:4] == b"\x89PNG"
-    assert json.loads((tmp_path / "corpus-stats.json").read_text())["documents"] == len(wet_docs)
-    assert "demo outputs" in out and "length histogram" in out
+    c4_docs = list(read_documents(str(tmp_path / "c4" / "c4-*.json.gz")))
+    split = result["c4"]["counters"]
+    assert len(c4_docs) == split["train"]["examples"] + split.get("validation", {}).get("examples", 0)
+    assert 0 < len(c4_docs) < len(wet_docs)
+    assert {d.url for d in c4_docs} <= {d.url for d in wet_docs}
+    assert json.loads((tmp_path / "corpus-stats.json").read_text())["documents"] == len(c4_docs)
+    assert json.loads((tmp_path / "c4" / "stats.json").read_text())["counters"]["clean-page"]["passed"] > 0
+    assert "demo outputs" in out and "length histogram" in out and "line-filtered:no_endmark" in out
 
 
 def test_sample_crawl_reads_cleanly_with_languages_and_pages(sample_crawl):
