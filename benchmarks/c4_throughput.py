@@ -35,7 +35,7 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 def ours(paths: list[str], badwords: list[str], implementation: str = "fast") -> tuple[list[dict], dict]:
     from corpus import c4, langid
     from corpus.records import Document
-    from corpus.sentences import count_line_sentences, count_sentences
+    from corpus.sentences import count_line_sentences, has_sentences
     from corpus.warc import read_archive
     from dedup.lines import page_line_keys, remove_duplicate_lines
     from dedup.urls import url_digest
@@ -75,7 +75,7 @@ def ours(paths: list[str], badwords: list[str], implementation: str = "fast") ->
         owned.setdefault(url, []).append(key)
     deduped = []
     for page in cleaned:
-        text, _, _ = remove_duplicate_lines(page.text, owned.get(page.url, []), min_num_sentences=c4.MIN_NUM_SENTENCES, count_sentences=count_sentences)
+        text, _, _ = remove_duplicate_lines(page.text, owned.get(page.url, []), min_num_sentences=c4.MIN_NUM_SENTENCES, has_sentences=has_sentences)
         if text is not None:
             page.text = text
             deduped.append(page)
@@ -177,7 +177,7 @@ def time_beam(paths: list[str], badwords_path: str, work: str) -> dict[str, floa
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pages", type=int, default=3000, help="sample crawl pages (default 3000)")
+    parser.add_argument("--pages", type=int, default=2000, help="sample crawl pages (default 2000)")
     parser.add_argument("--data", default=os.environ.get("CORPUSFORGE_TEST_DATA", str(REPO.parent / "shared" / "data")))
     parser.add_argument("--beam", action="store_true", help="also time both complete Beam pipelines (DirectRunner)")
     parser.add_argument("--child", help=argparse.SUPPRESS)

@@ -174,10 +174,12 @@ def clean_page(page: C4Page, count_line_sentences: Callable[[str], int]) -> Verd
         line = line.strip()
         reason = _line_problem(line)
         if reason is None:
-            line = CITATION_RE.sub("", line)
+            if "[" in line:
+                line = CITATION_RE.sub("", line)
             reason = _line_problem_after_citations(line)
         if reason is None:
-            sentences += count_line_sentences(line)
+            if sentences < MIN_NUM_SENTENCES:  # only the floor is ever asked of the count
+                sentences += count_line_sentences(line)
             kept.append(line)
             counts["line-passed"] += 1
         elif reason.startswith("filtered:"):  # a page rule: the whole page goes
@@ -195,6 +197,8 @@ def clean_page(page: C4Page, count_line_sentences: Callable[[str], int]) -> Verd
 
 
 def _line_problem(line: str) -> str | None:
+    if len(line) <= MAX_WORD_LENGTH:  # no word can be longer than its line
+        return None
     for word in line.split():
         if len(word) > MAX_WORD_LENGTH:
             return "line-filtered:too_long_word"

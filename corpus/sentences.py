@@ -9,6 +9,7 @@ reads any input and says how to install it when it is missing.
 from __future__ import annotations
 
 import functools
+import itertools
 import threading
 
 PUNKT_LANGUAGE = "english"
@@ -56,6 +57,16 @@ def split_sentences(text: str) -> list[str]:
 def count_sentences(text: str) -> int:
     """Number of punkt sentences in ``text`` (``len(split_sentences(text))``)."""
     return sum(1 for _ in punkt_tokenizer().span_tokenize(text))
+
+
+def has_sentences(text: str, minimum: int) -> bool:
+    """``count_sentences(text) >= minimum``, stopping after ``minimum`` sentences.
+
+    Punkt yields sentences lazily and never revises one it has yielded (it looks one
+    candidate ahead), so the first ``minimum`` spans are final: this is exact, and on a
+    long page it reads only the first few sentences.
+    """
+    return sum(1 for _ in itertools.islice(punkt_tokenizer().span_tokenize(text), minimum)) >= minimum
 
 
 def count_line_sentences(line: str) -> int:

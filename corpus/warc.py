@@ -482,6 +482,11 @@ def read_archive(
                 _note_error(produced, stats, logged)
             elif produced is not None:
                 stats.add(f"produced:{rec_type}")
+                if isinstance(produced, Document) and "invalid_utf8" in produced.meta:
+                    stats.add("repaired:invalid_utf8")
+                    logged["invalid_utf8"] += 1
+                    if logged["invalid_utf8"] <= LOGGED_ERRORS_PER_REASON:
+                        log.warning("%s @%d: invalid UTF-8 in %s, bad bytes replaced with U+FFFD", source, item.offset, produced.url)
             if produced is not None:
                 yield produced
 
@@ -512,10 +517,15 @@ def _conversion_to_document(record: WarcRecord, text_mode: str) -> Document | Re
     url = record.get("warc-target-uri")
     if not url:
         return ReadError(record.source, record.offset, MISSING_TARGET_URI, f"{record.rec_type} record {record.get('warc-record-id')}")
-    text = record.block.decode("utf-8", "replace")
+    meta = _provenance(record)
+    try:
+        text = record.block.decode("utf-8")
+    except UnicodeDecodeError:  # kept, with U+FFFD for the bad bytes, and counted
+        text = record.block.decode("utf-8", "replace")
+        meta["invalid_utf8"] = "true"
     if text_mode == "c4":
         text = c4_wet_text(text)
-    return Document(text=text, url=url, timestamp=normalize_timestamp(record.get("warc-date")), meta=_provenance(record))
+    return Document(text=text, url=url, timestamp=normalize_timestamp(record.get("warc-date")), meta=meta)
 
 
 def c4_wet_text(text: str) -> str:

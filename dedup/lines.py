@@ -34,10 +34,11 @@ def remove_duplicate_lines(
     owned_keys: Iterable[bytes],
     *,
     min_num_sentences: int,
-    count_sentences: Callable[[str], int],
+    has_sentences: Callable[[str, int], bool],
 ) -> tuple[str | None, Counter, list[tuple[str, str]]]:
     """Apply the ownership verdicts to one page: ``(new text or None, counters, dropped)``.
 
+    ``has_sentences(text, n)`` says whether the text has at least ``n`` punkt sentences.
     ``min_num_sentences=0`` skips the sentence floor (the reference does so when it
     dedups without cleaning).
     """
@@ -62,7 +63,7 @@ def remove_duplicate_lines(
     if not new_text:
         counts["filtered:empty"] += 1
         return None, counts, dropped + [("filtered:empty", text)]
-    if min_num_sentences and count_sentences(new_text) < min_num_sentences:
+    if min_num_sentences and not has_sentences(new_text, min_num_sentences):
         counts["filtered:too_few_sentences"] += 1
         return None, counts, dropped + [("filtered:too_few_sentences", new_text)]
     counts["passed"] += 1

@@ -50,7 +50,7 @@ def remove_duplicate_spans(
     *,
     min_num_sentences: int,
     split_line: Callable[[str], list[str]],
-    count_sentences: Callable[[str], int],
+    has_sentences: Callable[[str, int], bool],
 ) -> tuple[str | None, Counter, list[tuple[str, str]]]:
     """Apply span ownership to one page: ``(new text or None, counters, dropped)``."""
     owned = set(owned_keys)
@@ -84,7 +84,7 @@ def remove_duplicate_spans(
     if not new_text:
         counts["filtered:empty"] += 1
         return None, counts, dropped + [("filtered:empty", text)]
-    if min_num_sentences and count_sentences(new_text) < min_num_sentences:
+    if min_num_sentences and not has_sentences(new_text, min_num_sentences):
         counts["filtered:too_few_sentences"] += 1
         return None, counts, dropped + [("filtered:too_few_sentences", new_text)]
     counts["passed"] += 1

@@ -34,7 +34,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 from corpus import c4
 from corpus.inputs import COMMON_CRAWL_BASE_URL, InputError, expand_inputs, open_input
 from corpus.records import Document, HtmlPage, ReadError
-from corpus.sentences import count_line_sentences, count_sentences, require_punkt, split_sentences
+from corpus.sentences import count_line_sentences, has_sentences, require_punkt, split_sentences
 from corpus.shards import FORMATS
 from corpus.warc import ReadStats, read_archive
 from dedup.lines import page_line_keys, remove_duplicate_lines
@@ -287,10 +287,10 @@ def _apply_owned(joined, *, mode: str, min_num_sentences: int):
         return c4.Verdict(None)
     page = pages[0]
     if mode == "lines":
-        text, counts, dropped = remove_duplicate_lines(page.text, groups["keys"], min_num_sentences=min_num_sentences, count_sentences=count_sentences)
+        text, counts, dropped = remove_duplicate_lines(page.text, groups["keys"], min_num_sentences=min_num_sentences, has_sentences=has_sentences)
     else:
         text, counts, dropped = remove_duplicate_spans(page.text, groups["keys"], min_num_sentences=min_num_sentences,
-                                                       split_line=_split_lines, count_sentences=count_sentences)
+                                                       split_line=_split_lines, has_sentences=has_sentences)
     if text is not None:
         page.text = text
     return c4.Verdict(page if text is not None else None, counts, dropped)

@@ -7,7 +7,7 @@ import hashlib
 import pytest
 
 from corpus import c4
-from corpus.sentences import count_line_sentences, count_sentences, split_sentences
+from corpus.sentences import count_line_sentences, count_sentences, has_sentences, split_sentences
 from corpus.warc import read_archive
 from dedup.lines import line_key, page_line_keys, remove_duplicate_lines
 from dedup.spans import page_span_keys, remove_duplicate_spans
@@ -132,11 +132,11 @@ def test_line_dedup_owner_is_smallest_md5_url_and_local_repeats_go():
     other = [u for u in urls if u != owner][0]
     shared = line_key("Shared line across pages here.")
     owner_keys = page_line_keys(text) | {shared}
-    kept, counts, _ = remove_duplicate_lines(text, owner_keys, min_num_sentences=0, count_sentences=count_sentences)
+    kept, counts, _ = remove_duplicate_lines(text, owner_keys, min_num_sentences=0, has_sentences=has_sentences)
     assert kept == "\n".join([GOOD, "Shared line across pages here."])
     assert counts == {"line-passed": 2, "line-filtered:local_duplicate": 1, "passed": 1}
     other_keys = page_line_keys(text) - {shared}
-    kept, counts, dropped = remove_duplicate_lines(text, other_keys, min_num_sentences=0, count_sentences=count_sentences)
+    kept, counts, dropped = remove_duplicate_lines(text, other_keys, min_num_sentences=0, has_sentences=has_sentences)
     assert kept == GOOD and counts["line-filtered:global_duplicate"] == 1
     assert ("line-filtered:global_duplicate", "Shared line across pages here.") in dropped
     assert other  # both URLs exist; the rule is the digest order, not the name
@@ -144,10 +144,10 @@ def test_line_dedup_owner_is_smallest_md5_url_and_local_repeats_go():
 
 def test_line_dedup_empty_and_sentence_floor():
     text = "\n".join([GOOD, "Second good line is here."])
-    assert remove_duplicate_lines(text, [], min_num_sentences=3, count_sentences=count_sentences)[1]["filtered:empty"] == 1
-    kept, counts, _ = remove_duplicate_lines(text, page_line_keys(text), min_num_sentences=3, count_sentences=count_sentences)
+    assert remove_duplicate_lines(text, [], min_num_sentences=3, has_sentences=has_sentences)[1]["filtered:empty"] == 1
+    kept, counts, _ = remove_duplicate_lines(text, page_line_keys(text), min_num_sentences=3, has_sentences=has_sentences)
     assert kept is None and counts["filtered:too_few_sentences"] == 1
-    kept, counts, _ = remove_duplicate_lines(text, page_line_keys(text), min_num_sentences=0, count_sentences=count_sentences)
+    kept, counts, _ = remove_duplicate_lines(text, page_line_keys(text), min_num_sentences=0, has_sentences=has_sentences)
     assert kept == text and counts["passed"] == 1
 
 
@@ -158,11 +158,11 @@ def test_span_dedup_removes_a_shared_three_sentence_span_from_non_owners():
     keys = page_span_keys(text, split_sentences)
     shared_key = page_span_keys(shared, split_sentences).pop()
     kept, counts, dropped = remove_duplicate_spans(text, keys - {shared_key}, min_num_sentences=3,
-                                                   split_line=split_sentences, count_sentences=count_sentences)
+                                                   split_line=split_sentences, has_sentences=has_sentences)
     assert kept == own  # the shared span's three sentences are gone, the line with them too
     assert counts["span-filtered:global_duplicate"] == 1 and counts["sentence-removed"] == 3
     assert dropped[0] == ("span-filtered:global_duplicate", shared)
-    kept, counts, _ = remove_duplicate_spans(text, keys, min_num_sentences=3, split_line=split_sentences, count_sentences=count_sentences)
+    kept, counts, _ = remove_duplicate_spans(text, keys, min_num_sentences=3, split_line=split_sentences, has_sentences=has_sentences)
     assert kept == text and counts["sentence-removed"] == 0
 
 
@@ -170,7 +170,7 @@ def test_span_dedup_keeps_the_first_of_a_span_repeated_in_one_page():
     span = "One two three four. Five six seven eight. Nine ten eleven twelve."
     text = "\n".join([span, "Something else entirely here.", span])
     kept, counts, _ = remove_duplicate_spans(text, page_span_keys(text, split_sentences), min_num_sentences=0,
-                                             split_line=split_sentences, count_sentences=count_sentences)
+                                             split_line=split_sentences, has_sentences=has_sentences)
     assert kept == "\n".join([span, "Something else entirely here."])
     assert counts["span-filtered:local_duplicate"] == 1
 
@@ -277,3 +277,14 @@ def test_line_sentence_shortcut_equals_punkt_on_real_lines(real_data, sample_cra
     assert len(shortcut) > 500  # the fast path is exercised, not just the cache
     for line in lines + ["", "   ", " a. b ", "x!", "Mr. Smith went. Then he left!", 'He said "hi."']:
         assert count_line_sentences(line) == count_sentences(line), line
+
+
+def test_has_sentences_equals_counting_all_of_them(real_data, sample_crawl):
+    texts = ["", "One.", "One. Two.", "One. Two. Three.", "Mr. Smith went. Then he left! Why? Because.", "No end mark at all"]
+    for path in [real_data / "warc" / "ccscalatools" / "filter_test_1.wet.gz", *sample_crawl.wet_paths]:
+        texts += [doc.text for doc in read_archive(str(path), text_mode="c4") if hasattr(doc, "text")]
+    assert len(texts) > 300
+    for text in texts:
+        count = count_sentences(text)
+        for minimum in (1, 2, 3, 4):
+            assert has_sentences(text, minimum) == (count >= minimum)

@@ -200,6 +200,7 @@ def test_bad_input_is_counted_and_every_good_page_is_kept(tmp_path, sample_crawl
     assert counters["split-wet-file"]["filtered:no_content"] == 1  # whitespace only
     assert counters["too-long-filter"]["filtered"] == 1  # the 50 MB line
     assert counters["read-archive"]["error:corrupt_gzip"] >= 1
+    assert counters["read-archive"]["repaired:invalid_utf8"] == 1  # the Latin-1 page: kept, counted
     urls = {p["url"] for p in our_pages(tmp_path / "out")["train"] + our_pages(tmp_path / "out")["validation"]}
     assert urls == {"http://bad.example/latin1", "http://bad.example/nul", "http://good.example/page"}
     errors = (tmp_path / "out" / "errors" / "errors.jsonl").read_text().splitlines()
