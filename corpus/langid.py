@@ -1,0 +1,749 @@
+"""Language identification: langdetect 1.0.9's answer with seed 0, bit for bit, faster.
+
+The C4 recipe keeps a page iff ``langdetect.detect_langs(text)`` (seed 0) ranks ``en``
+first with probability >= 0.99. ``detect_langs`` here returns exactly what
+``[(l.lang, l.prob) for l in langdetect.detect_langs(text)]`` returns with
+``DetectorFactory.seed = 0``: the same languages in the same order with bit-identical
+float probabilities, and it raises ``LanguageDetectionError`` exactly when langdetect
+raises ``LangDetectException`` (error code ``CantDetectError``, "No features in text.").
+``reference_detect_langs`` calls langdetect itself, for comparison and as a fallback.
+
+How langdetect decides (read from its source; the implementation below is our own):
+
+1. Text preparation. URLs and e-mail addresses are replaced by a space, a Vietnamese
+   base letter followed by a combining tone mark is composed into one character, and
+   only the first 10,000 characters of the result are kept. If fewer than half as many
+   ASCII ``A``..``z`` characters as "non-Latin" characters (>= U+0300, outside Latin
+   Extended Additional) are present, every ``A``..``z`` character is removed.
+2. N-grams. Every character is normalised (a pure function of the character: ASCII
+   non-letters and some punctuation become a space, kana/hangul/bopomofo collapse to
+   one character, Kanji to the representative of its class, ...). A window of the last
+   three characters since the last space yields the 1-, 2- and 3-grams ending at each
+   character, skipped while inside an all-capitals word; only n-grams present in some
+   language profile are kept, in text order.
+3. Sampling. With ``random.Random`` seeded 0: seven trials, each drawing
+   ``alpha = 0.5 + gauss(0, 1) * 0.05`` and then n-grams with ``choice``; each draw
+   multiplies the 55 language probabilities elementwise by ``alpha / 10000 + P(n-gram |
+   language)``. Draw 0 and every fifth draw after it is followed by a normalisation
+   (divide by the builtin ``sum``); a trial stops once the largest probability exceeds
+   0.99999 or after draw 1000. The trial's vector / 7 is added to the result; languages
+   above 0.1 are returned, highest first (stable on ties).
+
+Where the speed comes from (langdetect spends ~75% of its time in step 2's Python loop
+per character, ~15% in step 3's loop over 55 languages per draw):
+
+- Step 1 runs each regex only where it can match (text containing ``http``; windows
+  around each ``@``; a tone mark present), and on a long text only on a prefix long
+  enough to yield the 10,000 characters (see ``_prepare_text``).
+- Step 2 works on a NumPy array of code points: lookup tables give the normalised
+  character, its upper-case flag, its 1-gram row and its number in the profiles'
+  3,160-character alphabet; 2- and 3-gram keys pack those numbers and are found with
+  one vectorised probe of an open-addressing hash table (2**18 slots).
+- Step 3 reads the random stream in bulk. ``choice`` on a list of ``n`` n-grams takes a
+  32-bit Mersenne Twister word, keeps ``word >> (32 - n.bit_length())`` and rejects values
+  ``>= n``; with seed 0 the word stream is the same for every call, so it is generated
+  once and all the draws a text can make are read from it with array operations.
+  ``gauss`` comes from a real ``random.Random`` positioned at the same word offset
+  (memoised per offset). The updates stay elementwise IEEE products in langdetect's
+  order, five at a time through ``np.multiply.reduce`` along the first axis (row after
+  row); the normalising sum is the builtin ``sum`` over ``tolist()``, so it rounds as
+  langdetect's does; the convergence test avoids most ``max`` calls (``_run_trial``).
+
+Assumptions that exactness rests on (the langdetect version; how ``random`` draws; that
+``np.multiply.reduce`` does not reassociate) are checked once when the model loads; if
+one fails, ``detect_langs`` logs a warning and uses ``reference_detect_langs``, so the
+answer stays exact. The global ``random`` module is never touched. Profiles are read
+lazily, once per process, from the installed langdetect package's ``profiles`` folder
+into ~13 MB of arrays (langdetect's own dictionary of lists takes several times that).
+``detect_langs`` keeps no mutable state between calls except a memo of Gaussian draws and
+the grown word stream, and is safe to call from several threads.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import logging
+import os
+import random
+import re
+import threading
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+# langdetect 1.0.9 Detector constants (langdetect/detector.py).
+MAX_TEXT_LENGTH = 10_000  # Detector.max_text_length: characters read from the text
+N_TRIAL = 7  # Detector.n_trial
+ALPHA_DEFAULT = 0.5  # Detector.ALPHA_DEFAULT: smoothing
+ALPHA_WIDTH = 0.05  # Detector.ALPHA_WIDTH: spread of the per-trial smoothing
+ITERATION_LIMIT = 1000  # Detector.ITERATION_LIMIT: last draw index of a trial
+PROB_THRESHOLD = 0.1  # Detector.PROB_THRESHOLD: languages reported above this
+CONV_THRESHOLD = 0.99999  # Detector.CONV_THRESHOLD: a trial stops above this
+BASE_FREQ = 10000  # Detector.BASE_FREQ
+CHECK_EVERY = 5  # a trial normalises and checks convergence at draws 0, 5, 10, ...
+SEED = 0  # DetectorFactory.seed in the C4 pipeline
+LANGDETECT_VERSION = "1.0.9"  # the version this module reproduces
+
+# langdetect 1.0.9's URL and e-mail patterns (Detector.URL_RE / MAIL_RE); each match
+# becomes one space before anything else happens.
+URL_PATTERN = r"https?://[-_.?&~;+=/#0-9A-Za-z]{1,2076}"
+MAIL_PATTERN = r"[-_.0-9A-Za-z]{1,64}@[-_0-9A-Za-z]{1,255}[-_.0-9A-Za-z]{1,255}"
+_URL_RE = re.compile(URL_PATTERN)
+_MAIL_RE = re.compile(MAIL_PATTERN)
+
+# Unicode blocks (as langdetect's table gives them) that normalisation treats specially.
+BASIC_LATIN_END = 0x7F
+GENERAL_PUNCTUATION = (0x2000, 0x206F)
+LATIN_EXTENDED_ADDITIONAL = (0x1E00, 0x1EFF)
+HIRAGANA = (0x3040, 0x309F)
+KATAKANA = (0x30A0, 0x30FF)
+BOPOMOFO = (0x3100, 0x312F)
+BOPOMOFO_EXTENDED = (0x31A0, 0x31BF)
+CJK_UNIFIED_IDEOGRAPHS = (0x4E00, 0x9FFF)
+HANGUL_SYLLABLES = (0xAC00, 0xD7AF)
+NON_LATIN_FROM = 0x0300  # text cleaning counts characters from here on as non-Latin
+
+SPACE = 0x20
+BMP = 0x10000
+LETTER_BITS = 12  # a 2-/3-gram key packs the alphabet number (1..3160) of each character
+ROW_BITS = 17  # a hash slot holds key << ROW_BITS | row (87,598 rows < 2**17)
+HASH_BITS = 18  # 2**18 slots for ~84k 2- and 3-grams: load ~1/3, ~1.3 probes per lookup
+HASH_MULTIPLIER = 0x9E3779B97F4A7C15  # Fibonacci hashing
+FIRST_CHUNK_BLOCKS = 16  # draws are prepared for 16 blocks of 5 first, then 64 at a time
+LATER_CHUNK_BLOCKS = 64
+# How far past a match's start each replacement can look (longest match, plus one).
+URL_REACH = len("https://") + 2076 + 1
+MAIL_REACH = 64 + 1 + 255 + 255 + 1
+MAIL_LOCAL_MAX = 64  # characters of an e-mail match before its '@'
+MAIL_TAIL = 1 + 255 + 255 + 2  # characters from its '@' to past its end, with a margin
+VI_REACH = 2 + 1
+PREFIX_LENGTH = MAX_TEXT_LENGTH + URL_REACH + MAIL_REACH + VI_REACH + 4096  # see _prepare_text
+PROBE_ROUNDS = 3  # vectorised hash probes before a binary search takes over
+INITIAL_DRAWS = 512  # draws prepared per text at first (7 trials of ~60 draws for English)
+GAUSS_MEMO_LIMIT = 1 << 16
+INITIAL_STREAM_WORDS = 1 << 15
+
+
+class LanguageDetectionError(Exception):
+    """langdetect's ``LangDetectException`` with code ``CantDetectError`` (5):
+    "No features in text." -- no character n-gram of the text is in any profile
+    (empty text; only spaces, digits, punctuation, URLs or e-mail addresses; ...)."""
+
+    code = 5  # langdetect.lang_detect_exception.ErrorCode.CantDetectError
+
+
+Prediction = list[tuple[str, float]]
+
+
+# ----------------------------------------------------------------------------- baseline
+
+_reference_lock = threading.Lock()
+
+
+def reference_detect_langs(text: str) -> Prediction:
+    """langdetect itself, seed 0, under a process-wide lock: the baseline and the fallback."""
+    import langdetect
+    from langdetect.lang_detect_exception import LangDetectException
+
+    with _reference_lock:
+        langdetect.DetectorFactory.seed = SEED
+        try:
+            found = langdetect.detect_langs(text)
+        except LangDetectException as exc:
+            raise LanguageDetectionError(str(exc)) from exc
+    return [(item.lang, item.prob) for item in found]
+
+
+# ------------------------------------------------------------------------------ model
+
+
+@dataclass(frozen=True)
+class _Model:
+    langs: tuple[str, ...]
+    # P(n-gram | language) as langdetect computes it. Rows below n_dense (n-grams known in
+    # two or more languages) are dense; dense[n_dense] is all zeros. The others, known in
+    # one language only, keep that language and its probability.
+    n_dense: int
+    dense: np.ndarray
+    single_lang: np.ndarray
+    single_prob: np.ndarray
+    letter: np.ndarray  # BMP code point -> its number in the profiles' alphabet, 0 if in none
+    alphabet: np.ndarray  # number -> code point (0 for number 0)
+    slots: np.ndarray  # open addressing over 2- and 3-gram keys: key << ROW_BITS | row, 0 = empty
+    sorted_key: np.ndarray  # every 2-/3-gram key, sorted, for keys the probing leaves over
+    sorted_row: np.ndarray
+    normalize: np.ndarray  # BMP code point -> normalised code point
+    upper: np.ndarray  # BMP code point -> str.isupper()
+    unigram_row: np.ndarray  # BMP code point -> row of that 1-gram, or -1
+    vi_compose: dict[str, str]  # base letter + tone mark -> composed letter
+    vi_marks: str
+    vi_re: re.Pattern
+
+
+def _langdetect_dir() -> str:
+    import langdetect
+
+    return os.path.dirname(os.path.abspath(langdetect.__file__))
+
+
+def _read_messages() -> dict[str, str]:
+    """langdetect's ``utils/messages.properties``: ``key=value`` lines, ``\\uXXXX`` escapes."""
+    table = {}
+    with open(os.path.join(_langdetect_dir(), "utils", "messages.properties"), encoding="ascii") as f:
+        for line in f:
+            key, _, value = line.strip().partition("=")
+            table[key] = codecs.decode(value, "unicode_escape")
+    return table
+
+
+def _read_profiles() -> tuple[list[str], list[dict[str, float]]]:
+    """Every profile, in the order langdetect's factory loads them (``os.listdir`` order)."""
+    folder = os.path.join(_langdetect_dir(), "profiles")
+    langs, probs = [], []
+    for name in os.listdir(folder):
+        path = os.path.join(folder, name)
+        if name.startswith(".") or not os.path.isfile(path):
+            continue
+        with open(path, encoding="utf-8") as f:
+            profile = json.load(f)
+        n_words = profile["n_words"]
+        # Same expression as the factory, so the same rounding: 1.0 * count / n_words[len - 1].
+        probs.append({gram: 1.0 * count / n_words[len(gram) - 1] for gram, count in profile["freq"].items() if 1 <= len(gram) <= 3})
+        langs.append(profile["name"])
+    if len(set(langs)) != len(langs):
+        raise ValueError(f"duplicate language profile in {folder}")
+    return langs, probs
+
+
+def _hash_slots(keys: np.ndarray) -> np.ndarray:
+    return (keys * np.uint64(HASH_MULTIPLIER)) >> np.uint64(64 - HASH_BITS)
+
+
+def _build_hash(keys: list[int], rows: list[int]) -> np.ndarray:
+    """Open addressing with linear probing; entries go in in the order given (most common
+    n-grams first, so they mostly sit in their home slot)."""
+    size, mask = 1 << HASH_BITS, (1 << HASH_BITS) - 1
+    slots = np.zeros(size, dtype=np.uint64)
+    home = _hash_slots(np.array(keys, dtype=np.uint64)).tolist()
+    taken = bytearray(size)
+    for key, row, slot in zip(keys, rows, home):
+        while taken[slot]:
+            slot = (slot + 1) & mask
+        taken[slot] = 1
+        slots[slot] = (key << ROW_BITS) | row
+    return slots
+
+
+def _normalization_table(messages: dict[str, str]) -> np.ndarray:
+    """Our own statement of langdetect's per-character normalisation, for the whole BMP
+    (characters above it are never changed)."""
+    table = np.arange(BMP, dtype=np.uint32)
+    ascii_codes = np.arange(BASIC_LATIN_END + 1)
+    letters = ((ascii_codes >= ord("A")) & (ascii_codes <= ord("Z"))) | ((ascii_codes >= ord("a")) & (ascii_codes <= ord("z")))
+    table[: BASIC_LATIN_END + 1][~letters] = SPACE
+    for ch in messages["NGram.LATIN1_EXCLUDE"]:
+        table[ord(ch)] = SPACE
+    table[0x0219] = 0x015F  # Romanian s with comma below -> s with cedilla
+    table[0x021B] = 0x0163  # Romanian t with comma below -> t with cedilla
+    table[GENERAL_PUNCTUATION[0] : GENERAL_PUNCTUATION[1] + 1] = SPACE
+    table[0x06CC] = 0x064A  # Farsi yeh -> Arabic yeh
+    table[0x1EA0 : LATIN_EXTENDED_ADDITIONAL[1] + 1] = 0x1EC3
+    table[HIRAGANA[0] : HIRAGANA[1] + 1] = 0x3042
+    table[KATAKANA[0] : KATAKANA[1] + 1] = 0x30A2
+    table[BOPOMOFO[0] : BOPOMOFO[1] + 1] = 0x3105
+    table[BOPOMOFO_EXTENDED[0] : BOPOMOFO_EXTENDED[1] + 1] = 0x3105
+    for key, members in messages.items():
+        if key.startswith("NGram.KANJI_"):
+            for ch in members:  # each Kanji class maps to its first member
+                if CJK_UNIFIED_IDEOGRAPHS[0] <= ord(ch) <= CJK_UNIFIED_IDEOGRAPHS[1]:
+                    table[ord(ch)] = ord(members[0])
+    table[HANGUL_SYLLABLES[0] : HANGUL_SYLLABLES[1] + 1] = 0xAC00
+    return table
+
+
+def _vietnamese(messages: dict[str, str]) -> tuple[dict[str, str], str, re.Pattern]:
+    bases, marks = messages["TO_NORMALIZE_VI_CHARS"], messages["DMARK_CLASS"]
+    compose: dict[str, str] = {}
+    for mark in marks:
+        composed = messages["NORMALIZED_VI_CHARS_%04X" % ord(mark)]
+        for b, base in enumerate(bases):
+            compose.setdefault(base + mark, composed[b])
+    pattern = re.compile("[" + re.escape(bases) + "][" + re.escape(marks) + "]")
+    return compose, marks, pattern
+
+
+def _load_model() -> _Model:
+    messages = _read_messages()
+    langs, probs = _read_profiles()
+    entries: dict[str, list[tuple[int, float]]] = {}
+    for lang_index, table in enumerate(probs):
+        for gram, p in table.items():
+            entries.setdefault(gram, []).append((lang_index, p))
+    grams = sorted(entries, key=lambda g: (len(entries[g]) == 1, g))  # dense rows first
+    n_dense = sum(1 for g in grams if len(entries[g]) > 1)
+    cells = [(row, lang, p) for row, gram in enumerate(grams[:n_dense]) for lang, p in entries[gram]]
+    dense = np.zeros((n_dense + 1, len(langs)))
+    dense[[c[0] for c in cells], [c[1] for c in cells]] = [c[2] for c in cells]
+    single_lang = np.array([entries[g][0][0] for g in grams[n_dense:]], dtype=np.int64)
+    single_prob = np.array([entries[g][0][1] for g in grams[n_dense:]], dtype=np.float64)
+
+    alphabet_codes = sorted({ord(ch) for g in grams for ch in g})
+    if len(alphabet_codes) >= 1 << LETTER_BITS or alphabet_codes[-1] >= BMP or len(grams) > 1 << ROW_BITS:
+        raise ValueError("profiles outside the key layout")  # not so for langdetect 1.0.9
+    alphabet = np.array([0] + alphabet_codes, dtype=np.uint32)
+    letter = np.zeros(BMP, dtype=np.uint16)
+    letter[alphabet[1:]] = np.arange(1, len(alphabet), dtype=np.uint16)
+    number = {chr(code): i for i, code in enumerate(alphabet_codes, 1)}
+    unigram_row = np.full(BMP, -1, dtype=np.int32)
+    longer = []  # (key, row, -(sum of its probabilities)) of every 2- and 3-gram
+    for row, gram in enumerate(grams):
+        if len(gram) == 1:
+            unigram_row[ord(gram)] = row
+        else:
+            key = 0
+            for ch in gram:
+                key = (key << LETTER_BITS) | number[ch]
+            longer.append((key, row, -sum([p for _, p in entries[gram]])))
+    longer.sort()
+    sorted_key = np.array([item[0] for item in longer], dtype=np.uint64)
+    sorted_row = np.array([item[1] for item in longer], dtype=np.int32)
+    longer.sort(key=lambda item: item[2])
+    slots = _build_hash([item[0] for item in longer], [item[1] for item in longer])
+    normalize = _normalization_table(messages)
+    upper = np.array([chr(c).isupper() for c in range(BMP)], dtype=bool)
+    vi_compose, vi_marks, vi_re = _vietnamese(messages)
+    return _Model(
+        tuple(langs), n_dense, dense, single_lang, single_prob, letter, alphabet, slots, sorted_key, sorted_row, normalize, upper, unigram_row, vi_compose, vi_marks, vi_re)
+
+
+# ------------------------------------------------------------------ the random stream
+
+
+class _SeededStream:
+    """The 32-bit words ``random.Random(SEED)`` hands out, in order, grown on demand,
+    and the Gaussian draws a ``Random`` makes at a given word offset."""
+
+    GAUSS_WORDS = 4  # one gauss() pair = two random() calls = four words
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._rng = random.Random(SEED)
+        self._seed_state = random.Random(SEED).getstate()
+        self.words = self._draw(INITIAL_STREAM_WORDS)
+        self._gauss: dict[int, tuple[float, float]] = {}
+
+    def _draw(self, count: int) -> np.ndarray:
+        # getrandbits(32 * count) concatenates `count` successive words, first word lowest.
+        return np.frombuffer(self._rng.getrandbits(32 * count).to_bytes(4 * count, "little"), dtype="<u4")
+
+    def upto(self, end: int) -> np.ndarray:
+        words = self.words
+        if len(words) >= end:
+            return words
+        with self._lock:
+            while len(self.words) < end:
+                self.words = np.concatenate([self.words, self._draw(len(self.words))])
+            return self.words
+
+    def gauss_pair(self, offset: int) -> tuple[float, float]:
+        """The two values of ``gauss(0.0, 1.0)`` drawn back to back at word ``offset``."""
+        pair = self._gauss.get(offset)
+        if pair is None:
+            rng = random.Random()
+            rng.setstate(self._seed_state)
+            if offset:
+                rng.getrandbits(32 * offset)
+            pair = (rng.gauss(0.0, 1.0), rng.gauss(0.0, 1.0))
+            if len(self._gauss) >= GAUSS_MEMO_LIMIT:
+                self._gauss.clear()
+            self._gauss[offset] = pair
+        return pair
+
+    def choices(self, start: int, count: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """``count`` successive ``choice`` indices into a list of ``n`` items, drawn from word
+        ``start`` on, and the word offset (from ``start``) each was taken at."""
+        shift = np.uint32(32 - n.bit_length())
+        span = 2 * count + 64  # acceptance is > 1/2, so this almost always suffices
+        while True:
+            values = self.upto(start + span)[start : start + span] >> shift
+            taken = np.flatnonzero(values < n)
+            if len(taken) >= count:
+                taken = taken[:count]
+                return values[taken], taken
+            span *= 2
+
+
+def _emulation_holds(stream: _SeededStream) -> bool:
+    """Checks the assumptions exactness rests on: how ``random.Random`` hands out words,
+    Gaussians and choices, and that ``np.multiply.reduce`` along the first axis multiplies
+    row after row (no reassociation)."""
+    check = random.Random(1)
+    for _ in range(50):
+        block = np.array([[check.uniform(1e-12, 1.0) ** check.choice((1, 3, 9)) for _ in range(55)] for _ in range(CHECK_EVERY + 1)])
+        stepwise = block[0].copy()
+        for factor in block[1:]:
+            stepwise = stepwise * factor
+        if np.multiply.reduce(block, axis=0).tobytes() != stepwise.tobytes():
+            return False
+    rng = random.Random(SEED)
+    if [rng.getrandbits(32) for _ in range(8)] != stream.upto(8)[:8].tolist():
+        return False
+    rng = random.Random(SEED)
+    first = (rng.gauss(0.0, 1.0), rng.gauss(0.0, 1.0))
+    if first != stream.gauss_pair(0) or rng.getrandbits(32) != int(stream.words[_SeededStream.GAUSS_WORDS]):
+        return False
+    rng = random.Random(SEED)
+    offset = 0
+    for n in (1, 2, 3, 5, 64, 65, 1000, 1024, 1025, 40000):
+        real = [rng.choice(range(n)) for _ in range(40)]
+        values, taken = stream.choices(offset, 40, n)
+        if real != values.tolist():
+            return False
+        offset += int(taken[-1]) + 1
+    return rng.getrandbits(32) == int(stream.upto(offset + 1)[offset])
+
+
+# ----------------------------------------------------------------------- the detector
+
+_init_lock = threading.Lock()
+_state: tuple[_Model, _SeededStream] | None = None
+_fallback: Callable[[str], Prediction] | None = None
+
+
+def _ensure_loaded() -> tuple[_Model, _SeededStream] | None:
+    global _state, _fallback
+    if _state is None and _fallback is None:
+        with _init_lock:
+            if _state is None and _fallback is None:
+                from importlib.metadata import version
+
+                stream = _SeededStream()
+                installed = version("langdetect")
+                if installed != LANGDETECT_VERSION:
+                    log.warning("langdetect %s installed, %s reproduced: using langdetect itself", installed, LANGDETECT_VERSION)
+                    _fallback = reference_detect_langs
+                elif not _emulation_holds(stream):
+                    log.warning("random or numpy behave differently than assumed: using langdetect itself")
+                    _fallback = reference_detect_langs
+                else:
+                    try:
+                        _state = (_load_model(), stream)
+                    except ValueError as exc:
+                        log.warning("cannot lay out langdetect's profiles (%s): using langdetect itself", exc)
+                        _fallback = reference_detect_langs
+    return _state
+
+
+def _replace_mail(text: str) -> str:
+    """``_MAIL_RE.sub(" ", text)``, searching only near each ``@``.
+
+    A match is 1-64 characters of ``[-_.0-9A-Za-z]``, one ``@`` (which that class lacks),
+    then at most 510 more characters, so it holds exactly one ``@`` and starts at most 64
+    characters before it. Taking the ``@``s in order, a search from ``max(end of the last
+    match, @ - 64)`` that may read up to ``MAIL_TAIL`` characters past the ``@`` finds
+    what the whole-text scan finds next, if it starts before this ``@``; a match found
+    further on belongs to a later ``@`` and is looked for again from there.
+    """
+    at = text.find("@")
+    if at < 0:
+        return text  # no match without "@"
+    out, done = [], 0
+    while at >= 0:
+        if at >= done:
+            found = _MAIL_RE.search(text, max(done, at - MAIL_LOCAL_MAX), at + MAIL_TAIL)
+            if found is not None and found.start() < at:
+                out.append(text[done : found.start()])
+                out.append(" ")
+                done = found.end()
+        at = text.find("@", at + 1)
+    if not out:
+        return text
+    out.append(text[done:])
+    return "".join(out)
+
+
+def _replace_urls(text: str) -> str:
+    return _URL_RE.sub(" ", text) if "http" in text else text  # no match without "http"
+
+
+def _compose_vietnamese(text: str, model: _Model) -> str:
+    if not any(mark in text for mark in model.vi_marks):
+        return text
+    compose = model.vi_compose
+    return model.vi_re.sub(lambda m: compose[m.group()], text)
+
+
+def _replace(text: str, model: _Model, cut: bool = False) -> str:
+    """URLs and e-mails to a space, Vietnamese letter + tone mark to the composed letter,
+    in langdetect's order. With ``cut``, each step drops the last ``reach`` characters of
+    its result: what is left is a prefix of what the same steps make of any longer text
+    that starts with this one (see ``_prepare_text``)."""
+    for step, reach in ((_replace_urls, URL_REACH), (_replace_mail, MAIL_REACH), (None, VI_REACH)):
+        text = step(text) if step is not None else _compose_vietnamese(text, model)
+        if cut:
+            text = text[:-reach]
+    return text
+
+
+def _prepare_text(text: str, model: _Model) -> str:
+    """The characters langdetect reads: replacements done, first 10,000 characters kept.
+
+    langdetect replaces in the whole text before cutting it. On a long text we replace in
+    a prefix instead: a replacement only shortens text, and whether a match starts at
+    ``i`` depends on ``text[i:i + reach]`` alone, so after each replacement all but the
+    last ``reach`` characters of the prefix's result are a prefix of the whole text's
+    result. When that leaves fewer than 10,000 characters (many URLs), the whole text is
+    used.
+    """
+    if len(text) > PREFIX_LENGTH:
+        part = _replace(text[:PREFIX_LENGTH], model, cut=True)
+        if len(part) >= MAX_TEXT_LENGTH:
+            return part[:MAX_TEXT_LENGTH]
+    # langdetect also squeezes runs of ' ' here; normalisation maps ' ' to itself and the
+    # n-gram window ignores a space after a space, so that step changes nothing observable.
+    return _replace(text, model)[:MAX_TEXT_LENGTH]
+
+
+def _code_points(text: str) -> np.ndarray:
+    return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype="<u4")
+
+
+def _ngram_rows(text: str, model: _Model) -> np.ndarray:
+    """The profile rows of the text's n-grams, in the order langdetect lists them.
+
+    langdetect keeps a window of the last three normalised characters since the last
+    space (the window starts as a space); at each character it emits the window's last 1,
+    2 and 3 characters that exist, except a lone space, and nothing inside an all-capitals
+    word (this character and the one before both upper case). A space right after a space
+    changes nothing and emits nothing. So at position ``i`` the n-grams are ``c[i]``,
+    ``c[i-1:i+1]`` and, if ``c[i-1]`` is no space, ``c[i-2:i+1]``, with a virtual space
+    before the text.
+    """
+    cps = _code_points(_prepare_text(text, model))
+    if cps.size == 0:
+        return np.empty(0, dtype=np.int32)
+    ascii_latin = (cps >= ord("A")) & (cps <= ord("z"))
+    latin = int(np.count_nonzero(ascii_latin))
+    non_latin = int(np.count_nonzero(cps >= NON_LATIN_FROM))
+    if non_latin > latin * 2:
+        non_latin -= int(np.count_nonzero((cps >= LATIN_EXTENDED_ADDITIONAL[0]) & (cps <= LATIN_EXTENDED_ADDITIONAL[1])))
+        if latin * 2 < non_latin:  # mostly another script: langdetect drops the A..z characters
+            cps = cps[~ascii_latin]
+            if cps.size == 0:
+                return np.empty(0, dtype=np.int32)
+    astral = cps >= BMP
+    if astral.any():  # never changed by normalisation, never in a profile
+        bmp = ~astral
+        chars = cps.copy()
+        chars[bmp] = model.normalize[cps[bmp]]
+        upper = np.zeros(len(chars), dtype=bool)
+        upper[bmp] = model.upper[chars[bmp]]
+        upper[astral] = [chr(c).isupper() for c in chars[astral].tolist()]
+        unigram = np.full(len(chars), -1, dtype=np.int32)
+        unigram[bmp] = model.unigram_row[chars[bmp]]
+        letter = np.zeros(len(chars), dtype=np.uint64)
+        letter[bmp] = model.letter[chars[bmp]]
+    else:
+        chars = model.normalize[cps]
+        upper = model.upper[chars]
+        unigram = model.unigram_row[chars]
+        letter = model.letter[chars].astype(np.uint64)
+
+    m = len(chars)
+    space = chars == SPACE
+    prev_space = np.empty(m, dtype=bool)
+    prev_space[0] = True  # the virtual space before the text
+    prev_space[1:] = space[:-1]
+    prev_upper = np.empty(m, dtype=bool)
+    prev_upper[0] = False
+    prev_upper[1:] = upper[:-1]
+    emits = ~((space & prev_space) | (upper & prev_upper))
+
+    # 2- and 3-gram keys from alphabet numbers; a character outside the alphabet (number
+    # 0) is in no profile n-gram, so no n-gram containing it is looked up.
+    space_letter = model.letter[SPACE]
+    prev = np.empty(m, dtype=np.uint64)
+    prev[0] = space_letter
+    prev[1:] = letter[:-1]
+    prev2 = np.empty(m, dtype=np.uint64)
+    prev2[: min(m, 2)] = space_letter
+    prev2[2:] = letter[:-2]
+    keys = np.empty((m, 2), dtype=np.uint64)
+    keys[:, 0] = (prev << np.uint64(LETTER_BITS)) | letter
+    keys[:, 1] = (prev2 << np.uint64(2 * LETTER_BITS)) | keys[:, 0]
+    asked = np.empty((m, 2), dtype=bool)
+    asked[:, 0] = emits & (letter != 0) & (prev != 0)
+    asked[:, 1] = asked[:, 0] & ~prev_space & (prev2 != 0)  # a trigram needs two characters since the last space
+
+    rows = np.full((m, 3), -1, dtype=np.int32)
+    rows[:, 0] = np.where(emits & ~space, unigram, -1)
+    rows[:, 1:] = np.where(asked, _lookup(keys.ravel(), model).reshape(m, 2), -1)
+    rows = rows.ravel()
+    return rows[rows >= 0]
+
+
+def _lookup(keys: np.ndarray, model: _Model) -> np.ndarray:
+    """Row of each 2-/3-gram key, -1 where absent: linear probing, the first probe for all
+    keys at once, a few more rounds for the keys whose home slot holds another key, and a
+    binary search for any key still unresolved after that."""
+    row_bits, row_mask = np.uint64(ROW_BITS), np.uint64((1 << ROW_BITS) - 1)
+    slots = _hash_slots(keys).astype(np.intp)
+    entry = model.slots.take(slots)
+    hit = (entry >> row_bits) == keys
+    rows = np.where(hit, entry & row_mask, -1).astype(np.int32)
+    pending = np.flatnonzero((entry != 0) & ~hit)
+    if not pending.size:
+        return rows
+    keys, slots = keys[pending], slots[pending]
+    mask = (1 << HASH_BITS) - 1
+    for _ in range(PROBE_ROUNDS):
+        slots = (slots + 1) & mask
+        entry = model.slots[slots]
+        hit = (entry >> row_bits) == keys
+        rows[pending[hit]] = entry[hit] & row_mask
+        go_on = (entry != 0) & ~hit
+        pending, keys, slots = pending[go_on], keys[go_on], slots[go_on]
+        if not pending.size:
+            return rows
+    where = np.minimum(np.searchsorted(model.sorted_key, keys), len(model.sorted_key) - 1)
+    hit = model.sorted_key[where] == keys
+    rows[pending[hit]] = model.sorted_row[where[hit]]
+    return rows
+
+
+def _profile_rows(model: _Model, rows: np.ndarray) -> np.ndarray:
+    """Dense ``P(n-gram | language)`` for each row (0.0 where the language lacks it)."""
+    single = rows >= model.n_dense
+    out = model.dense[np.where(single, model.n_dense, rows)]
+    if single.any():
+        which = np.flatnonzero(single)
+        index = rows[which] - model.n_dense
+        out[which, model.single_lang[index]] = model.single_prob[index]
+    return out
+
+
+class _Draws:
+    """Every ``choice`` the detector could make over this text's n-gram list: the accepted
+    words of the seeded stream, from word 0 on, with the drawn n-gram's profile row.
+    Trials read consecutive stretches of it; the words a trial's Gaussian takes are skipped."""
+
+    def __init__(self, model: _Model, stream: _SeededStream, ngrams: np.ndarray):
+        self.model, self.stream, self.ngrams = model, stream, ngrams
+        self.examined = 0  # stream words looked at so far
+        self.offsets = np.empty(0, dtype=np.int64)  # stream word of each draw
+        self.probs = np.empty((0, len(model.langs)))  # profile row of each draw's n-gram
+
+    def ensure(self, count: int) -> None:
+        have = len(self.offsets)
+        if have >= count:
+            return
+        more = max(count - have, have, INITIAL_DRAWS)
+        values, taken = self.stream.choices(self.examined, more, len(self.ngrams))
+        self.offsets = np.concatenate([self.offsets, taken + self.examined])
+        self.probs = np.concatenate([self.probs, _profile_rows(self.model, self.ngrams[values])])
+        self.examined += int(taken[-1]) + 1
+
+    def first_at(self, word: int) -> int:
+        """Index of the first draw taken at stream word ``word`` or later."""
+        while True:
+            index = int(np.searchsorted(self.offsets, word))
+            if index < len(self.offsets):
+                return index
+            self.ensure(2 * len(self.offsets) + 1)
+
+
+def _largest_share(values: list[float], total: float) -> float:
+    """langdetect's own ``max(0.0, p / total for p in values)`` (raises on a zero total)."""
+    return max([0.0] + [v / total for v in values])
+
+
+def _run_trial(draws: _Draws, first: int, weight: float) -> tuple[np.ndarray, int]:
+    """One trial starting at draw ``first``: its normalised probabilities and its last draw.
+
+    langdetect's check is ``max(p / sum(p)) > 0.99999``. Division by a positive number is
+    monotone, so ``max(p / s) == max(p) / s``. And ``max`` itself is mostly not needed: we
+    follow the language that led last time (``lead``). If it holds more than 99% of the
+    sum it is the maximum; if it holds between 1% and 99%, no language can pass 0.99999
+    (the sum is exact to ~1e-14, far inside those margins). Only otherwise is the maximum
+    computed, langdetect's way. (This needs positive probabilities, so weight > 0; with a
+    non-positive weight, which seed 0 never draws, the maximum is always computed.)
+    """
+    n_langs = len(draws.model.langs)
+    draws.ensure(first + 1)
+    prob = np.full(n_langs, 1.0 / n_langs)
+    prob *= draws.probs[first] + weight  # weight + P, as langdetect adds them
+    values = prob.tolist()
+    total = sum(values)  # the builtin sum, in langdetect's order
+    carry = prob / total
+    if _largest_share(values, total) > CONV_THRESHOLD:
+        return carry, first
+    lead = values.index(max(values)) if weight > 0 else -1
+    done, start = 0, first + 1  # blocks of five draws finished; next draw
+    last_block = ITERATION_LIMIT // CHECK_EVERY
+    multiply_rows, divide = np.multiply.reduce, np.divide
+    while True:
+        size = min(FIRST_CHUNK_BLOCKS if done == 0 else LATER_CHUNK_BLOCKS, last_block - done)
+        draws.ensure(start + CHECK_EVERY * size)
+        # blocks[b, 0] holds the normalised vector entering block b, blocks[b, 1:] its five factors.
+        blocks = np.empty((size + 1, CHECK_EVERY + 1, n_langs))
+        blocks[0, 0] = carry
+        factors = draws.probs[start : start + CHECK_EVERY * size].reshape(size, CHECK_EVERY, n_langs)
+        np.add(factors, weight, out=blocks[:size, 1:])
+        for b in range(size):
+            multiply_rows(blocks[b], 0, None, prob)  # ((p * f1) * f2) ... * f5, per element
+            values = prob.tolist()
+            total = sum(values)
+            entering = blocks[b + 1, 0]
+            divide(prob, total, entering)
+            done += 1
+            share = values[lead] if lead >= 0 else 0.0
+            if lead >= 0 and share > 0.99 * total:
+                converged = share / total > CONV_THRESHOLD
+            elif lead >= 0 and share >= 0.01 * total > 0.0:
+                converged = False
+            elif lead >= 0 and total > 0.0:  # positive values: max(p / total) == max(p) / total
+                top = max(values)
+                lead = values.index(top)
+                converged = top / total > CONV_THRESHOLD
+            else:
+                converged = _largest_share(values, total) > CONV_THRESHOLD
+            if converged or done == last_block:
+                return entering, start + CHECK_EVERY * b + CHECK_EVERY - 1
+        carry = blocks[size, 0]
+        start += CHECK_EVERY * size
+
+
+def detect_langs(text: str) -> Prediction:
+    """``[(lang, prob), ...]`` exactly as langdetect 1.0.9 with seed 0 ranks them.
+
+    Raises ``LanguageDetectionError`` where langdetect raises ``LangDetectException``
+    ("No features in text."). Thread-safe; does not touch the global ``random``.
+    """
+    state = _ensure_loaded()
+    if state is None:
+        return _fallback(text)
+    model, stream = state
+    ngrams = _ngram_rows(text, model)
+    if ngrams.size == 0:
+        raise LanguageDetectionError("No features in text.")
+    draws = _Draws(model, stream, ngrams)
+    total = np.zeros(len(model.langs))
+    word = 0  # next unused word of the stream
+    pending_gauss = None  # gauss() draws in pairs and keeps the second for the next call
+    for _ in range(N_TRIAL):
+        if pending_gauss is None:
+            gauss, pending_gauss = stream.gauss_pair(word)
+            word += _SeededStream.GAUSS_WORDS
+        else:
+            gauss, pending_gauss = pending_gauss, None
+        alpha = ALPHA_DEFAULT + gauss * ALPHA_WIDTH
+        prob, last = _run_trial(draws, draws.first_at(word), alpha / BASE_FREQ)
+        word = int(draws.offsets[last]) + 1
+        total += prob / N_TRIAL
+    ranked = [(lang, p) for lang, p in zip(model.langs, total.tolist()) if p > PROB_THRESHOLD]
+    ranked.sort(key=lambda pair: pair[1], reverse=True)  # stable: ties keep profile order
+    return ranked
