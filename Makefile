@@ -27,6 +27,8 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/read_warc.py
+	$(PY) benchmarks/c4_throughput.py --beam
+	$(PY) benchmarks/langid_speed.py
 
 clean:
 	rm -rf $(VENV) $(DEMO_OUT) build dist *.egg-info
