@@ -1,7 +1,7 @@
 """The C4 pipeline: Common Crawl WET (or WARC) -> c4/en and its variants, as Apache Beam.
 
-    corpusforge c4 --crawl CC-MAIN-2019-18 --max_files 10 --output c4-out/ \
-        [--variant en|en.noclean|en.noblocklist|realnewslike|webtextlike] [--dedup lines|spans] \
+    corpusforge c4 --crawl CC-MAIN-2019-18 --max_files 10 --output c4-out/
+        [--variant en|en.noclean|en.noblocklist|realnewslike|webtextlike] [--dedup lines|spans]
         [--format c4json parquet] [--num_shards 1024] [any Beam option]
 
 The steps, in the reference's order (TFDS ``c4`` 3.1.0; spec ``c4.md``); every rule is
