@@ -32,6 +32,18 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 
+def stopwatch(timings: dict[str, float]):
+    """``lap(name)`` records the seconds since the previous lap (or the start) under ``name``."""
+    clock = [time.perf_counter()]
+
+    def lap(name: str) -> None:
+        now = time.perf_counter()
+        timings[name] = now - clock[0]
+        clock[0] = now
+
+    return lap
+
+
 def ours(paths: list[str], badwords: list[str], implementation: str = "fast") -> tuple[list[dict], dict]:
     from corpus import c4, langid
     from corpus.records import Document
@@ -41,13 +53,7 @@ def ours(paths: list[str], badwords: list[str], implementation: str = "fast") ->
     from dedup.urls import url_digest
 
     timings: dict[str, float] = {}
-    clock = time.perf_counter()
-
-    def lap(name):
-        nonlocal clock
-        now = time.perf_counter()
-        timings[name] = now - clock
-        clock = now
+    lap = stopwatch(timings)
 
     pages, read = [], 0
     for index, path in enumerate(paths):
@@ -94,13 +100,7 @@ def reference(paths: list[str], badwords: list[str]) -> tuple[list[dict], dict]:
 
     c4_utils = load_c4_utils()
     timings: dict[str, float] = {}
-    clock = time.perf_counter()
-
-    def lap(name):
-        nonlocal clock
-        now = time.perf_counter()
-        timings[name] = now - clock
-        clock = now
+    lap = stopwatch(timings)
 
     pages = [p for path in paths for p in c4_utils.split_wet_file(path)]
     read = len(pages)

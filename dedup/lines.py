@@ -60,6 +60,11 @@ def remove_duplicate_lines(
             kept.append(line)
             seen.add(key)
     new_text = LINE_DELIMITER.join(kept)
+    return apply_page_floor(text, new_text, counts, dropped, min_num_sentences, has_sentences)
+
+
+def apply_page_floor(text, new_text, counts, dropped, min_num_sentences, has_sentences):
+    """After any dedup: drop a page left empty or with fewer than ``min_num_sentences``."""
     if not new_text:
         counts["filtered:empty"] += 1
         return None, counts, dropped + [("filtered:empty", text)]

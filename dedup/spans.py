@@ -24,6 +24,8 @@ import hashlib
 from collections import Counter
 from typing import Callable, Iterable
 
+from dedup.lines import apply_page_floor
+
 SPAN_SENTENCES = 3  # T5 paper, section 2.2: "any three-sentence span"
 LINE_DELIMITER = "\n"
 
@@ -81,11 +83,4 @@ def remove_duplicate_spans(
         if not gone:
             lines.setdefault(line_index, []).append(sentence)
     new_text = LINE_DELIMITER.join(" ".join(parts) for _, parts in sorted(lines.items()))
-    if not new_text:
-        counts["filtered:empty"] += 1
-        return None, counts, dropped + [("filtered:empty", text)]
-    if min_num_sentences and not has_sentences(new_text, min_num_sentences):
-        counts["filtered:too_few_sentences"] += 1
-        return None, counts, dropped + [("filtered:too_few_sentences", new_text)]
-    counts["passed"] += 1
-    return new_text, counts, dropped
+    return apply_page_floor(text, new_text, counts, dropped, min_num_sentences, has_sentences)
