@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import functools
 import heapq
+import json
 import logging
 import os
 import sys
@@ -53,12 +54,11 @@ DEDUPE_SPANS = "dedupe-spans"
 DEDUP_MODES = ("lines", "spans")
 INPUT_KINDS = ("auto", "wet", "warc")
 LANGDETECT_IMPLEMENTATIONS = ("fast", "reference")
-# Stages in chain order, for the summary table (namespace, what its counts are of).
+# Counter namespaces in chain order, for the summary table.
 SUMMARY_STAGES = (
-    (c4.SPLIT_WET_FILE, "records"), (EXTRACT_NAMESPACE, "pages"), (c4.TOO_LONG_FILTER, "pages"),
-    (c4.REALNEWS_FILTER, "pages"), (c4.DUPLICATE_URL_FILTER, "pages"), (c4.WEBTEXTLIKE_FILTER, "urls"),
-    (c4.CLEAN_PAGE, "pages/lines"), (c4.DEDUPE_LINES, "pages/lines"), (DEDUPE_SPANS, "pages/spans"),
-    (c4.ENGLISH_FILTER, "pages"), (c4.BADWORDS_FILTER, "pages"), ("train", "pages"), ("validation", "pages"),
+    c4.SPLIT_WET_FILE, EXTRACT_NAMESPACE, c4.TOO_LONG_FILTER, c4.REALNEWS_FILTER, c4.DUPLICATE_URL_FILTER,
+    c4.WEBTEXTLIKE_FILTER, c4.CLEAN_PAGE, c4.DEDUPE_LINES, DEDUPE_SPANS, c4.ENGLISH_FILTER, c4.BADWORDS_FILTER,
+    "train", "validation",
 )
 
 
@@ -486,8 +486,6 @@ def run(argv: list[str] | None = None) -> dict:
     examples_path = os.path.join(args.output, ".examples.json")
     examples = {}
     if os.path.exists(examples_path):
-        import json
-
         with open(examples_path, encoding="utf-8") as f:
             examples = json.load(f)
         os.remove(examples_path)
@@ -502,7 +500,7 @@ def format_summary(stats: dict) -> str:
     counters = stats["counters"]
     rows = [f"C4 {stats['variant']} ({stats['dedup']} dedup), {stats['files']} file(s)",
             f"{'stage':22} {'counter':38} {'count':>12} {'share':>8}"]
-    for namespace, _ in SUMMARY_STAGES:
+    for namespace in SUMMARY_STAGES:
         values = counters.get(namespace)
         if not values:
             continue
