@@ -16,12 +16,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping
 
+from corpus.inputs import COMMON_CRAWL_BASE_URL, join_base
 from dedup.urls import normalize_url, url_hash_int
 
 # --- constants (TFDS c4 3.1.0 unless noted) ---------------------------------------------
 DEFAULT_CRAWL = "CC-MAIN-2019-18"  # c4.py DEFAULT_CC_VERSION, the crawl of the released c4/en
-WET_PATHS_URL = "https://data.commoncrawl.org/crawl-data/{crawl}/wet.paths.gz"  # c4.py _CC_URL
-WARC_PATHS_URL = "https://data.commoncrawl.org/crawl-data/{crawl}/warc.paths.gz"  # same layout, WARC files
+CRAWL_MANIFEST_PATH = "crawl-data/{crawl}/{kind}.paths.gz"  # c4.py: <Common Crawl host>/crawl-data/CC-MAIN-<v>/wet.paths.gz
 OPENWEBTEXT_CRAWLS = ("CC-MAIN-2019-18", "CC-MAIN-2019-30", "CC-MAIN-2019-35", "CC-MAIN-2019-39",
                       "CC-MAIN-2019-43", "CC-MAIN-2019-47", "CC-MAIN-2019-51")  # c4.py OPENWEBTEXT_CC_VERSIONS
 KNOWN_CORRUPT_WET_FILES = frozenset({  # c4.py _KNOWN_CORRUPT_WET_FILES (raise UnicodeDecodeError)
@@ -104,12 +104,13 @@ class Verdict:
     dropped: list = field(default_factory=list)  # (counter name, example text)
 
 
-def crawl_manifest_url(crawl: str, kind: str = "wet") -> str:
-    """``CC-MAIN-2019-18`` (or ``2019-18``) -> its ``wet.paths.gz`` / ``warc.paths.gz`` URL."""
+def crawl_manifest_url(crawl: str, kind: str = "wet", base: str = COMMON_CRAWL_BASE_URL) -> str:
+    """``CC-MAIN-2019-18`` (or ``2019-18``) -> its ``wet.paths.gz`` / ``warc.paths.gz`` under ``base``
+    (Common Crawl's host, or a mirror: a URL or a local folder)."""
     crawl = crawl if crawl.startswith("CC-MAIN-") else f"CC-MAIN-{crawl}"
     if not re.fullmatch(r"CC-MAIN-\d{4}-\d{2}", crawl):
         raise ValueError(f"not a Common Crawl crawl id: {crawl!r} (expected e.g. {DEFAULT_CRAWL})")
-    return (WET_PATHS_URL if kind == "wet" else WARC_PATHS_URL).format(crawl=crawl)
+    return join_base(base, CRAWL_MANIFEST_PATH.format(crawl=crawl, kind=kind))
 
 
 # --- 0. WET page validity (c4_utils.split_wet_file) --------------------------------------

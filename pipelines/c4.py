@@ -422,8 +422,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dedup", choices=DEDUP_MODES, default="lines", help="lines: the reference's line dedup (default); spans: the T5 paper's 3-sentence spans")
     parser.add_argument("--input_kind", choices=INPUT_KINDS, default="auto", help="wet, warc (trafilatura main text), or auto by file name")
     parser.add_argument("--crawl_files", choices=("wet", "warc"), default="wet", help="with --crawl: read the crawl's WET (default) or WARC files")
-    parser.add_argument("--max_files", type=int, default=None, help="read only the first N files")
-    parser.add_argument("--base_url", default=COMMON_CRAWL_BASE_URL, help="base URL (or folder) for manifest paths")
+    parser.add_argument("--max_files", "--max-files", type=int, default=None, help="read only the first N files")
+    parser.add_argument("--base_url", default=COMMON_CRAWL_BASE_URL, help="Common Crawl's host or a mirror (URL or folder): where --crawl manifests and manifest paths are found")
     parser.add_argument("--format", nargs="+", choices=FORMATS, default=["c4json", "parquet"], help="shard format(s) (default c4json parquet)")
     parser.add_argument("--num_shards", type=int, default=1, help="train shards (released c4/en: 1024)")
     parser.add_argument("--num_validation_shards", type=int, default=1, help="validation shards (released c4/en: 8)")
@@ -436,7 +436,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def input_files(args: argparse.Namespace) -> list[str]:
     if args.crawl:
-        specs = [c4.crawl_manifest_url(crawl, args.crawl_files) for crawl in args.crawl]
+        try:
+            specs = [c4.crawl_manifest_url(crawl, args.crawl_files, args.base_url) for crawl in args.crawl]
+        except ValueError as exc:
+            raise InputError(str(exc)) from exc
     else:
         specs = args.input
     files = expand_inputs(specs, base=args.base_url, max_files=args.max_files)

@@ -42,6 +42,7 @@ def test_normalize_url_is_the_references(url, expected):
 def test_crawl_id_expands_to_its_manifest():
     assert c4.crawl_manifest_url("CC-MAIN-2019-18") == "https://data.commoncrawl.org/crawl-data/CC-MAIN-2019-18/wet.paths.gz"
     assert c4.crawl_manifest_url("2019-18", "warc").endswith("/CC-MAIN-2019-18/warc.paths.gz")
+    assert c4.crawl_manifest_url("CC-MAIN-2019-18", base="/mirror") == "/mirror/crawl-data/CC-MAIN-2019-18/wet.paths.gz"
     with pytest.raises(ValueError, match="crawl id"):
         c4.crawl_manifest_url("2019")
 

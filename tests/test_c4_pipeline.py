@@ -247,3 +247,19 @@ def test_cli_prints_the_summary_table(tmp_path, sample_crawl, real_data):
     assert done.returncode == 0, done.stderr[-2000:]
     assert "clean-page" in done.stdout and "line-filtered:no_endmark" in done.stdout and "%" in done.stdout
     assert (out / "stats.json").exists() and (out / "c4-train.00000-of-00001.json.gz").exists()
+
+
+def test_crawl_id_reads_its_manifest_from_a_mirror_and_max_files_takes_the_first(sample_crawl, tmp_path):
+    import shutil
+
+    mirror = tmp_path / "mirror"
+    manifest_dir = mirror / "crawl-data" / "CC-MAIN-2019-18"
+    manifest_dir.mkdir(parents=True)
+    shutil.copy(sample_crawl.manifest_path, manifest_dir / "wet.paths.gz")
+    for path in sample_crawl.wet_paths:
+        shutil.copy(path, mirror / Path(path).name)
+    stats = c4_pipeline.run(["--crawl", "CC-MAIN-2019-18", "--base_url", str(mirror), "--max-files", "2", "--output", str(tmp_path / "out"),
+                             "--badwords", sample_crawl.badwords_path, "--format", "c4json"])
+    assert stats["files"] == 2 and stats["counters"]["split-wet-file"]["wet-file"] == 2
+    with pytest.raises(c4_pipeline.InputError, match="crawl id"):
+        c4_pipeline.run(["--crawl", "2019", "--output", str(tmp_path / "bad")])
