@@ -17,20 +17,14 @@ from __future__ import annotations
 
 import argparse
 import functools
-import heapq
-import json
 import logging
 import os
 import sys
-import zlib
 from collections import Counter
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions
-from apache_beam.transforms.window import GlobalWindow
-from apache_beam.utils.timestamp import MIN_TIMESTAMP
-from apache_beam.utils.windowed_value import WindowedValue
 
 from corpus import c4
 from corpus.inputs import COMMON_CRAWL_BASE_URL, InputError, expand_inputs, open_input
@@ -44,11 +38,10 @@ from dedup.urls import url_digest
 from pipelines.options import stage_setup_file
 from pipelines.read import counters_of, write_json
 from pipelines.sources import READ_NAMESPACE, WriteErrors, WriteShards
+from pipelines.steps import ReasonExamples, WriteExamples, collect_examples, flush_counts, format_counter_table, step
 
 log = logging.getLogger(__name__)
 
-EXAMPLES_PER_REASON = 5
-EXAMPLE_CHARS = 400
 EXTRACT_NAMESPACE = "extract-main-text"
 DEDUPE_SPANS = "dedupe-spans"
 DEDUP_MODES = ("lines", "spans")
@@ -110,68 +103,6 @@ def _split_lines(line: str) -> list[str]:
 
 
 # --- Beam steps ----------------------------------------------------------------------
-class ReasonExamples:
-    """Up to ``n`` examples per counter name, the ones with the smallest CRC-32: the same
-    sample whatever the bundling, so stats.json is reproducible."""
-
-    def __init__(self, n: int = EXAMPLES_PER_REASON):
-        self.n = n
-        self.heaps: dict[str, list] = {}
-
-    def add(self, reason: str, text: str) -> None:
-        excerpt = text[:EXAMPLE_CHARS]
-        item = (-zlib.crc32(excerpt.encode("utf-8", "surrogatepass")), excerpt)
-        heap = self.heaps.setdefault(reason, [])
-        if len(heap) < self.n:
-            heapq.heappush(heap, item)
-        elif item > heap[0]:
-            heapq.heapreplace(heap, item)
-
-    def items(self):
-        for reason, heap in self.heaps.items():
-            for negative_crc, excerpt in heap:
-                yield reason, (-negative_crc, excerpt)
-
-
-class _StepFn(beam.DoFn):
-    """Runs one rule over pages: counts its verdicts in its namespace(s), samples drops."""
-
-    def __init__(self, namespaces: tuple[str, ...], rule):
-        self.namespaces, self.rule = namespaces, rule
-
-    def start_bundle(self):
-        self.counts, self.examples = Counter(), ReasonExamples()
-
-    def process(self, page):
-        verdict = self.rule(page)
-        self.counts.update(verdict.counts)
-        for reason, text in verdict.dropped:
-            self.examples.add(reason, text)
-        if verdict.page is not None:
-            yield verdict.page
-
-    def finish_bundle(self):
-        yield from _flush(self.namespaces, self.counts, self.examples)
-
-
-def _flush(namespaces, counts: Counter, examples: ReasonExamples, windowed: bool = True):
-    """Counters to Beam metrics; sampled examples to the ``examples`` output (windowed
-    values when called from ``finish_bundle``)."""
-    for name, value in counts.items():
-        for namespace in namespaces:
-            Metrics.counter(namespace, name).inc(value)
-    for reason, example in examples.items():
-        value = (f"{namespaces[0]}/{reason}", example)
-        if windowed:
-            value = WindowedValue(value, MIN_TIMESTAMP, [GlobalWindow()])
-        yield beam.pvalue.TaggedOutput("examples", value)
-
-
-def step(label: str, namespaces: str | tuple[str, ...], rule) -> beam.PTransform:
-    namespaces = (namespaces,) if isinstance(namespaces, str) else namespaces
-    return label >> beam.ParDo(_StepFn(namespaces, rule)).with_outputs("examples", main="pages")
-
-
 class _ReadPagesFn(beam.DoFn):
     """One crawl file -> C4 pages: WET conversion records as the reference parses them,
     WARC HTML responses through trafilatura; bad input to ``errors``."""
@@ -214,7 +145,7 @@ class _ReadPagesFn(beam.DoFn):
                 Metrics.counter(READ_NAMESPACE, key).inc(value)
             for key, value in extracted.items():
                 Metrics.counter(EXTRACT_NAMESPACE, key).inc(value)
-        yield from _flush((c4.SPLIT_WET_FILE,), wet, examples, windowed=False)
+        yield from flush_counts((c4.SPLIT_WET_FILE,), wet, examples, windowed=False)
 
     @staticmethod
     def _wet_page(index, doc: Document, counts: Counter, examples: ReasonExamples):
@@ -395,22 +326,8 @@ def build(pipeline: beam.Pipeline, files: list[str], args: argparse.Namespace, r
         for fmt in args.format:
             splits[split] | f"Write {split} {fmt}" >> WriteShards(args.output, fmt=fmt, name="c4", split=split, num_shards=count)
     read.errors | "Write errors" >> WriteErrors(args.output)
-    sampled = (
-        examples
-        | "Merge examples" >> beam.Flatten()
-        | "Keep 5 per reason" >> beam.combiners.Top.SmallestPerKey(EXAMPLES_PER_REASON)
-        | "Collect examples" >> beam.combiners.ToList()
-        | "Write examples" >> beam.Map(_write_examples, args.output)
-    )
-    return {"examples": sampled}
-
-
-def _write_examples(rows, out_dir: str) -> None:
-    examples: dict[str, dict[str, list[str]]] = {}
-    for key, items in sorted(rows):
-        namespace, reason = key.split("/", 1)
-        examples.setdefault(namespace, {})[reason] = [excerpt for _, excerpt in items]
-    write_json(os.path.join(out_dir, ".examples.json"), examples)
+    merged = tuple(examples) | "Merge examples" >> beam.Flatten()
+    return {"examples": merged | "Examples to stats" >> WriteExamples(args.output)}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -486,46 +403,15 @@ def run(argv: list[str] | None = None) -> dict:
     build(pipeline, files, args, resources)
     result = pipeline.run()
     result.wait_until_finish()
-    examples_path = os.path.join(args.output, ".examples.json")
-    examples = {}
-    if os.path.exists(examples_path):
-        with open(examples_path, encoding="utf-8") as f:
-            examples = json.load(f)
-        os.remove(examples_path)
-    stats = {"variant": args.variant, "dedup": args.dedup, "files": len(files), "counters": counters_of(result), "examples": examples}
+    stats = {"variant": args.variant, "dedup": args.dedup, "files": len(files), "counters": counters_of(result),
+             "examples": collect_examples(args.output)}
     write_json(os.path.join(args.output, "stats.json"), stats)
     return stats
 
 
 def format_summary(stats: dict) -> str:
-    """One screen: each stage's counters, with each page counter's share of the pages the
-    stage decided on and each line/span counter's share of the lines/spans it looked at."""
-    counters = stats["counters"]
-    rows = [f"C4 {stats['variant']} ({stats['dedup']} dedup), {stats['files']} file(s)",
-            f"{'stage':22} {'counter':38} {'count':>12} {'share':>8}"]
-    for namespace in SUMMARY_STAGES:
-        values = counters.get(namespace)
-        if not values:
-            continue
-        totals = Counter()
-        for name, value in values.items():
-            totals[_unit(namespace, name)] += value
-        for name, value in values.items():
-            total = totals[_unit(namespace, name)]
-            share = f"{100 * value / total:7.2f}%" if total and _unit(namespace, name) != "other" else ""
-            rows.append(f"{namespace:22} {name:38} {value:>12,} {share:>8}")
-    return "\n".join(rows)
-
-
-def _unit(namespace: str, name: str) -> str:
-    """What a counter counts: ``pages`` (one decision per page), ``lines``/``spans``, or ``other``."""
-    if name.startswith("line-"):
-        return "lines"
-    if name.startswith("span-"):
-        return "spans"
-    if name in ("wet-file", "sentence-removed", "examples", "missing-page") or name.startswith("filtered:ignored_language-"):
-        return "other"
-    return "pages"
+    """The C4 run's one-screen table of counters, stage by stage."""
+    return format_counter_table(f"C4 {stats['variant']} ({stats['dedup']} dedup), {stats['files']} file(s)", stats["counters"], SUMMARY_STAGES)
 
 
 if __name__ == "__main__":
