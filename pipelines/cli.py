@@ -84,6 +84,14 @@ def cmd_c4(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_webtext(args: argparse.Namespace) -> int:
+    from pipelines.webtext import format_summary, run
+
+    stats = run(args.sub_argv)
+    print(format_summary(stats))
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from pipelines.demo import run_demo
 
@@ -118,6 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("c4", help="build C4 (en, en.noclean, en.noblocklist, realnewslike, webtextlike) from Common Crawl with Apache Beam", add_help=False)
     p.set_defaults(func=cmd_c4)
 
+    p = sub.add_parser("webtext", help="build WebText from Reddit links (>= 3 karma): safe live fetch or a Common Crawl join", add_help=False)
+    p.set_defaults(func=cmd_webtext)
+
     p = sub.add_parser("demo", help="generate the bundled sample crawl and run every working job on it")
     p.add_argument("--out", default="demo-out", help="output folder (default demo-out)")
     p.add_argument("--seed", type=int, default=0, help="sample crawl seed (default 0)")
@@ -130,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
-    if args.command in ("read", "c4"):
+    if args.command in ("read", "c4", "webtext"):
         args.sub_argv = rest  # the job owns its options and passes Beam's through
     elif rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")

@@ -149,7 +149,8 @@ def _unit(namespace: str, name: str) -> str:
         return "lines"
     if name.startswith("span-"):
         return "spans"
-    if name in ("wet-file", "sentence-removed", "examples", "missing-page") or name.startswith("filtered:ignored_language-"):
+    if name in ("wet-file", "sentence-removed", "examples", "missing-page", "candidate_pairs", "verified_pairs") \
+            or name.startswith(("filtered:ignored_language-", "extractor:")):
         return "other"
     return "pages"
 

@@ -1,0 +1,663 @@
+"""WebText's link stage: outbound Reddit links with at least 3 karma (GPT-2, section 2.1).
+
+From Pushshift submission dumps to one merged record per page worth fetching:
+
+1. ``iter_dump_lines(path)`` streams the lines of a dump (``.zst`` with the 2**31 window
+   of the newer dumps, ``.bz2``, ``.xz``, ``.gz`` or plain NDJSON), never holding it whole.
+2. ``parse_submission(line)`` gives a ``Submission`` or the name of what is wrong with the
+   line (``PARSE_PROBLEMS``).
+3. ``submission_problem(sub, filt)`` says why a submission is no WebText link, checking
+   ``SUBMISSION_PROBLEMS`` in their order, or ``None``.
+4. Submissions are grouped by ``dedup.urls.url_key`` (a Beam ``GroupByKey`` at scale) and
+   ``merge_submissions`` turns each group into a ``Link``; ``link_problem(link, filt)``
+   drops the links below the karma threshold (``LINK_PROBLEMS``).
+5. ``write_link_table`` / ``read_link_table`` store the links as Parquet.
+
+``select_links`` runs steps 2-4 in memory, for tests and small dumps. Filters run per
+submission before merging, so the karma of a link counts only its eligible submissions (a
+URL posted in an over_18 thread and elsewhere keeps only the other posts' karma).
+"""
+
+from __future__ import annotations
+
+import bz2
+import codecs
+import datetime as dt
+import functools
+import gzip
+import json
+import lzma
+import math
+import os
+import urllib.parse
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO, Iterable, Iterator
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import zstandard
+
+from corpus.atomic import atomic_path
+from corpus.inputs import is_remote, open_input
+from corpus.shards import utf8_safe
+from dedup.urls import WWW_LABEL, canonical_host, canonical_url, url_key
+
+# Newer Pushshift dumps are compressed with ``zstd --long=31``; the reader must allow it.
+PUSHSHIFT_MAX_WINDOW = 2**31
+# Decompressed bytes handed to the UTF-8 decoder at a time; a line may span any number.
+READ_CHUNK_BYTES = 1 << 20
+# Compressed bytes read from a .zst file at a time.
+ZSTD_READ_BYTES = 1 << 20
+# Dump compression by file suffix; anything else (.ndjson, .json, .jsonl, none) is plain.
+COMPRESSION_SUFFIXES = {".zst": "zst", ".zstd": "zst", ".bz2": "bz2", ".xz": "xz", ".gz": "gz"}
+
+# Why a dump line gives no Submission, in the order parse_submission checks.
+PARSE_PROBLEMS = ("malformed_json", "not_an_object", "missing_url", "bad_created_utc", "bad_score")
+# Why a submission is no WebText link, in the order submission_problem checks: first what
+# the post is (not an outbound link, not a usable URL, Reddit's own media, adult), then
+# the choices of the run (subreddits, dates, hosts, file types). So before_range and
+# after_range count only submissions that nothing about the post itself rules out.
+SUBMISSION_PROBLEMS = (
+    "self_post",  # is_self: a text post on Reddit, not an outbound link
+    "bad_url",  # not an http(s) URL, or one dedup.urls.canonical_url rejects
+    "reddit_internal",  # links to Reddit itself (REDDIT_HOSTS): threads, i.redd.it, v.redd.it
+    "over_18",  # marked NSFW (openwebtext drops these too); LinkFilter.drop_over_18
+    "blocked_subreddit",  # posted in a subreddit of LinkFilter.subreddit_blocklist
+    "before_range",  # created before LinkFilter.since (00:00 UTC)
+    "after_range",  # created after the whole UTC day LinkFilter.until
+    "blocked_domain",  # host is, or is under, an entry of LinkFilter.domain_blocklist
+    "blocked_extension",  # last path segment ends with .<ext> of LinkFilter.extension_blocklist
+)
+# Why a merged link is dropped.
+LINK_PROBLEMS = ("low_score",)  # karma (max or sum per LinkFilter.score_mode) < min_score
+# Reddit's own hosts (and every subdomain): threads, short links, image/video/media CDNs.
+REDDIT_HOSTS = frozenset({"reddit.com", "redd.it", "redditmedia.com", "reddituploads.com", "redditstatic.com"})
+# GPT-2 section 2.1: "at least 3 karma".
+WEBTEXT_MIN_SCORE = 3
+SCORE_MODES = ("max", "sum")
+
+DATA_DIR = Path(__file__).resolve().with_name("data")
+# Image/video/audio/file hosts (rationale at the top of the file).
+DEFAULT_DOMAIN_BLOCKLIST_PATH = DATA_DIR / "webtext_domain_blocklist.txt"
+# Media, archive, executable, document, font and disk-image extensions.
+DEFAULT_EXTENSION_BLOCKLIST_PATH = DATA_DIR / "webtext_extension_blocklist.txt"
+
+
+class DumpReadError(IOError):
+    """A dump that stopped decompressing part-way (truncated or corrupt); lines before it were read."""
+
+
+# --- reading dumps ----------------------------------------------------------------------
+
+def dump_compression(path: str | os.PathLike) -> str:
+    """``zst``, ``bz2``, ``xz``, ``gz`` or ``plain``, from the file name (a URL's query ignored)."""
+    name = os.fspath(path)
+    if is_remote(name):
+        name = urllib.parse.urlsplit(name).path
+    return COMPRESSION_SUFFIXES.get(os.path.splitext(name)[1].lower(), "plain")
+
+
+def _decompressing(raw: BinaryIO, compression: str) -> BinaryIO:
+    if compression == "bz2":
+        return bz2.BZ2File(raw)  # reads every bz2 stream of a multi-stream file
+    if compression == "xz":
+        return lzma.LZMAFile(raw)
+    if compression == "gz":
+        return gzip.GzipFile(fileobj=raw)
+    return raw
+
+
+def _zstd_pieces(raw: BinaryIO, name: str) -> Iterator[bytes]:
+    """Decompress a .zst stream frame by frame, ``ZSTD_READ_BYTES`` compressed bytes at a time.
+
+    A frame-by-frame decompressor is used rather than ``ZstdDecompressor.stream_reader``
+    because the stream reader ends quietly at the end of a truncated file, where this
+    loop knows it stopped inside a frame and raises ``DumpReadError``. Pieces come out
+    as zstd's blocks do (up to 128 KiB each).
+    """
+    decompressor = zstandard.ZstdDecompressor(max_window_size=PUSHSHIFT_MAX_WINDOW)
+    frame = decompressor.decompressobj()
+    in_frame = False
+    while data := raw.read(ZSTD_READ_BYTES):
+        while data:
+            in_frame = True
+            try:
+                piece = frame.decompress(data)
+            except zstandard.ZstdError as exc:
+                raise DumpReadError(f"{name}: zstd: {exc}") from exc
+            if piece:
+                yield piece
+            if not frame.eof:
+                break
+            data = frame.unused_data  # the next frame (or padding) begins in this chunk
+            frame = decompressor.decompressobj()
+            in_frame = False
+    if in_frame:
+        raise DumpReadError(f"{name}: the file ends inside a zstd frame (truncated?)")
+
+
+def _rechunk(pieces: Iterable[bytes], size: int) -> Iterator[bytes]:
+    """The bytes of ``pieces`` again, cut every ``size`` bytes (the last piece may be shorter)."""
+    pending = b""
+    try:
+        for piece in pieces:
+            data = pending + piece if pending else piece
+            whole = len(data) - len(data) % size
+            for start in range(0, whole, size):
+                yield data[start:start + size]
+            pending = data[whole:]
+    except DumpReadError:
+        if pending:
+            yield pending
+        raise
+    if pending:
+        yield pending
+
+
+def iter_dump_chunks(path: str | os.PathLike, chunk_size: int = READ_CHUNK_BYTES) -> Iterator[bytes]:
+    """The decompressed bytes of a dump, ``chunk_size`` bytes at a time (fewer at the end).
+
+    Pieces end anywhere, even inside a character. A stream that fails part-way raises
+    ``DumpReadError`` after the bytes decompressed before the damage.
+    """
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be positive, not {chunk_size}")
+    name = os.fspath(path)
+    compression = dump_compression(name)
+    with open_input(name) as raw:
+        if compression == "zst":
+            yield from _rechunk(_zstd_pieces(raw, name), chunk_size)
+            return
+        stream = _decompressing(raw, compression)
+        try:
+            while chunk := stream.read(chunk_size):  # bz2/xz/gz may return fewer bytes; any size is fine
+                yield chunk
+        except (EOFError, OSError, lzma.LZMAError) as exc:
+            raise DumpReadError(f"{name}: {compression}: {exc}") from exc
+        finally:
+            stream.close()
+
+
+def decode_lines(chunks: Iterable[bytes]) -> Iterator[str]:
+    """Lines of UTF-8 text cut into arbitrary byte pieces, without their line ends.
+
+    An incremental decoder carries a character split across two pieces over to the next
+    one (a known rebuild dropped whole chunks there). Lines are split on ``\\n`` only: a
+    title may hold a raw U+2028, which ``str.splitlines`` would split on. ``\\r`` before
+    ``\\n`` and a leading byte-order mark are dropped; invalid UTF-8 becomes U+FFFD. A last
+    line without a line end is still yielded, an empty one after the final ``\\n`` is not.
+    When ``chunks`` raises ``DumpReadError``, the partial line read so far is yielded first.
+    """
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    partial: list[str] = []  # the pieces of a line that has not ended yet
+    first = True
+    try:
+        for chunk in chunks:
+            text = decoder.decode(chunk)
+            if first and text:
+                text = text.removeprefix("\ufeff")
+                first = False
+            start = 0
+            while (end := text.find("\n", start)) >= 0:
+                partial.append(text[start:end])
+                yield _line("".join(partial))
+                partial = []
+                start = end + 1
+            if start < len(text):
+                partial.append(text[start:])
+    except DumpReadError:
+        partial.append(decoder.decode(b"", final=True))
+        if any(partial):
+            yield _line("".join(partial))
+        raise
+    partial.append(decoder.decode(b"", final=True))
+    if any(partial):
+        yield _line("".join(partial))
+
+
+def iter_dump_lines(path: str | os.PathLike, chunk_size: int = READ_CHUNK_BYTES) -> Iterator[str]:
+    """The lines of a Pushshift dump (.zst, .bz2, .xz, .gz or plain NDJSON), in file order.
+
+    Streams: one decompressed piece and one line are held at a time. The rules of
+    ``decode_lines`` apply; a truncated or corrupt file raises ``DumpReadError`` after the
+    lines before the damage.
+    """
+    return decode_lines(iter_dump_chunks(path, chunk_size))
+
+
+def _line(text: str) -> str:
+    return text[:-1] if text.endswith("\r") else text
+
+
+# --- submissions ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Submission:
+    """One Pushshift submission, with the fields the link stage uses.
+
+    ``url`` is the link as submitted, except that the ``&amp;`` Reddit's API wrote for
+    ``&`` in older dumps is undone; ``created_utc`` is whole seconds (floored).
+    """
+
+    id: str
+    url: str
+    score: int
+    created_utc: int
+    subreddit: str = ""
+    over_18: bool = False
+    is_self: bool = False
+    domain: str = ""
+    permalink: str = ""
+    title: str = ""
+    num_comments: int = 0
+
+
+def parse_submission(line: str | bytes) -> Submission | str:
+    """A dump line as a ``Submission``, or the first of ``PARSE_PROBLEMS`` that it has.
+
+    Required: ``url`` (a non-empty string), ``created_utc`` (an int, a float or a numeric
+    string, as Pushshift wrote it in different months). ``score`` may be absent or null
+    (then 0: no karma was captured) but must otherwise be a whole number, possibly as a
+    float or a string. Other fields default when absent or null: ``id``, ``subreddit``,
+    ``permalink``, ``title`` to ""; ``over_18`` to False; ``num_comments`` to 0;
+    ``is_self`` to whether ``domain`` starts with ``self.``; ``domain`` to the URL's host
+    without ``www.``, as Reddit writes it. Strings are made storable as UTF-8 (lone
+    surrogates from ``\\ud83d``-style escapes become U+FFFD).
+    """
+    try:
+        record = json.loads(line)
+    except (ValueError, UnicodeDecodeError):
+        return "malformed_json"
+    if not isinstance(record, dict):
+        return "not_an_object"
+    url = record.get("url")
+    if not isinstance(url, str) or not url.strip():
+        return "missing_url"
+    created = _whole_number(record.get("created_utc"), floor=True)
+    if created is None:
+        return "bad_created_utc"
+    score = 0 if record.get("score") is None else _whole_number(record["score"], floor=False)
+    if score is None:
+        return "bad_score"
+    url = utf8_safe(url.strip().replace("&amp;", "&"))
+    domain = _text(record.get("domain")) or _reddit_domain(url)
+    is_self = record.get("is_self")
+    return Submission(
+        id=_text(record.get("id")),
+        url=url,
+        score=score,
+        created_utc=created,
+        subreddit=_text(record.get("subreddit")),
+        over_18=record.get("over_18") is True,
+        is_self=(is_self is True) if is_self is not None else domain.startswith("self."),
+        domain=domain,
+        permalink=_text(record.get("permalink")),
+        title=utf8_safe(_text(record.get("title")).replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")),
+        num_comments=_whole_number(record.get("num_comments"), floor=True) or 0,
+    )
+
+
+def _whole_number(value: object, floor: bool) -> int | None:
+    """An int from an int, a float or a numeric string; ``None`` for anything else.
+
+    With ``floor`` a fraction is dropped (timestamps); without, it makes the value invalid.
+    """
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            return int(text)
+        except ValueError:
+            try:
+                value = float(text)
+            except ValueError:
+                return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and math.isfinite(value) and (floor or value.is_integer()):
+        return math.floor(value)
+    return None
+
+
+def _text(value: object) -> str:
+    if value is None:
+        return ""
+    return utf8_safe(value if isinstance(value, str) else str(value))
+
+
+def _reddit_domain(url: str) -> str:
+    """The ``domain`` Reddit shows for a link: its host without ``www.``."""
+    try:
+        host = urllib.parse.urlsplit(url).hostname or ""
+    except ValueError:
+        return ""
+    return host.removeprefix(WWW_LABEL)
+
+
+# --- the filter -------------------------------------------------------------------------
+
+def load_blocklist(path: str | os.PathLike) -> frozenset[str]:
+    """The entries of a one-per-line list; ``#`` starts a comment, blank lines are skipped."""
+    with open_input(os.fspath(path)) as f:
+        text = f.read().decode("utf-8")
+    entries = (line.split("#", 1)[0].strip() for line in text.splitlines())
+    return frozenset(entry for entry in entries if entry)
+
+
+@functools.lru_cache(maxsize=None)
+def _default_list(path: str) -> frozenset[str]:
+    return load_blocklist(path)
+
+
+def default_domain_blocklist() -> frozenset[str]:
+    return _default_list(str(DEFAULT_DOMAIN_BLOCKLIST_PATH))
+
+
+def default_extension_blocklist() -> frozenset[str]:
+    return _default_list(str(DEFAULT_EXTENSION_BLOCKLIST_PATH))
+
+
+@dataclass(frozen=True)
+class LinkFilter:
+    """WebText's link rules; ``LinkFilter()`` is the paper's recipe with the bundled lists.
+
+    ``since``/``until`` are UTC dates (a ``date``, or ``YYYY-MM-DD``), both inclusive:
+    ``until=2017-12-31`` keeps everything created up to 2017-12-31 23:59:59 UTC, the
+    cut-off of the paper's preliminary release. Blocklist entries are normalised on
+    construction: subreddits lower-cased without ``r/``; domains as
+    ``dedup.urls.canonical_host`` writes them, without ``www.``; extensions lower-cased
+    without the dot. An entry that is no valid host name raises ``ValueError``.
+    """
+
+    min_score: int = WEBTEXT_MIN_SCORE
+    score_mode: str = "max"
+    since: dt.date | str | None = None
+    until: dt.date | str | None = None
+    drop_over_18: bool = True
+    subreddit_blocklist: frozenset[str] = frozenset()
+    domain_blocklist: frozenset[str] = field(default_factory=default_domain_blocklist)
+    extension_blocklist: frozenset[str] = field(default_factory=default_extension_blocklist)
+
+    def __post_init__(self) -> None:
+        if self.score_mode not in SCORE_MODES:
+            raise ValueError(f"score_mode must be one of {SCORE_MODES}, not {self.score_mode!r}")
+        since, until = _as_date(self.since), _as_date(self.until)
+        if since and until and since > until:
+            raise ValueError(f"since ({since}) is after until ({until})")
+        object.__setattr__(self, "since", since)
+        object.__setattr__(self, "until", until)
+        object.__setattr__(self, "subreddit_blocklist", frozenset(map(_subreddit_entry, self.subreddit_blocklist)))
+        object.__setattr__(self, "domain_blocklist", frozenset(map(_domain_entry, self.domain_blocklist)))
+        object.__setattr__(self, "extension_blocklist", frozenset(map(_extension_entry, self.extension_blocklist)))
+
+    @classmethod
+    def from_files(
+        cls,
+        domain_blocklist: str | os.PathLike | None = DEFAULT_DOMAIN_BLOCKLIST_PATH,
+        extension_blocklist: str | os.PathLike | None = DEFAULT_EXTENSION_BLOCKLIST_PATH,
+        subreddit_blocklist: str | os.PathLike | None = None,
+        **options,
+    ) -> "LinkFilter":
+        """A filter whose blocklists come from files (``None``: an empty list)."""
+        def load(path):
+            return load_blocklist(path) if path is not None else frozenset()
+
+        return cls(domain_blocklist=load(domain_blocklist), extension_blocklist=load(extension_blocklist),
+                   subreddit_blocklist=load(subreddit_blocklist), **options)
+
+    @property
+    def window(self) -> tuple[int | None, int | None]:
+        """The kept ``created_utc`` range as (first second, first second after), ``None`` = open."""
+        start = _utc_seconds(self.since) if self.since else None
+        end = _utc_seconds(self.until + dt.timedelta(days=1)) if self.until else None
+        return start, end
+
+
+def _as_date(value: dt.date | str | None) -> dt.date | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, dt.datetime):
+        return value.date()
+    if isinstance(value, dt.date):
+        return value
+    return dt.date.fromisoformat(str(value))
+
+
+def _utc_seconds(day: dt.date) -> int:
+    return int(dt.datetime(day.year, day.month, day.day, tzinfo=dt.timezone.utc).timestamp())
+
+
+def _subreddit_entry(name: str) -> str:
+    name = name.strip().lower()
+    for prefix in ("/r/", "r/"):
+        name = name.removeprefix(prefix)
+    return name.strip("/")
+
+
+def _domain_entry(entry: str) -> str:
+    host = canonical_host(entry.strip().removeprefix("*.").lstrip("."))
+    if host is None:
+        raise ValueError(f"domain blocklist entry {entry!r} is not a host name")
+    return _site(host)
+
+
+def _extension_entry(entry: str) -> str:
+    return entry.strip().lower().lstrip(".")
+
+
+def _site(host: str) -> str:
+    """A host without a leading ``www.`` label (``www.com`` stays as it is)."""
+    rest = host.removeprefix(WWW_LABEL)
+    return rest if "." in rest else host
+
+
+def host_in(host: str, domains: Iterable[str] | frozenset[str]) -> bool:
+    """Whether ``host`` is one of ``domains`` or a subdomain of one (``i.imgur.com`` in ``imgur.com``)."""
+    labels = host.split(".")
+    return any(".".join(labels[i:]) in domains for i in range(len(labels)))
+
+
+def url_extension(url: str) -> str:
+    """The lower-cased extension of a URL's last path segment, without the dot ('' if none)."""
+    segment = urllib.parse.unquote(urllib.parse.urlsplit(url).path.rsplit("/", 1)[-1])
+    stem, dot, extension = segment.rpartition(".")
+    return extension.lower() if dot and stem else ""
+
+
+def submission_problem(sub: Submission, filt: LinkFilter) -> str | None:
+    """The first of ``SUBMISSION_PROBLEMS`` that ``sub`` has under ``filt``, or ``None``."""
+    if sub.is_self:
+        return "self_post"
+    canonical = canonical_url(sub.url)
+    if canonical is None:
+        return "bad_url"
+    host = urllib.parse.urlsplit(canonical).hostname or ""
+    if host_in(host, REDDIT_HOSTS):
+        return "reddit_internal"
+    if filt.drop_over_18 and sub.over_18:
+        return "over_18"
+    if filt.subreddit_blocklist and sub.subreddit.lower() in filt.subreddit_blocklist:
+        return "blocked_subreddit"
+    start, end = filt.window
+    if start is not None and sub.created_utc < start:
+        return "before_range"
+    if end is not None and sub.created_utc >= end:
+        return "after_range"
+    if host_in(host, filt.domain_blocklist):
+        return "blocked_domain"
+    if url_extension(canonical) in filt.extension_blocklist:
+        return "blocked_extension"
+    return None
+
+
+# --- links ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Link:
+    """Every eligible submission of one page, merged: the unit the fetch stage works on.
+
+    ``url`` is the canonical URL to fetch, ``key`` the dedup key all submissions share,
+    ``domain`` the URL's host without ``www.``. Tuples are sorted and free of repeats;
+    ``title`` is the earliest submission's.
+    """
+
+    url: str
+    key: str
+    domain: str
+    submission_urls: tuple[str, ...]
+    subreddits: tuple[str, ...]
+    ids: tuple[str, ...]
+    max_score: int
+    sum_score: int
+    first_created_utc: int
+    title: str
+    num_submissions: int
+
+
+def _submission_order(sub: Submission) -> tuple:
+    return (sub.created_utc, sub.id, sub.url, sub.score, sub.subreddit, sub.title, sub.permalink, sub.domain,
+            sub.num_comments, sub.over_18, sub.is_self)
+
+
+def _distinct_submissions(subs: Iterable[Submission]) -> list[Submission]:
+    """One submission per id (dumps overlap: the same post may be read twice), id-less ones all.
+
+    Of two copies of one id the one with the higher score is kept (the later capture),
+    then the one first in ``_submission_order``; so the choice never depends on input order.
+    """
+    by_id: dict[str, Submission] = {}
+    without_id = []
+    for sub in subs:
+        if not sub.id:
+            without_id.append(sub)
+            continue
+        seen = by_id.get(sub.id)
+        if seen is None or (-sub.score, _submission_order(sub)) < (-seen.score, _submission_order(seen)):
+            by_id[sub.id] = sub
+    return sorted([*by_id.values(), *without_id], key=_submission_order)
+
+
+def merge_submissions(subs: Iterable[Submission]) -> Link:
+    """The ``Link`` of submissions that share one ``url_key``; the same for any input order.
+
+    Copies of one submission id count once. The URL to fetch is the group's most
+    https-like canonical URL: https before http, then the spelling submitted most often,
+    then the smallest string. Raises ``ValueError`` for no submissions, a bad URL, or
+    submissions of different keys.
+    """
+    unique = _distinct_submissions(subs)
+    if not unique:
+        raise ValueError("merge_submissions needs at least one submission")
+    keys = {url_key(sub.url) for sub in unique}
+    if None in keys or len(keys) != 1:
+        raise ValueError(f"submissions do not share one URL key: {sorted(map(str, keys))}")
+    spellings = Counter(canonical_url(sub.url) for sub in unique)
+    url = min(spellings, key=lambda u: (not u.startswith("https://"), -spellings[u], u))
+    first = unique[0]  # sorted by _submission_order: earliest first
+    return Link(
+        url=url,
+        key=keys.pop(),
+        domain=_site(urllib.parse.urlsplit(url).hostname or ""),
+        submission_urls=tuple(sorted({sub.url for sub in unique})),
+        subreddits=tuple(sorted({sub.subreddit for sub in unique if sub.subreddit})),
+        ids=tuple(sorted({sub.id for sub in unique if sub.id})),
+        max_score=max(sub.score for sub in unique),
+        sum_score=sum(sub.score for sub in unique),
+        first_created_utc=first.created_utc,
+        title=first.title,
+        num_submissions=len(unique),
+    )
+
+
+def link_score(link: Link, filt: LinkFilter) -> int:
+    """The karma ``filt`` judges a link by: its best submission's, or all of them together."""
+    return link.max_score if filt.score_mode == "max" else link.sum_score
+
+
+def link_problem(link: Link, filt: LinkFilter) -> str | None:
+    """``low_score`` when the link's karma is below ``filt.min_score``, else ``None``."""
+    return "low_score" if link_score(link, filt) < filt.min_score else None
+
+
+def select_links(lines: Iterable[str], filt: LinkFilter) -> tuple[list[Link], Counter]:
+    """The whole link stage in memory: the kept links (sorted by key) and a count per reason.
+
+    The counter holds every reason that occurred (``PARSE_PROBLEMS``,
+    ``SUBMISSION_PROBLEMS``, ``LINK_PROBLEMS``) and ``lines``, ``kept_submissions``,
+    ``links``, ``kept_links``. The Beam pipeline does the same with a ``GroupByKey``.
+    """
+    counts: Counter = Counter()
+    groups: dict[str, list[Submission]] = {}
+    for line in lines:
+        counts["lines"] += 1
+        sub = parse_submission(line)
+        problem = sub if isinstance(sub, str) else submission_problem(sub, filt)
+        if problem is not None:
+            counts[problem] += 1
+            continue
+        counts["kept_submissions"] += 1
+        groups.setdefault(url_key(sub.url), []).append(sub)
+    kept = []
+    for key in sorted(groups):
+        link = merge_submissions(groups[key])
+        counts["links"] += 1
+        problem = link_problem(link, filt)
+        if problem is not None:
+            counts[problem] += 1
+        else:
+            counts["kept_links"] += 1
+            kept.append(link)
+    return kept, counts
+
+
+# --- the link table ---------------------------------------------------------------------
+
+LINK_SCHEMA = pa.schema(
+    [
+        pa.field("key", pa.string(), nullable=False),
+        pa.field("url", pa.string(), nullable=False),
+        pa.field("domain", pa.string(), nullable=False),
+        pa.field("max_score", pa.int64(), nullable=False),
+        pa.field("sum_score", pa.int64(), nullable=False),
+        pa.field("num_submissions", pa.int64(), nullable=False),
+        pa.field("first_created_utc", pa.int64(), nullable=False),
+        pa.field("title", pa.string(), nullable=False),
+        pa.field("subreddits", pa.list_(pa.string()), nullable=False),
+        pa.field("ids", pa.list_(pa.string()), nullable=False),
+        pa.field("submission_urls", pa.list_(pa.string()), nullable=False),
+    ]
+)
+
+
+def _link_row(link: Link) -> dict:
+    """A table row: tuples as lists, strings made storable as UTF-8 (``utf8_safe``)."""
+    def storable(value):
+        if isinstance(value, str):
+            return utf8_safe(value)
+        if isinstance(value, tuple):
+            return [utf8_safe(item) for item in value]
+        return value
+
+    return {f.name: storable(getattr(link, f.name)) for f in LINK_SCHEMA}
+
+
+def write_link_table(links: Iterable[Link], path: str | os.PathLike) -> str:
+    """Write links as Parquet (``LINK_SCHEMA``, zstd), rows sorted by key, atomically."""
+    rows = [_link_row(link) for link in sorted(links, key=lambda link: (link.key, link.url))]
+    table = pa.Table.from_pylist(rows, schema=LINK_SCHEMA)
+    final = os.fspath(path)
+    with atomic_path(final) as temporary:
+        pq.write_table(table, temporary, compression="zstd")
+    return final
+
+
+def read_link_table(path: str | os.PathLike) -> list[Link]:
+    """The links of a table written by ``write_link_table``, in its (key) order."""
+    table = pq.read_table(os.fspath(path), schema=LINK_SCHEMA)
+    return [
+        Link(**{name: (tuple(value) if isinstance(value, list) else value) for name, value in row.items()})
+        for row in table.to_pylist()
+    ]

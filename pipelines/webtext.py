@@ -1,0 +1,538 @@
+"""The WebText pipeline: Reddit links with >= 3 karma -> pages -> text -> deduplicated shards.
+
+    corpusforge webtext --submissions 'RS_2017-*.zst' --output webtext/ --until 2017-12-31 \
+        --pages fetch                         # fetch every link live, safely, into WARC files
+    corpusforge webtext --submissions RS_2019-04.zst --output webtext-cc/ \
+        --pages crawl --crawl CC-MAIN-2019-18 # or join the links against Common Crawl WARC files
+
+The steps (GPT-2 paper, section 2.1; spec ``webtext.md``), each a pure function in
+``corpus/`` or ``dedup/``, every count a Beam counter:
+
+    read dumps -> per-submission filters -> GroupByKey by url_key -> merge (max/sum karma)
+    -> karma >= 3 -> link table -> pages (safe fetch into WARC, or Common Crawl join)
+    -> newspaper3k + trafilatura -> Wikipedia / stubs / English / length -> exact dedup
+    -> MinHash LSH + Jaccard near-dup dedup -> [3-sentence span dedup] -> shards
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import hashlib
+import logging
+import os
+import sys
+from collections import Counter
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from corpus import c4
+from corpus.inputs import COMMON_CRAWL_BASE_URL, InputError, expand_inputs
+from corpus.records import Document, HtmlPage
+from corpus.shards import FORMATS, shard_index
+from dedup import minhash
+from dedup.urls import url_key
+from pipelines.options import stage_setup_file
+from pipelines.read import counters_of, write_json
+from pipelines.sources import READ_NAMESPACE, ReadCrawlFiles, WriteErrors, WriteShards
+from pipelines.steps import ReasonExamples, WriteExamples, collect_examples, flush_counts, format_counter_table, step
+
+log = logging.getLogger(__name__)
+
+LINKS = "webtext-links"  # one decision per submission line
+LINK_KARMA = "webtext-karma"  # one decision per merged link
+FETCH = "webtext-fetch"  # one outcome per link (live mode)
+CRAWL_JOIN = "webtext-crawl-join"  # one outcome per link (Common Crawl mode)
+EXTRACT = "webtext-extract"
+CLEAN = "webtext-clean"
+EXACT_DEDUP = "webtext-exact-dedup"
+NEAR_DEDUP = "webtext-near-dedup"
+SUMMARY_STAGES = (LINKS, LINK_KARMA, FETCH, CRAWL_JOIN, EXTRACT, CLEAN, EXACT_DEDUP, NEAR_DEDUP, "dedupe-spans")
+PAGE_SOURCES = ("fetch", "crawl")
+
+
+# --- links -------------------------------------------------------------------------------
+class _ReadSubmissionsFn(beam.DoFn):
+    """A dump file -> (url_key, Submission) for every submission that passes its filters."""
+
+    def __init__(self, link_filter):
+        self.link_filter = link_filter
+
+    def process(self, path):
+        from corpus.reddit import DumpReadError, iter_dump_lines, parse_submission, submission_problem
+
+        counts, examples = Counter(), ReasonExamples()
+        try:
+            for line in iter_dump_lines(path):
+                sub = parse_submission(line)
+                problem = sub if isinstance(sub, str) else submission_problem(sub, self.link_filter)
+                if problem:
+                    counts[problem] += 1
+                    examples.add(problem, line if isinstance(sub, str) else sub.url)
+                    continue
+                counts[c4.PASSED] += 1
+                yield url_key(sub.url), sub
+        except DumpReadError as exc:
+            counts["error:unreadable_dump"] += 1
+            log.warning("%s: %s (lines before it are kept)", path, exc)
+            yield beam.pvalue.TaggedOutput("errors", {"source": path, "offset": 0, "reason": "unreadable_dump", "detail": str(exc)[:300]})
+        yield from flush_counts((LINKS,), counts, examples, windowed=False)
+
+
+def _merge_link(keyed, link_filter):
+    from corpus.reddit import link_problem, merge_submissions
+
+    _, subs = keyed
+    link = merge_submissions(list(subs))
+    problem = link_problem(link, link_filter)
+    if problem:
+        return c4.Verdict(None, Counter({problem: 1}), [(problem, f"{link.url} karma max {link.max_score} sum {link.sum_score}")])
+    return c4.Verdict(link, Counter({c4.PASSED: 1}))
+
+
+class WriteLinkTable(beam.PTransform):
+    """Links -> ``links/links-NNNNN-of-MMMMM.parquet``, by hash of the key, every index present."""
+
+    def __init__(self, out_dir: str, num_shards: int):
+        super().__init__()
+        self.out_dir, self.num_shards = out_dir, num_shards
+
+    def expand(self, links):
+        count, folder = self.num_shards, os.path.join(self.out_dir, "links")
+        every = links.pipeline | "Every link shard" >> beam.Create([(i, None) for i in range(count)])
+        return (
+            (links | "Key by link shard" >> beam.Map(lambda link: (shard_index(link.key, count), link)), every)
+            | "Merge link shards" >> beam.Flatten()
+            | "Group link shards" >> beam.GroupByKey()
+            | "Write link shard" >> beam.Map(_write_link_shard, folder=folder, count=count)
+        )
+
+
+def _write_link_shard(keyed, folder, count):
+    from corpus.reddit import write_link_table
+
+    index, links = keyed
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, f"links-{index:05d}-of-{count:05d}.parquet")
+    return write_link_table([link for link in links if link is not None], path)
+
+
+# --- pages: live fetching ----------------------------------------------------------------
+def fetch_shard_of(link, count: int) -> int:
+    """Links of one host stay in one fetch shard, so politeness holds per worker and a
+    rerun finds each link's fetch log where it left it (resume)."""
+    host = link.domain or link.key.split("/", 1)[0]
+    return int.from_bytes(hashlib.md5(host.encode("utf-8", "surrogatepass")).digest()[:8], "big") % count
+
+
+class _FetchShardFn(beam.DoFn):
+    """(shard, links) -> (link, HtmlPage) for every fetched HTML page; the raw responses
+    and the fetch log of the shard go to ``<out>/fetch/shard-NNNNN/``."""
+
+    def __init__(self, config, out_dir: str):
+        self.config, self.out_dir = config, out_dir
+
+    def process(self, keyed):
+        from corpus.fetch import OK, fetch_links, read_fetch_log
+        from corpus.warc import read_archive
+
+        shard, links = keyed
+        links = sorted(links, key=lambda link: link.key)
+        folder = os.path.join(self.out_dir, "fetch", f"shard-{shard:05d}")
+        os.makedirs(folder, exist_ok=True)
+        fetch_links([link.url for link in links], self.config, folder)
+        logged = read_fetch_log(folder)
+        counts, examples = Counter(), ReasonExamples()
+        wanted: dict[str, dict[int, object]] = {}
+        for link in links:
+            entry = logged.get(link.url)
+            outcome = entry["outcome"] if entry else "not_logged"
+            counts[outcome] += 1
+            if outcome == OK and entry.get("warc"):
+                wanted.setdefault(entry["warc"], {})[int(entry["offset"])] = link
+            else:
+                examples.add(outcome, f"{link.url} {entry.get('detail', '') if entry else ''}")
+        for name, by_offset in sorted(wanted.items()):
+            for record in read_archive(os.path.join(folder, name)):
+                if isinstance(record, HtmlPage) and record.offset in by_offset:
+                    yield by_offset[record.offset], record
+        yield from flush_counts((FETCH,), counts, examples, windowed=False)
+
+
+# --- pages: the Common Crawl join --------------------------------------------------------
+def _newest_capture(pages):
+    """Of several captures of one URL: the newest, then the first by file and offset."""
+    return min(pages, key=lambda p: (_negate(p.timestamp), p.source, p.offset))
+
+
+def _negate(timestamp: str) -> tuple:
+    return tuple(-ord(ch) for ch in timestamp)
+
+
+def _join_links_and_pages(keyed):
+    _, groups = keyed
+    links, pages = list(groups["links"]), [p for p in groups["pages"] if p.status == 200]
+    if not links:
+        return
+    if not pages:
+        Metrics.counter(CRAWL_JOIN, "no_capture").inc()
+        return
+    Metrics.counter(CRAWL_JOIN, "matched").inc()
+    yield links[0], _newest_capture(pages)
+
+
+# --- text --------------------------------------------------------------------------------
+class _ExtractFn(beam.DoFn):
+    """(link, page) -> Document with the link's Reddit metadata; newspaper3k + trafilatura
+    in a child process with a per-page time limit."""
+
+    def __init__(self, timeout_s: float, page_source: str):
+        self.timeout_s, self.page_source = timeout_s, page_source
+        self.extractor = None
+
+    def setup(self):
+        from corpus.webtext import webtext_extractor
+
+        self.extractor = webtext_extractor(self.timeout_s)
+
+    def teardown(self):
+        if self.extractor is not None:
+            self.extractor.close()
+
+    def process(self, item):
+        from corpus.webtext import extract_webtext_from_page
+
+        link, page = item
+        doc, extraction = extract_webtext_from_page(page, self.extractor)
+        Metrics.counter(EXTRACT, extraction.outcome).inc()
+        if doc is None:
+            return
+        Metrics.counter(EXTRACT, f"extractor:{doc.meta['extractor']}").inc()
+        meta = {
+            "link": link.url,
+            "domain": link.domain,
+            "subreddits": ",".join(link.subreddits),
+            "reddit_ids": ",".join(link.ids),
+            "score_max": str(link.max_score),
+            "score_sum": str(link.sum_score),
+            "created_utc": str(link.first_created_utc),
+            "title": link.title,
+            "extractor": doc.meta["extractor"],
+            "fetched_at" if self.page_source == "fetch" else "crawled_at": page.timestamp,
+            "source": page.source,
+            "offset": str(page.offset),
+        }
+        yield Document(text=doc.text, url=page.url, timestamp=page.timestamp, meta=meta)
+
+
+def _clean_rule(doc, options):
+    from corpus.webtext import clean_webtext
+
+    text, reason = clean_webtext(doc.text, doc.url, **options)
+    if reason:
+        return c4.Verdict(None, Counter({reason: 1}), [(reason, f"{doc.url} {doc.text[:200]}")])
+    return c4.Verdict(Document(text=text, url=doc.url, timestamp=doc.timestamp, meta=doc.meta), Counter({c4.PASSED: 1}))
+
+
+def doc_id(doc: Document) -> str:
+    """A document's dedup identity: its link's URL key (one document per link)."""
+    return url_key(doc.meta.get("link") or doc.url) or doc.url
+
+
+def _keep_first_copy(keyed):
+    """Exact dedup: of the documents with one text hash, keep the smallest keep_key."""
+    _, docs = keyed
+    docs = sorted(docs, key=lambda d: minhash.keep_key(doc_id(d)))
+    Metrics.counter(EXACT_DEDUP, c4.PASSED).inc()
+    if len(docs) > 1:
+        Metrics.counter(EXACT_DEDUP, c4.FILTERED).inc(len(docs) - 1)
+    return docs[0]
+
+
+class NearDuplicates(beam.PTransform):
+    """(id, text) -> ids to drop: MinHash LSH candidates, every candidate verified by exact
+    shingle Jaccard, the larger keep_key of each verified pair dropped (``dedup/minhash.py``).
+
+    Band buckets are a GroupByKey on band keys; candidate pairs meet their two documents'
+    shingles through two CoGroupByKeys, so no step holds more than one bucket or one
+    document's pairs.
+    """
+
+    def __init__(self, threshold: float, ngram: int, num_perm: int, seed: int = minhash.DEFAULT_SEED):
+        super().__init__()
+        self.threshold, self.ngram, self.num_perm, self.seed = threshold, ngram, num_perm, seed
+
+    def expand(self, docs):
+        bands, rows = minhash.choose_bands(self.num_perm, self.threshold)
+        hasher = minhash.MinHasher(self.num_perm, self.seed)
+        shingled = docs | "Shingles" >> beam.Map(lambda item, n: (item[0], minhash.shingles(item[1], n)), self.ngram)
+        pairs = (
+            shingled
+            | "Band keys" >> beam.FlatMap(_band_claims, hasher, bands, rows)
+            | "Band buckets" >> beam.GroupByKey()
+            | "Candidate pairs" >> beam.FlatMapTuple(lambda _, bucket: minhash.candidate_pairs(list(bucket)))
+            | "One per pair" >> beam.Distinct()
+        )
+        with_first = (
+            {"pairs": pairs | "Key by first" >> beam.Map(lambda p: (p[0], p)), "shingles": shingled}
+            | "Join first shingles" >> beam.CoGroupByKey()
+            | "Carry first" >> beam.FlatMapTuple(_carry_shingles)
+        )
+        return (
+            {"pairs": with_first, "shingles": shingled}
+            | "Join second shingles" >> beam.CoGroupByKey()
+            | "Verify by Jaccard" >> beam.FlatMap(_verify_pairs, self.threshold)
+            | "One per loser" >> beam.Distinct()
+        )
+
+
+def _band_claims(item, hasher, bands, rows):
+    doc, shingle_set = item
+    return [(key, (doc, None)) for key in minhash.band_keys(hasher.signature(shingle_set), bands, rows)]
+
+
+def _carry_shingles(_, groups):
+    first = list(groups["shingles"])
+    for pair in groups["pairs"]:
+        if first:
+            yield pair[1], (pair, first[0])
+
+
+def _verify_pairs(keyed, threshold):
+    _, groups = keyed
+    second = list(groups["shingles"])
+    if not second:
+        return
+    for pair, first_shingles in groups["pairs"]:
+        Metrics.counter(NEAR_DEDUP, "candidate_pairs").inc()
+        if minhash.verify(pair, first_shingles, second[0], threshold):
+            Metrics.counter(NEAR_DEDUP, "verified_pairs").inc()
+            yield minhash.loser(pair)
+
+
+def _drop_losers(_, groups):
+    docs = list(groups["docs"])
+    if not docs:
+        return
+    if list(groups["losers"]):
+        Metrics.counter(NEAR_DEDUP, c4.FILTERED).inc()
+        return
+    Metrics.counter(NEAR_DEDUP, c4.PASSED).inc()
+    yield docs[0]
+
+
+def _with_span_deduped_text(_, groups):
+    docs, pages = list(groups["docs"]), list(groups["pages"])
+    if docs and pages:
+        doc = docs[0]
+        yield Document(text=pages[0].text, url=doc.url, timestamp=doc.timestamp, meta=doc.meta)
+
+
+# --- the pipeline --------------------------------------------------------------------------
+def build(pipeline: beam.Pipeline, dumps: list[str], crawl_files: list[str], args: argparse.Namespace, link_filter, fetch_config) -> None:
+    from pipelines.c4 import DedupeText
+
+    examples = []
+
+    def run_step(pcoll, label, namespace, rule):
+        out = pcoll | step(label, namespace, rule)
+        examples.append(out.examples)
+        return out.pages
+
+    subs = (
+        pipeline
+        | "Dump files" >> beam.Create(dumps)
+        | "Spread dumps" >> beam.Reshuffle()
+        | "Read and filter submissions" >> beam.ParDo(_ReadSubmissionsFn(link_filter)).with_outputs("errors", "examples", main="subs")
+    )
+    examples.append(subs.examples)
+    links = run_step(subs.subs | "Group by URL key" >> beam.GroupByKey(), "Merge and karma", LINK_KARMA,
+                     functools.partial(_merge_link, link_filter=link_filter))
+    links | "Link table" >> WriteLinkTable(args.output, args.num_link_shards)
+
+    if args.pages == "fetch":
+        fetched = (
+            links
+            | "Key by fetch shard" >> beam.Map(lambda link, n=args.fetch_shards: (fetch_shard_of(link, n), link))
+            | "Group by fetch shard" >> beam.GroupByKey()
+            | "Fetch safely" >> beam.ParDo(_FetchShardFn(fetch_config, args.output)).with_outputs("examples", main="pages")
+        )
+        examples.append(fetched.examples)
+        linked_pages = fetched.pages
+        errors = [subs.errors]
+    else:
+        read = pipeline | "Crawl files" >> beam.Create(crawl_files) | "Read WARC" >> ReadCrawlFiles("faithful")
+        linked_pages = (
+            {"links": links | "Key links" >> beam.Map(lambda link: (link.key, link)),
+             "pages": read.pages | "Key pages" >> beam.Map(lambda p: (url_key(p.url), p))}
+            | "Join on URL key" >> beam.CoGroupByKey()
+            | "Newest capture per link" >> beam.FlatMap(_join_links_and_pages)
+        )
+        errors = [subs.errors, read.errors]
+
+    docs = linked_pages | "Extract text" >> beam.ParDo(_ExtractFn(args.extract_timeout, args.pages))
+    clean_options = {"min_words": args.min_words, "min_english_probability": args.min_english_probability}
+    docs = run_step(docs, "Clean", CLEAN, functools.partial(_clean_rule, options=clean_options))
+    docs = (
+        docs
+        | "Key by text hash" >> beam.Map(lambda d: (_text_hash(d), d))
+        | "Group exact copies" >> beam.GroupByKey()
+        | "Keep first copy" >> beam.MapTuple(lambda key, copies: _keep_first_copy((key, copies)))
+    )
+    by_id = docs | "Key by doc id" >> beam.Map(lambda d: (doc_id(d), d))
+    losers = by_id | "Ids and texts" >> beam.MapTuple(lambda i, d: (i, d.text)) | "Near duplicates" >> NearDuplicates(
+        args.near_dup_threshold, args.shingle_words, args.num_perm)
+    docs = (
+        {"docs": by_id, "losers": losers | "Key losers" >> beam.Map(lambda i: (i, True))}
+        | "Join losers" >> beam.CoGroupByKey()
+        | "Drop near duplicates" >> beam.FlatMapTuple(_drop_losers)
+    )
+    if args.span_dedup:
+        as_pages = docs | "As pages" >> beam.Map(lambda d: c4.C4Page(url=d.url, text=d.text, timestamp=d.timestamp))
+        deduped = as_pages | "Span dedup" >> DedupeText("spans", c4.MIN_NUM_SENTENCES)
+        examples.append(deduped.examples)
+        docs = (
+            {"docs": docs | "Docs by url" >> beam.Map(lambda d: (d.url, d)),
+             "pages": deduped.pages | "Pages by url" >> beam.Map(lambda p: (p.url, p))}
+            | "Join span-deduped text" >> beam.CoGroupByKey()
+            | "Take span-deduped text" >> beam.FlatMapTuple(_with_span_deduped_text)
+        )
+    for fmt in args.format:
+        docs | f"Write {fmt}" >> WriteShards(args.output, fmt=fmt, name="webtext", split="train", num_shards=args.num_shards)
+    tuple(errors) | "Merge errors" >> beam.Flatten() | "Write errors" >> WriteErrors(args.output)
+    tuple(examples) | "Merge examples" >> beam.Flatten() | "Examples to stats" >> WriteExamples(args.output)
+
+
+def _text_hash(doc: Document) -> str:
+    from corpus.webtext import text_hash
+
+    return text_hash(doc.text)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from corpus.reddit import DEFAULT_DOMAIN_BLOCKLIST_PATH, DEFAULT_EXTENSION_BLOCKLIST_PATH, SCORE_MODES, WEBTEXT_MIN_SCORE
+    from corpus.webtext import MIN_ENGLISH_PROBABILITY, MIN_WORDS
+
+    p = parser.add_argument_group("links")
+    p.add_argument("--submissions", nargs="+", required=True, help="Pushshift submission dumps (.zst, .bz2, .xz, .gz, NDJSON), globs or folders")
+    p.add_argument("--min_score", type=int, default=WEBTEXT_MIN_SCORE, help="karma a link needs (default 3, the paper's)")
+    p.add_argument("--score_mode", choices=SCORE_MODES, default="max", help="karma of a URL: max or sum over its submissions")
+    p.add_argument("--since", default=None, help="first submission date, YYYY-MM-DD (UTC)")
+    p.add_argument("--until", default=None, help="last submission date, inclusive (2017-12-31: the paper's preliminary release)")
+    p.add_argument("--keep_over_18", action="store_true", help="keep links posted as over_18 (dropped by default)")
+    p.add_argument("--subreddit_blocklist", default=None, help="file, one subreddit a line")
+    p.add_argument("--domain_blocklist", default=str(DEFAULT_DOMAIN_BLOCKLIST_PATH), help="file, one domain a line (default: bundled media/file hosts)")
+    p.add_argument("--extension_blocklist", default=str(DEFAULT_EXTENSION_BLOCKLIST_PATH), help="file, one extension a line (default: bundled)")
+    p.add_argument("--num_link_shards", type=int, default=1, help="Parquet files of the link table")
+
+    p = parser.add_argument_group("pages")
+    p.add_argument("--pages", choices=PAGE_SOURCES, default="fetch", help="fetch: live, safely, into WARC; crawl: join against Common Crawl WARC files")
+    p.add_argument("--crawl", nargs="+", default=None, help="crawl mode: Common Crawl crawl id(s) (their warc.paths.gz)")
+    p.add_argument("--warc", nargs="+", default=None, help="crawl mode: WARC files, globs, folders or manifests")
+    p.add_argument("--base_url", default=COMMON_CRAWL_BASE_URL, help="Common Crawl's host or a mirror, for --crawl and manifests")
+    p.add_argument("--max_files", type=int, default=None, help="crawl mode: only the first N WARC files")
+    p.add_argument("--fetch_shards", type=int, default=16, help="fetch mode: shards (by host) fetched in parallel, each resumable")
+    p.add_argument("--allow-hosts", "--allow_hosts", dest="allow_hosts", nargs="+", default=(), help="host:port that may be private/loopback (tests only)")
+    p.add_argument("--max_bytes", type=int, default=10 << 20, help="fetch: body cap in bytes (default 10 MiB)")
+    p.add_argument("--deadline", type=float, default=30.0, help="fetch: wall-clock seconds per page, redirects included")
+    p.add_argument("--per_host_delay", type=float, default=1.0, help="fetch: seconds between requests to one host")
+    p.add_argument("--ignore_robots", action="store_true", help="fetch: do not read robots.txt (only for your own servers)")
+
+    p = parser.add_argument_group("text and dedup")
+    p.add_argument("--extract_timeout", type=float, default=10.0, help="seconds allowed per page for extraction")
+    p.add_argument("--min_words", type=int, default=MIN_WORDS, help=f"drop pages with fewer words (default {MIN_WORDS})")
+    p.add_argument("--min_english_probability", type=float, default=MIN_ENGLISH_PROBABILITY, help="langdetect probability of en to keep a page")
+    p.add_argument("--near_dup_threshold", type=float, default=minhash.DEFAULT_THRESHOLD, help="Jaccard of word 5-gram sets above which pages are near duplicates")
+    p.add_argument("--shingle_words", type=int, default=minhash.DEFAULT_NGRAM, help="words per shingle (default 5)")
+    p.add_argument("--num_perm", type=int, default=minhash.DEFAULT_NUM_PERM, help="MinHash permutations (default 96 = 16 bands x 6 rows)")
+    p.add_argument("--span_dedup", action="store_true", help="also run C4's 3-sentence span dedup (T5 paper wording)")
+
+    p = parser.add_argument_group("output")
+    p.add_argument("--output", required=True, help="output folder")
+    p.add_argument("--format", nargs="+", choices=FORMATS, default=["parquet", "jsonl"], help="shard formats (default parquet jsonl: both keep the metadata)")
+    p.add_argument("--num_shards", type=int, default=1, help="document shards")
+
+
+def link_filter_from(args: argparse.Namespace):
+    from corpus.reddit import LinkFilter
+
+    try:
+        return LinkFilter.from_files(
+            domain_blocklist=args.domain_blocklist, extension_blocklist=args.extension_blocklist,
+            subreddit_blocklist=args.subreddit_blocklist, min_score=args.min_score, score_mode=args.score_mode,
+            since=args.since, until=args.until, drop_over_18=not args.keep_over_18,
+        )
+    except (OSError, ValueError) as exc:
+        raise InputError(f"link filter: {exc}") from exc
+
+
+def fetch_config_from(args: argparse.Namespace):
+    from corpus.fetch import FetchConfig
+
+    return FetchConfig(max_bytes=args.max_bytes, deadline_s=args.deadline, per_host_delay_s=args.per_host_delay,
+                       allow_hosts=frozenset(args.allow_hosts), respect_robots=not args.ignore_robots)
+
+
+def run(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(prog="corpusforge webtext", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    args, beam_args = parser.parse_known_args(argv)
+    from corpus.sentences import require_punkt
+
+    if args.span_dedup:
+        try:
+            require_punkt()
+        except Exception as exc:
+            raise InputError(str(exc)) from exc
+    dumps = _expand_dumps(args.submissions)
+    crawl_files: list[str] = []
+    if args.pages == "crawl":
+        specs = list(args.warc or [])
+        try:
+            specs += [c4.crawl_manifest_url(crawl, "warc", args.base_url) for crawl in args.crawl or []]
+        except ValueError as exc:
+            raise InputError(str(exc)) from exc
+        if not specs:
+            raise InputError("--pages crawl needs --warc files or --crawl ids")
+        crawl_files = expand_inputs(specs, base=args.base_url, max_files=args.max_files)
+    link_filter = link_filter_from(args)
+    fetch_config = fetch_config_from(args) if args.pages == "fetch" else None
+    os.makedirs(args.output, exist_ok=True)
+    log.info("WebText from %d dump(s), pages by %s, into %s", len(dumps), args.pages, args.output)
+    pipeline = beam.Pipeline(options=PipelineOptions(stage_setup_file(beam_args)))
+    build(pipeline, dumps, crawl_files, args, link_filter, fetch_config)
+    result = pipeline.run()
+    result.wait_until_finish()
+    stats = {"pages": args.pages, "dumps": len(dumps), "crawl_files": len(crawl_files), "counters": counters_of(result),
+             "examples": collect_examples(args.output)}
+    write_json(os.path.join(args.output, "stats.json"), stats)
+    return stats
+
+
+def _expand_dumps(specs: list[str]) -> list[str]:
+    import glob
+
+    files: list[str] = []
+    for spec in specs:
+        if os.path.isdir(spec):
+            files += sorted(os.path.join(spec, n) for n in os.listdir(spec) if n.startswith("RS_"))
+        elif any(ch in spec for ch in "*?["):
+            files += sorted(glob.glob(spec))
+        else:
+            files.append(spec)
+    missing = [f for f in files if "://" not in f and not os.path.exists(f)]
+    if not files or missing:
+        raise InputError(f"no submission dump found for {missing or specs}")
+    return files
+
+
+def format_summary(stats: dict) -> str:
+    title = f"WebText, {stats['dumps']} dump(s), pages by {stats['pages']}"
+    return format_counter_table(title, stats["counters"], SUMMARY_STAGES)
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+    print(format_summary(run()))
