@@ -6,7 +6,10 @@
    the Beam DirectRunner (errors output and stats.json included);
 4. build C4 (``en``, the reference's line dedup) from the WET manifest with Beam:
    ``c4-train``/``c4-validation`` JSON and Parquet shards, stats.json, the summary table;
-5. corpus statistics of the C4 shards and a document-length histogram (PNG).
+5. build WebText from the sample's Pushshift dump (.zst) joined against the sample WARC
+   files (the offline, reproducible way): link table, WARC text through newspaper3k +
+   trafilatura, cleaning, exact and MinHash near-duplicate dedup, shards with metadata;
+6. corpus statistics of the C4 shards and a document-length histogram (PNG).
 """
 
 from __future__ import annotations
@@ -28,14 +31,16 @@ def run_demo(out: str, seed: int = 0, pages: int = 300) -> dict:
     from pipelines.c4 import format_summary
     from pipelines.c4 import run as run_c4
     from pipelines.read import run as run_read
+    from pipelines.webtext import format_summary as format_webtext_summary
+    from pipelines.webtext import run as run_webtext
     from pipelines.read import write_json
 
     os.makedirs(out, exist_ok=True)
     crawl_dir = os.path.join(out, "sample-crawl")
-    log.info("1/5 generating the sample crawl (seed %d, %d pages) in %s", seed, pages, crawl_dir)
+    log.info("1/6 generating the sample crawl (seed %d, %d pages) in %s", seed, pages, crawl_dir)
     crawl = write_sample_crawl(crawl_dir, seed=seed, pages=pages)
 
-    log.info("2/5 inspecting %d crawl files", len(crawl.wet_paths) + len(crawl.warc_paths))
+    log.info("2/6 inspecting %d crawl files", len(crawl.wet_paths) + len(crawl.warc_paths))
     inspection = {}
     for path in tqdm(crawl.wet_paths + crawl.warc_paths, desc="inspect", unit="file"):
         summary = inspect_archive(path).to_dict()
@@ -43,20 +48,27 @@ def run_demo(out: str, seed: int = 0, pages: int = 300) -> dict:
     write_json(os.path.join(out, "inspect.json"), inspection)
 
     docs_dir = os.path.join(out, "documents")
-    log.info("3/5 reading the WET manifest into shards with Beam (DirectRunner) in %s", docs_dir)
+    log.info("3/6 reading the WET manifest into shards with Beam (DirectRunner) in %s", docs_dir)
     read_stats = run_read(
         ["--input", crawl.manifest_path, "--base_url", crawl_dir, "--output", docs_dir,
          "--format", "c4json", "parquet", "--num_shards", "2", "--name", "sample"]
     )
 
     c4_dir = os.path.join(out, "c4")
-    log.info("4/5 building C4 en from the WET manifest with Beam (DirectRunner) in %s", c4_dir)
+    log.info("4/6 building C4 en from the WET manifest with Beam (DirectRunner) in %s", c4_dir)
     c4_stats = run_c4(
         ["--input", crawl.manifest_path, "--base_url", crawl_dir, "--output", c4_dir, "--badwords", crawl.badwords_path,
          "--format", "c4json", "parquet", "--num_shards", "2"]
     )
 
-    log.info("5/5 corpus statistics of the C4 shards")
+    webtext_dir = os.path.join(out, "webtext")
+    log.info("5/6 building WebText: Reddit links joined against the sample WARC files, in %s", webtext_dir)
+    webtext_stats = run_webtext(
+        ["--submissions", crawl.submissions_zst_path, "--pages", "crawl", "--warc", *crawl.warc_paths,
+         "--output", webtext_dir, "--format", "parquet", "jsonl"]
+    )
+
+    log.info("6/6 corpus statistics of the C4 shards")
     shards = find_shards(os.path.join(c4_dir, "c4-*.json.gz"))
     stats = compute_stats(read_documents(shards))
     png = os.path.join(out, "document-lengths.png")
@@ -65,6 +77,8 @@ def run_demo(out: str, seed: int = 0, pages: int = 300) -> dict:
 
     counters = read_stats["counters"].get("read-archive", {})
     print(format_summary(c4_stats))
+    print()
+    print(format_webtext_summary(webtext_stats))
     print()
     print(format_stats(stats))
     print()
@@ -75,6 +89,7 @@ def run_demo(out: str, seed: int = 0, pages: int = 300) -> dict:
     print(f"  read counters      {json.dumps(counters)}")
     print(f"  C4 en corpus       {c4_dir} ({', '.join(sorted(os.path.basename(s) for s in find_shards(c4_dir)))})")
     print(f"  C4 counters        {os.path.join(c4_dir, 'stats.json')}")
+    print(f"  WebText corpus     {webtext_dir} (links/, {', '.join(sorted(os.path.basename(s) for s in find_shards(webtext_dir)))}, stats.json)")
     print(f"  corpus statistics  {os.path.join(out, 'corpus-stats.json')}")
     print(f"  length histogram   {png}")
-    return {"crawl": crawl, "read": read_stats, "c4": c4_stats, "stats": stats.to_dict(), "png": png}
+    return {"crawl": crawl, "read": read_stats, "c4": c4_stats, "webtext": webtext_stats, "stats": stats.to_dict(), "png": png}

@@ -34,6 +34,12 @@ def test_demo_builds_every_output(tmp_path, capsys):
     assert json.loads((tmp_path / "corpus-stats.json").read_text())["documents"] == len(c4_docs)
     assert json.loads((tmp_path / "c4" / "stats.json").read_text())["counters"]["clean-page"]["passed"] > 0
     assert "demo outputs" in out and "length histogram" in out and "line-filtered:no_endmark" in out
+    webtext = result["webtext"]["counters"]
+    webtext_docs = list(read_documents(str(tmp_path / "webtext" / "webtext-train.*.parquet")))
+    assert webtext["webtext-crawl-join"]["matched"] > 0 and len(webtext_docs) > 0
+    assert all(d.meta["score_max"] and int(d.meta["score_max"]) >= 3 for d in webtext_docs)
+    assert not any("wikipedia.org" in d.url for d in webtext_docs)
+    assert (tmp_path / "webtext" / "links" / "links-00000-of-00001.parquet").exists() and "webtext-karma" in out
 
 
 def test_sample_crawl_reads_cleanly_with_languages_and_pages(sample_crawl):

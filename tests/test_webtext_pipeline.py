@@ -1,0 +1,197 @@
+"""The WebText Beam pipeline on the DirectRunner: the Common Crawl join (offline) and the
+live fetch against a real HTTP server on 127.0.0.1, dedup, metadata, resume."""
+
+from __future__ import annotations
+
+import http.server
+import io
+import json
+import threading
+from pathlib import Path
+
+import pytest
+from warcio.statusandheaders import StatusAndHeaders
+from warcio.warcwriter import WARCWriter
+
+from corpus.reddit import LinkFilter, select_links
+from corpus.shards import find_shards, read_documents
+from dedup import minhash
+from dedup.urls import url_key
+from pipelines import webtext as webtext_pipeline
+
+
+def paragraphs(real_data: Path, count: int) -> list[str]:
+    """Long English paragraphs of WikiText-2 (real text, used here as ordinary articles)."""
+    text = (real_data / "lm_benchmarks" / "wikitext2_raw" / "wiki.test.raw").read_text(encoding="utf-8")
+    found = [p.strip() for p in text.splitlines() if len(p.split()) > 120 and not p.strip().startswith("=")]
+    return found[:count]
+
+
+def article(title: str, body: list[str]) -> str:
+    paras = "".join(f"<p>{p}</p>" for p in body)
+    return f"<html><head><title>{title}</title></head><body><nav>Home | News | About</nav><article><h1>{title}</h1>{paras}</article><footer>Contact us</footer></body></html>"
+
+
+def submission(id_: str, url: str, score: int, created: int = 1_500_000_000, subreddit: str = "news") -> str:
+    return json.dumps({"id": id_, "url": url, "score": score, "created_utc": created, "subreddit": subreddit, "over_18": False,
+                       "is_self": False, "domain": url.split("/")[2], "title": f"Post {id_}", "permalink": f"/r/{subreddit}/{id_}"})
+
+
+@pytest.fixture(scope="module")
+def site(real_data):
+    """Pages with an exact copy, a near copy, a Wikipedia page and an ordinary page."""
+    p = paragraphs(real_data, 8)
+    near = [p[0].replace(p[0].split(". ")[0], "An entirely different opening sentence replaces the first one here", 1), p[1]]
+    return {
+        "/story-a": article("Story A", [p[0], p[1]]),
+        "/copy-of-a": article("Story A", [p[0], p[1]]),
+        "/near-a": article("Story A, revised", near),
+        "/story-d": article("Story D", [p[2], p[3]]),
+        "/story-e": article("Story E", [p[4], p[5]]),
+        "/story-low": article("Story F", [p[6], p[7]]),
+    }
+
+
+def dump_lines(base: str, wiki_url: str) -> list[str]:
+    return [
+        submission("a1", f"{base}/story-a", 10, subreddit="news"),
+        submission("a2", f"{base}/story-a/?utm_source=reddit", 5, subreddit="worldnews"),  # the same link
+        submission("b1", f"{base}/copy-of-a", 7),
+        submission("c1", f"{base}/near-a", 9),
+        submission("d1", f"{base}/story-d", 4),
+        submission("e1", wiki_url, 50),
+        submission("f1", f"{base}/story-low", 1),  # under 3 karma
+        submission("s1", "https://www.reddit.com/r/news/comments/s1/", 99),
+        "{not json",
+    ]
+
+
+def write_warc(path: Path, pages: dict[str, str], timestamp: str = "2019-04-20T10:00:00Z") -> None:
+    with open(path, "wb") as raw:
+        writer = WARCWriter(raw, gzip=True)
+        for url, html in pages.items():
+            body = html.encode("utf-8")
+            http = StatusAndHeaders("200 OK", [("Content-Type", "text/html; charset=utf-8"), ("Content-Length", str(len(body)))], protocol="HTTP/1.1")
+            record = writer.create_warc_record(url, "response", payload=io.BytesIO(body), http_headers=http,
+                                               warc_headers_dict={"WARC-Date": timestamp})
+            writer.write_record(record)
+
+
+def output_docs(out: Path):
+    return sorted(read_documents(find_shards(str(out / "webtext-train.*.parquet"))), key=lambda d: d.url)
+
+
+def expected_survivors(urls: list[str]) -> set[str]:
+    """Of each duplicate pair the smaller keep_key of its link's URL key survives."""
+    return {min(urls, key=lambda u: minhash.keep_key(url_key(u)))}
+
+
+def test_common_crawl_join_builds_deduplicated_webtext(real_data, site, tmp_path):
+    base, wiki = "http://news.example.com", "https://en.m.wikipedia.org/wiki/Story_E"
+    pages = {f"{base}{path}": html for path, html in site.items() if path != "/story-e"}
+    pages[wiki] = site["/story-e"]
+    pages["http://unlinked.example.org/other"] = site["/story-d"]  # captured, never submitted
+    write_warc(tmp_path / "crawl-00000.warc.gz", pages)
+    lines = dump_lines(base, wiki)
+    dump = tmp_path / "RS_2017-06.ndjson"
+    dump.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    out = tmp_path / "out"
+    stats = webtext_pipeline.run(["--submissions", str(dump), "--pages", "crawl", "--warc", str(tmp_path / "crawl-00000.warc.gz"),
+                                  "--output", str(out), "--format", "parquet", "jsonl"])
+    counters = stats["counters"]
+    kept_links, link_counts = select_links(lines, LinkFilter())
+    # The Beam link stage counts exactly what the in-memory reference of corpus/reddit.py counts.
+    assert counters["webtext-links"]["passed"] == link_counts["kept_submissions"] == 7
+    assert counters["webtext-links"]["malformed_json"] == 1 and counters["webtext-links"]["reddit_internal"] == 1
+    assert counters["webtext-karma"] == {"passed": len(kept_links), "low_score": 1}
+    assert counters["webtext-crawl-join"]["matched"] == 5
+    assert counters["webtext-clean"]["wikipedia"] == 1
+    assert counters["webtext-exact-dedup"]["filtered"] == 1
+    assert counters["webtext-near-dedup"]["filtered"] == 1 and counters["webtext-near-dedup"]["verified_pairs"] >= 1
+
+    docs = output_docs(out)
+    first = expected_survivors([f"{base}/story-a", f"{base}/copy-of-a"]).pop()
+    survivor = expected_survivors([first, f"{base}/near-a"]).pop()
+    assert [d.url for d in docs] == sorted([survivor, f"{base}/story-d"])
+    story = next(d for d in docs if d.url == survivor)
+    if survivor == f"{base}/story-a":  # the merged link keeps both submissions' metadata
+        assert story.meta["subreddits"] == "news,worldnews" and story.meta["score_max"] == "10" and story.meta["score_sum"] == "15"
+    assert story.meta["extractor"] in ("trafilatura", "newspaper") and story.meta["crawled_at"] == "2019-04-20T10:00:00Z"
+    assert "Home | News" not in story.text and len(story.text.split()) > 150
+    from corpus.reddit import read_link_table
+
+    table = read_link_table(str(out / "links" / "links-00000-of-00001.parquet"))
+    assert [link.key for link in table] == [link.key for link in kept_links]
+    written = json.loads((out / "stats.json").read_text())
+    assert written["examples"]["webtext-karma"]["low_score"]
+
+
+class _Site(http.server.BaseHTTPRequestHandler):
+    pages: dict[str, str] = {}
+    hits: list[str] = []
+
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        type(self).hits.append(self.path)
+        if self.path == "/robots.txt":
+            body, status, ctype = b"User-agent: *\nDisallow: /private\n", 200, "text/plain"
+        elif self.path in self.pages:
+            body, status, ctype = self.pages[self.path].encode("utf-8"), 200, "text/html; charset=utf-8"
+        else:
+            body, status, ctype = b"not here", 404, "text/plain"
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture()
+def server(site):
+    _Site.pages = dict(site, **{"/private/story": site["/story-d"]})
+    _Site.hits = []
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Site)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield httpd
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_live_fetch_writes_warc_and_log_dedups_and_resumes(server, tmp_path):
+    port = server.server_address[1]
+    base = f"http://127.0.0.1:{port}"
+    lines = [line for line in dump_lines(base, "https://en.wikipedia.org/wiki/Story_E") if '"e1"' not in line] + [
+        submission("p1", f"{base}/private/story", 30),  # robots.txt disallows it
+        submission("m1", "http://169.254.169.254/latest/meta-data/", 30),  # cloud metadata: refused
+        submission("x1", f"{base}/missing", 30),  # 404
+    ]
+    dump = tmp_path / "RS_2017-06.ndjson"
+    dump.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / "out"
+    argv = ["--submissions", str(dump), "--pages", "fetch", "--allow-hosts", f"127.0.0.1:{port}", "--per_host_delay", "0",
+            "--fetch_shards", "2", "--output", str(out), "--format", "parquet"]
+    stats = webtext_pipeline.run(argv)
+    fetch = stats["counters"]["webtext-fetch"]
+    # story-a (two submissions, one link), copy-of-a, near-a, story-d; story-low has 1 karma.
+    assert fetch == {"ok": 4, "robots_disallowed": 1, "refused_address": 1, "http_error": 1}
+    assert "/story-low" not in _Site.hits and "/private/story" not in _Site.hits
+    assert _Site.hits.count("/robots.txt") == 1
+    docs = output_docs(out)
+    first = expected_survivors([f"{base}/story-a", f"{base}/copy-of-a"]).pop()
+    assert [d.url for d in docs] == sorted(expected_survivors([first, f"{base}/near-a"]) | {f"{base}/story-d"})
+    assert all(d.meta["fetched_at"].endswith("Z") and d.meta["subreddits"] for d in docs)
+    warcs = sorted((out / "fetch").glob("shard-*/*.warc.gz"))
+    logs = sorted((out / "fetch").glob("shard-*/fetch-log-*.jsonl"))
+    assert warcs and logs
+    logged = [json.loads(line) for path in logs for line in path.read_text().splitlines()]
+    assert {row["outcome"] for row in logged} >= {"ok", "robots_disallowed", "refused_address", "http_error"}
+
+    hits_before = len(_Site.hits)
+    again = webtext_pipeline.run(argv)  # resume: nothing is fetched twice
+    assert len(_Site.hits) == hits_before
+    assert again["counters"]["webtext-fetch"] == stats["counters"]["webtext-fetch"]
+    assert [(d.url, d.text) for d in output_docs(out)] == [(d.url, d.text) for d in docs]
