@@ -87,8 +87,13 @@ _READY = "ready"
 
 # Characters libxml2 cannot take: a lone surrogate stops its parser mid-page (the rest of
 # the page is lost), and C0 controls other than tab/LF/CR are not allowed in XML text.
-_SURROGATES = re.compile("[\ud800-\udfff]")
+SURROGATES = re.compile("[\ud800-\udfff]")
 _CONTROL_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+def sanitize_markup(html: str) -> str:
+    """HTML that libxml2 parses to the end: lone surrogates as U+FFFD, C0 controls dropped."""
+    return _CONTROL_CHARS.sub("", SURROGATES.sub("\ufffd", html))
 
 
 def extract_main_text(html: str, url: str | None = None) -> str:
@@ -98,7 +103,7 @@ def extract_main_text(html: str, url: str | None = None) -> str:
     """
     if not html or html.isspace():
         return ""
-    html = _CONTROL_CHARS.sub("", _SURROGATES.sub("\ufffd", html))
+    html = sanitize_markup(html)
     text = trafilatura.extract(
         html,
         url=url,

@@ -1,0 +1,564 @@
+"""WebText's text stage: the two extractors and their combination on real gold pages, the
+crawl wrapper, and each cleaning rule on real and real-looking pages."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import pickle
+import time
+from collections import Counter
+
+import newspaper
+import pytest
+
+from corpus import webtext
+from corpus.extract import CRASHED, EMPTY, EXTRACTED, TIMED_OUT, MainTextExtractor, extract_main_text
+from corpus.records import Document, HtmlPage
+from corpus.warc import decode_html, read_archive
+from corpus.webtext import (
+    CLEAN_REASONS,
+    EXTRACTORS,
+    MIN_WORDS,
+    NEWSPAPER,
+    STUB_MAX_WORDS,
+    TRAFILATURA,
+    ExtractedText,
+    clean_webtext,
+    english_problem,
+    extract_combined,
+    extract_newspaper,
+    extract_text,
+    extract_webtext_from_page,
+    extractor_of,
+    is_wikipedia,
+    normalize_lines,
+    strip_nul,
+    stub_problem,
+    text_hash,
+    webtext_extractor,
+)
+
+GOLD = "html_gold/trafilatura_eval_en"
+RESILIPARSE = "warc/resiliparse/warcfile.warc.gz"
+NEWSLETTER_URL = "https://www.axios.com/newsletters/axios-future-7120a6cf-cf67-4e01-9f15-f73f114e8d27.html"
+SHORT_TIMEOUT_S = 0.5
+
+
+# -- real pages -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def gold_pages(real_data):
+    folder = real_data / GOLD
+    index = json.loads((folder / "evaldata-en-subset.json").read_text(encoding="utf-8"))
+    pages = []
+    for url, entry in index.items():
+        html, _charset = decode_html(gzip.decompress((folder / "eval" / f"{entry['file']}.gz").read_bytes()), "")
+        pages.append((url, html, entry["with"], entry["without"]))
+    assert len(pages) == 86
+    return pages
+
+
+@pytest.fixture(scope="module")
+def gold_texts(gold_pages):
+    """Each extractor's text of every gold page."""
+    combined = [extract_combined(html, url) for url, html, _, _ in gold_pages]
+    return {
+        "trafilatura": [extract_main_text(html, url) for url, html, _, _ in gold_pages],
+        "newspaper": [extract_newspaper(html, url) for url, html, _, _ in gold_pages],
+        "combined": [text for text, _ in combined],
+        "combined_names": [name for _, name in combined],
+    }
+
+
+@pytest.fixture(scope="module")
+def resiliparse_pages(real_data):
+    pages = [p for p in read_archive(str(real_data / RESILIPARSE)) if isinstance(p, HtmlPage)]
+    assert len(pages) == 16
+    return pages
+
+
+def gold_score(pages, texts) -> tuple[int, int]:
+    """(must-contain snippets found, must-not-contain snippets avoided)."""
+    found = sum(s in text for (_, _, must, _), text in zip(pages, texts) for s in must)
+    avoided = sum(s not in text for (_, _, _, must_not), text in zip(pages, texts) for s in must_not)
+    return found, avoided
+
+
+def test_gold_scores_the_combination_is_at_least_the_better_extractor(gold_pages, gold_texts):
+    n_must = sum(len(must) for _, _, must, _ in gold_pages)
+    n_must_not = sum(len(must_not) for _, _, _, must_not in gold_pages)
+    assert (n_must, n_must_not) == (261, 252)
+    scores = {name: gold_score(gold_pages, gold_texts[name]) for name in ("trafilatura", "newspaper", "combined")}
+    overall = {name: (found + avoided) / (n_must + n_must_not) for name, (found, avoided) in scores.items()}
+    # measured (trafilatura 2.3.1, newspaper3k 0.2.8), found / avoided / overall:
+    #   trafilatura 240 (0.920) / 234 (0.929) / 0.9240
+    #   newspaper   194 (0.743) / 241 (0.956) / 0.8480
+    #   combined    242 (0.927) / 234 (0.929) / 0.9279
+    assert overall["combined"] >= max(overall["trafilatura"], overall["newspaper"])
+    assert scores["combined"][0] >= scores["trafilatura"][0]  # finds at least what trafilatura finds
+    assert scores["combined"][1] >= scores["trafilatura"][1]  # and lets no more boilerplate in
+    floors = {"trafilatura": (0.90, 0.90), "newspaper": (0.70, 0.93), "combined": (0.91, 0.91)}
+    for name, (found_floor, avoided_floor) in floors.items():
+        found, avoided = scores[name]
+        assert found / n_must >= found_floor, name
+        assert avoided / n_must_not >= avoided_floor, name
+    assert overall["combined"] >= 0.92
+    assert all(gold_texts["combined"]), "every gold page has text"
+
+
+def test_gold_newspaper_is_asked_only_to_rescue_short_extractions(gold_pages, gold_texts):
+    names = gold_texts["combined_names"]
+    assert set(names) <= set(EXTRACTORS)
+    assert Counter(names) == {TRAFILATURA: 85, NEWSPAPER: 1}
+    for (url, html, must, _), text, name in zip(gold_pages, gold_texts["combined"], names):
+        if name == NEWSPAPER:
+            assert text == extract_newspaper(html, url)
+        else:
+            assert text == extract_text(html, url)
+        if url == NEWSLETTER_URL:
+            # trafilatura's fast pass kept only the newsletter's greeting; newspaper found the stories
+            assert name == NEWSPAPER
+            assert "1 big thing: AI surveillance goes to school" in text
+            assert sum(snippet in text for snippet in must) == 2
+
+
+def test_extract_newspaper_is_newspapers_article_text(gold_pages, gold_texts):
+    """The lean path gives exactly Article.parse's text (lines stripped, blanks dropped)."""
+    config = newspaper.Config()
+    config.fetch_images = False
+    config.memoize_articles = False
+    for (url, html, _, _), text in zip(gold_pages, gold_texts["newspaper"]):
+        article = newspaper.Article(url, config=config)
+        article.download(input_html=html)
+        article.parse()
+        assert text == "\n".join(line.strip() for line in article.text.split("\n") if line.strip()), url
+
+
+def test_extraction_is_deterministic_in_any_order(gold_pages, gold_texts):
+    again = [extract_combined(html, url) for url, html, _, _ in reversed(gold_pages)][::-1]
+    assert [t for t, _ in again] == gold_texts["combined"]
+    assert [n for _, n in again] == gold_texts["combined_names"]
+
+
+# -- the combination rule on small pages -------------------------------------------------------
+
+SENTENCE = "The farmers in the valley planted barley early this year because the spring rains came in March."
+
+
+def article_page(paragraphs: int) -> str:
+    body = "".join(f"<p>Paragraph {i}. {SENTENCE} {SENTENCE}</p>" for i in range(paragraphs))
+    head = "<!DOCTYPE html><html lang='en'><head><title>Valley</title></head>"
+    return f"{head}<body><article>{body}</article></body></html>"
+
+
+def test_long_trafilatura_text_is_kept_without_asking_newspaper(monkeypatch):
+    asked = []
+    monkeypatch.setattr(webtext, "_newspaper_text", lambda tree: asked.append(tree) or "")
+    text, name = extract_combined(article_page(10), "http://valley.example/a")
+    assert name == TRAFILATURA and len(text) >= webtext.SECOND_OPINION_BELOW_CHARS
+    assert text.split("\n")[0] == f"Paragraph 0. {SENTENCE} {SENTENCE}"
+    assert asked == []
+
+
+def test_short_trafilatura_text_asks_newspaper_and_keeps_the_first_answer_when_not_twice_as_long(monkeypatch):
+    asked = []
+    real = webtext._newspaper_text
+    monkeypatch.setattr(webtext, "_newspaper_text", lambda tree: asked.append(1) or real(tree))
+    text, name = extract_combined(article_page(2), "http://valley.example/a")
+    assert asked == [1]
+    assert name == TRAFILATURA and SENTENCE in text
+
+
+def test_a_failing_second_opinion_leaves_trafilaturas_text(monkeypatch):
+    def broken(tree):
+        raise RuntimeError("newspaper broke")
+
+    monkeypatch.setattr(webtext, "_newspaper_text", broken)
+    text, name = extract_combined(article_page(2), None)
+    assert name == TRAFILATURA and SENTENCE in text
+
+
+@pytest.mark.parametrize("html", ["", "  \n", "\x00\x01", "<html></html>", "plain words, no markup"])
+def test_pages_without_text(html):
+    assert extract_combined(html, None) == ("", TRAFILATURA)
+    assert extract_newspaper(html, None) == ""
+
+
+def test_newspaper_on_a_page_declaring_a_language_it_has_no_stopwords_for():
+    page = article_page(3).replace("lang='en'", "lang='utf-8'")  # read by newspaper as "ut"
+    assert SENTENCE in extract_newspaper(page, None)
+
+
+# -- in a crawl: MainTextExtractor with the combined function --------------------------------
+
+
+def raise_on_marker(html: str, url: str | None) -> str:
+    """``extract_text`` that fails on pages holding BOOM (module level: the child unpickles it)."""
+    if "BOOM" in html:
+        raise RuntimeError("boom on purpose")
+    return extract_text(html, url)
+
+
+def stall_on_marker(html: str, url: str | None) -> str:
+    """``extract_text`` that hangs on pages holding STALL, as a pathological page does."""
+    if "STALL" in html:
+        time.sleep(60)
+    return extract_text(html, url)
+
+
+def test_extracted_text_is_a_str_that_keeps_its_extractor_through_pickle():
+    text = ExtractedText("some text", NEWSPAPER)
+    copy = pickle.loads(pickle.dumps(text))
+    assert isinstance(copy, str) and copy == "some text" and extractor_of(copy) == NEWSPAPER
+    assert extractor_of("a plain str") == TRAFILATURA
+    assert extractor_of(extract_text(article_page(10), None)) == TRAFILATURA
+
+
+def test_main_text_extractor_runs_the_combination_and_the_name_comes_back(gold_pages, gold_texts):
+    picked = [i for i, name in enumerate(gold_texts["combined_names"]) if name == NEWSPAPER] + [0, 1, 2]
+    with webtext_extractor() as extractor:
+        for i in picked:
+            url, html, _, _ = gold_pages[i]
+            result = extractor.extract(html, url)
+            assert result.outcome == EXTRACTED
+            assert result.text == gold_texts["combined"][i]
+            assert extractor_of(result.text) == gold_texts["combined_names"][i]
+
+
+def test_crashes_and_timeouts_are_still_counted_with_the_combined_function():
+    outcomes = Counter()
+    with MainTextExtractor(extract_fn=raise_on_marker) as extractor:
+        for html in (article_page(10), article_page(10).replace("Valley", "BOOM"), "", article_page(10)):
+            result = extractor.extract(html, None)
+            outcomes[result.outcome] += 1
+            if result.outcome == CRASHED:
+                assert "boom on purpose" in result.detail
+            if result.outcome == EXTRACTED:
+                assert extractor_of(result.text) == TRAFILATURA
+    assert outcomes == {EXTRACTED: 2, CRASHED: 1, EMPTY: 1}
+    with MainTextExtractor(SHORT_TIMEOUT_S, extract_fn=stall_on_marker) as extractor:
+        stalled = extractor.extract(article_page(10).replace("Valley", "STALL"), None)
+        after = extractor.extract(article_page(10), None)
+    assert stalled.outcome == TIMED_OUT and stalled.text == ""
+    assert after.outcome == EXTRACTED and extractor_of(after.text) == TRAFILATURA
+
+
+def test_warc_pages_become_documents_that_say_which_extractor(resiliparse_pages):
+    with webtext_extractor() as extractor:
+        results = [extract_webtext_from_page(page, extractor) for page in resiliparse_pages]
+    assert [r.outcome for _, r in results] == [EXTRACTED] * 16
+    for page, (doc, result) in zip(resiliparse_pages, results):
+        assert isinstance(doc, Document) and type(doc.text) is str and doc.text == result.text
+        assert (doc.url, doc.timestamp) == (page.url, page.timestamp)
+        assert doc.meta == {
+            "source": page.source,
+            "offset": str(page.offset),
+            "record_id": page.record_id,
+            "extractor": extractor_of(result.text),
+        }
+        assert doc.meta["extractor"] in EXTRACTORS
+
+
+# -- Wikipedia ---------------------------------------------------------------------------------
+
+WIKIPEDIA_HOSTS = [
+    ("https://en.wikipedia.org/wiki/Barley", True),
+    ("https://de.wikipedia.org/wiki/Gerste", True),
+    ("https://zh-yue.wikipedia.org/wiki/%E5%A4%A7%E9%BA%A5", True),
+    ("https://simple.wikipedia.org/wiki/Barley", True),
+    ("https://en.m.wikipedia.org/wiki/Barley", True),
+    ("http://EN.M.WIKIPEDIA.ORG:80/wiki/Barley", True),
+    ("https://www.wikipedia.org/", True),
+    ("https://wikipedia.org/wiki/Barley", True),
+    ("https://en.wikipedia.org./wiki/Barley", True),
+    ("en.wikipedia.org/wiki/Barley", True),
+    ("https://user@fr.wikipedia.org/wiki/Orge", True),
+    ("http://www.wikipedia.com/wiki/Barley", True),
+    ("https://en-m-wikipedia-org.translate.goog/wiki/Barley?_x_tr_sl=en", True),
+    ("https://www.wikiwand.com/en/Barley", True),
+    ("https://wiki2.org/en/Barley", True),
+    ("https://en.wiktionary.org/wiki/barley", False),
+    ("https://en.wikibooks.org/wiki/Cookbook:Barley", False),
+    ("https://commons.wikimedia.org/wiki/File:Barley.jpg", False),
+    ("https://www.wikidata.org/wiki/Q11577", False),
+    ("https://notwikipedia.org/wiki/Barley", False),
+    ("https://wikipedia.org.example.com/wiki/Barley", False),
+    ("https://example.com/wiki/en.wikipedia.org", False),
+    ("https://barley.fandom.com/wiki/Barley", False),
+    ("http://[::1", False),
+    ("", False),
+]
+
+
+@pytest.mark.parametrize("url, removed", WIKIPEDIA_HOSTS)
+def test_wikipedia_hosts(url, removed):
+    assert is_wikipedia(url) == ("wikipedia" if removed else None)
+
+
+def test_wikipedia_is_removed_before_anything_else():
+    text = " ".join([SENTENCE] * 20)
+    assert clean_webtext(text, "https://en.wikipedia.org/wiki/Barley") == (None, "wikipedia")
+    assert clean_webtext(text, "https://valley.example/barley") == (text, None)
+
+
+def test_the_whirlwind_wikipedia_page_is_removed(real_data):
+    (page,) = [p for p in read_archive(str(real_data / "warc/whirlwind/whirlwind.warc.gz")) if isinstance(p, HtmlPage)]
+    text, _ = extract_combined(page.html, page.url)
+    assert text and clean_webtext(text, page.url) == (None, "wikipedia")
+
+
+# -- stubs ---------------------------------------------------------------------------------------
+
+
+def page(title: str, body: str) -> str:
+    return (
+        f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{title}</title></head>"
+        f"<body>{body}</body></html>"
+    )
+
+
+COOKIE_WALL = page("Before you continue", """
+<div class="consent"><h1>We value your privacy</h1>
+<p>We and our 842 partners store and/or access information on a device, such as unique IDs in cookies,
+to process personal data. You may accept or manage your choices by clicking below, including your right
+to object where legitimate interest is used, or at any time in the privacy policy page.</p>
+<p>These choices will be signalled to our partners and will not affect browsing data. We use cookies to
+personalise content and ads, to provide social media features and to analyse our traffic.</p>
+<ul><li>Use precise geolocation data</li><li>Actively scan device characteristics for identification</li>
+<li>Personalised advertising and content, advertising and content measurement, audience research</li></ul>
+<button>Accept all cookies</button> <button>Manage preferences</button></div>""")
+
+CLOUDFLARE_CHECK = page("Just a moment...", """
+<div class="main-wrapper"><h1>www.valley-news.example</h1>
+<h2>Checking if the site connection is secure</h2>
+<p>www.valley-news.example needs to review the security of your connection before proceeding.</p>
+<noscript><p>Enable JavaScript and cookies to continue</p></noscript>
+<div class="footer">Ray ID: 7f1a2b3c4d5e6f70 &middot; Performance &amp; security by Cloudflare</div></div>""")
+
+CAPTCHA = page("Are you a robot?", """
+<main><h1>Are you a robot?</h1><p>Our systems have detected unusual traffic from your computer network.
+Please confirm that you are a human and not a robot by clicking the box below.</p>
+<p>Why did this happen? Please make sure your browser supports JavaScript and cookies and that you are
+not blocking them from loading.</p><p>Reference ID: 4a1e-88b0-12cd</p></main>""")
+
+PAYWALL = page("City council approves new budget", """
+<article><h1>City council approves new budget after long debate</h1>
+<p>The city council approved a 4.2 billion dollar budget on Tuesday night after a debate that ran for more
+than six hours, with members split over police funding and the repair of aging bridges.</p>
+<p>The vote was seven to four. Supporters said the plan keeps property taxes flat for a third straight
+year while adding money for parks.</p>
+<div class="paywall"><h2>This article is available to subscribers only.</h2><p>Subscribe now to continue
+reading and get unlimited digital access to award-winning local journalism. Already a subscriber?
+Log in.</p></div></article>""")
+
+NOT_FOUND = page("Page not found", """
+<nav><a href="/">Home</a> <a href="/news">News</a> <a href="/sport">Sport</a></nav>
+<main><h1>404 - Page not found</h1><p>Sorry, we couldn't find the page you were looking for. It may have
+been moved or deleted, or the address may have been typed incorrectly.</p>
+<p>Try searching our site or return to the home page to see the latest stories.</p></main>""")
+
+LOGIN_WALL = page("Sign in", """
+<main><h1>Members area</h1><p>You must be logged in to view this discussion. Please sign in with your
+account or create a free account to join the community and read the full thread.</p>
+<form><label>Email</label><input name="email"><label>Password</label><input type="password"></form></main>""")
+
+COOKIE_ARTICLE = page("The slow end of the third-party cookie", """<article>
+<h1>The slow end of the third-party cookie</h1>
+<p>Browsers have stored small text files called cookies since the middle of the 1990s. They were meant to
+remember what a shopper had put in a basket, but advertisers soon learned to set them from embedded
+pages and follow people from one site to the next.</p>
+<p>Regulators in Europe answered with consent rules, which is why so many sites now ask readers to accept
+cookies before they can read anything at all. Critics say the banners trained people to click whatever
+button makes the box go away, which is the opposite of informed consent.</p>
+<p>Apple and Mozilla began blocking third-party cookies by default years ago. Google said it would follow
+in Chrome, then delayed the change several times while it tested replacements that group people by
+interest inside the browser instead of tracking them across sites.</p>
+<p>Publishers are split. Large news organisations with logged-in readers expect to lose little, because
+they know who their subscribers are. Small sites that live on programmatic advertising fear that the
+price of their ad space will fall when buyers can no longer recognise a returning visitor.</p>
+<p>Advertising companies have spent the waiting time building identity systems based on e-mail addresses
+and on contextual targeting, which places ads next to articles about a topic rather than in front of a
+person with a profile. Privacy researchers warn that some of these systems rebuild the old tracking
+under a new name, and that fingerprinting, which needs no stored file at all, is harder to see and to
+block than a cookie ever was.</p>
+<p>For readers the change may be hard to notice. The consent banners will not go away, since the law
+that requires them covers every kind of storage on a device, and sites will still use first-party
+cookies to keep people signed in and to remember their settings.</p></article>""")
+
+COOKIE_RECIPE = page("Brown butter chocolate chip cookies", """<article>
+<h1>Brown butter chocolate chip cookies</h1>
+<p>These cookies start with butter cooked until it smells of toasted nuts. Let it cool for ten minutes,
+then whisk in brown sugar, one egg and a spoon of vanilla until the mixture turns glossy.</p>
+<p>Fold in flour, baking soda and a good pinch of salt, then the chopped chocolate. Chill the dough for
+an hour so the cookies keep their shape in the oven.</p>
+<p>Bake small balls of dough at 180 degrees for eleven minutes, until the edges are golden and the
+middles still look soft. They firm up on the tray as they cool.</p></article>""")
+
+STUBS = [
+    (COOKIE_WALL, "stub:cookie_wall"),
+    (CLOUDFLARE_CHECK, "stub:robot_check"),
+    (CAPTCHA, "stub:robot_check"),
+    (PAYWALL, "stub:paywall"),
+    (NOT_FOUND, "stub:not_found"),
+    (LOGIN_WALL, "stub:login_wall"),
+]
+
+
+@pytest.mark.parametrize("html, reason", STUBS, ids=[reason for _, reason in STUBS])
+def test_stub_pages_are_dropped_after_extraction(html, reason):
+    text, _ = extract_combined(html, "https://www.valley-news.example/story")
+    assert text, "the extractors keep the stub's text: the cleaning rule has to catch it"
+    assert clean_webtext(text, "https://www.valley-news.example/story") == (None, reason)
+
+
+def test_real_articles_that_mention_cookies_are_kept():
+    for html in (COOKIE_ARTICLE, COOKIE_RECIPE):
+        text, _ = extract_combined(html, "https://www.valley-news.example/story")
+        cleaned, reason = clean_webtext(text, "https://www.valley-news.example/story")
+        assert reason is None and cleaned == text
+    article, _ = extract_combined(COOKIE_ARTICLE, None)
+    assert "accept cookies" in article  # a stub phrase, but in a long article
+    assert len(article.split()) >= STUB_MAX_WORDS
+
+
+def test_a_stub_phrase_only_makes_a_stub_of_a_short_text():
+    banner = "This site uses cookies. By continuing to browse you agree to our use of cookies."
+    assert stub_problem(banner) == "stub:cookie_wall"
+    article = " ".join([SENTENCE] * 20) + "\n" + banner
+    assert len(article.split()) >= STUB_MAX_WORDS
+    assert stub_problem(article) is None
+    assert stub_problem(article, max_words=10_000) == "stub:cookie_wall"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The cookie jar was empty again, and nobody would admit to eating the last one.",
+        "Page 404 of the ledger shows the grain sold in March.",
+        "She proclaim not a robot would ever replace her.",  # 'im not a robot' inside a word
+        "The council found the page of minutes it was looking for.",
+    ],
+)
+def test_topic_words_are_not_stub_phrases(text):
+    assert stub_problem(text) is None
+
+
+def test_no_gold_page_is_a_stub(gold_texts):
+    assert [stub_problem(text) for text in gold_texts["combined"]] == [None] * 86
+
+
+# -- language --------------------------------------------------------------------------------------
+
+RESILIPARSE_VERDICTS = {
+    "http://003338.cn/l41/481397.html": "not_english",
+    "http://01spb.ru/company/": "not_english",
+    "http://035.psb556.com/24/i/u_1090813/article.html": "not_english",
+    "http://037426.cn/": None,  # a Chinese host, an English page (a chemicals company)
+    "http://041696.com/15477/list_6_4.html": "not_english",
+    "http://044545.com/topic/20200207/015849.html": "not_english",
+    "http://0513mt.com/index.php/art/detail/id/8884.html": "not_english",
+    "http://05925.net/index.php/vod/type/id/53.html": "not_english",
+    "http://06.live-radsport.ch/fahrerstatistik_801/Anthony_Ravard.html": "not_english",  # de 0.86, en 0.14
+    "http://06.live-radsport.ch/tippspiel/stats_140_petzi.html": "not_english",
+    "http://0615235.com/02mjqjo%7Bibotij2.btq?odmbtt=106&tdmbtt=121": "not_english",
+    "http://0755krk.com/76104/list_4_1.html": "not_english",
+    "http://0760.jxtdw.com/area/sanxiang/": "not_english",
+    "http://077678u.info/erxiaoshujinguang/list_6_2.html": "not_english",
+    "http://0900-hovenier.nl/gelderland/oosterbeek/": "not_english",
+    "http://096355.com/video/11073.html?11073-0-2": "not_english",
+}
+
+
+@pytest.fixture(scope="module")
+def resiliparse_texts(resiliparse_pages):
+    return {page.url: extract_combined(page.html, page.url)[0] for page in resiliparse_pages}
+
+
+def test_real_non_english_pages_are_dropped(resiliparse_texts):
+    verdicts = {url: clean_webtext(text, url)[1] for url, text in resiliparse_texts.items()}
+    assert verdicts == RESILIPARSE_VERDICTS
+
+
+def test_the_english_threshold_is_configurable(resiliparse_texts):
+    mixed = resiliparse_texts["http://06.live-radsport.ch/fahrerstatistik_801/Anthony_Ravard.html"]
+    assert english_problem(mixed) == "not_english"
+    assert english_problem(mixed, min_probability=0.1) is None
+    english = resiliparse_texts["http://037426.cn/"]
+    assert english_problem(english) is None and english_problem(english, min_probability=0.99) is None
+
+
+@pytest.mark.parametrize("text", ["12345 67890 !!! ???", "---", "2024-05-18 12:00"])
+def test_text_without_letters_is_a_langdetect_exception(text):
+    assert english_problem(text) == "langdetect_exception"
+    assert clean_webtext(text, "https://valley.example/")[1] == "langdetect_exception"
+
+
+def test_gold_pages_after_cleaning(gold_pages, gold_texts):
+    reasons = {url: clean_webtext(text, url)[1] for (url, *_), text in zip(gold_pages, gold_texts["combined"])}
+    assert Counter(reasons.values()) == {None: 84, "not_english": 1, "too_short": 1}
+    assert reasons["https://prof-pc.de/"] == "not_english"  # a German page in the English gold set
+
+
+# -- length, NULs, whitespace --------------------------------------------------------------------
+
+
+def test_minimum_length_in_words():
+    words = (SENTENCE + " ") * 10
+    words = words.split()
+    assert len(words) > MIN_WORDS
+    short = " ".join(words[: MIN_WORDS - 1])
+    enough = " ".join(words[:MIN_WORDS])
+    assert clean_webtext(short, "https://valley.example/") == (None, "too_short")
+    assert clean_webtext(enough, "https://valley.example/") == (enough, None)
+
+
+def test_nul_bytes_are_stripped():
+    assert strip_nul("bar\x00ley\x00") == "barley"
+    text = f"\x00{SENTENCE}\x00\n" * 6
+    cleaned, reason = clean_webtext(text, "https://valley.example/")
+    assert reason is None and "\x00" not in cleaned
+    assert cleaned == "\n".join([SENTENCE] * 6)
+    html = article_page(10).replace("Paragraph 3.", "Para\x00graph 3.")
+    extracted, _ = extract_combined(html, None)
+    assert "\x00" not in extracted and "Paragraph 3." in extracted
+
+
+def test_whitespace_is_normalised_per_line_and_empty_lines_dropped():
+    raw = "  First\tline  here \r\n\n\u00a0\n second \u2009 line\u2028third\x00 line \n\n"
+    assert normalize_lines(raw) == "First line here\nsecond line\nthird line"
+    assert normalize_lines("\ud800 lone") == "\ufffd lone"
+    assert clean_webtext(" \x00 \n\t\n", "https://valley.example/") == (None, "empty")
+    assert clean_webtext("", "https://valley.example/") == (None, "empty")
+
+
+def test_reasons_are_the_documented_ones(gold_texts, resiliparse_texts):
+    seen = {clean_webtext(text, "https://valley.example/")[1] for text in resiliparse_texts.values()}
+    seen |= {reason for _, reason in STUBS}
+    assert seen - {None} <= set(CLEAN_REASONS)
+    assert CLEAN_REASONS[0] == "wikipedia"
+
+
+# -- exact-dedup key -----------------------------------------------------------------------------
+
+
+def test_text_hash_is_md5_of_the_normalised_text():
+    assert text_hash("Hello, World!") == hashlib.md5(b"hello world").hexdigest()
+    key = text_hash("The farmers planted barley.\nIt rained in March!")
+    for variant in (
+        "the farmers planted barley it rained in march",
+        "THE FARMERS   PLANTED BARLEY\n\n\nIt rained in March",
+        "The farmers planted barley. It rained in March.",
+        "\u201cThe farmers planted barley.\u201d\tIt rained in March\u2026",
+        "The ｆａｒｍｅｒｓ planted barley.\u00a0It rained in March!",
+    ):
+        assert text_hash(variant) == key, variant
+    for different in (
+        "The farmers planted barley. It rained in April.",
+        "The farmers planted barley. It rained in March 2.",
+        "The farmers planted barley.",
+    ):
+        assert text_hash(different) != key, different
+    assert text_hash("\ud800 lone surrogate") == text_hash("\ud800 LONE surrogate")
