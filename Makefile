@@ -29,6 +29,8 @@ bench: $(STAMP)
 	$(PY) benchmarks/read_warc.py
 	$(PY) benchmarks/c4_throughput.py --beam
 	$(PY) benchmarks/langid_speed.py
+	$(PY) benchmarks/minhash_speed.py
+	$(PY) benchmarks/webtext_fetch.py
 
 clean:
 	rm -rf $(VENV) $(DEMO_OUT) build dist *.egg-info
