@@ -1,9 +1,9 @@
 """The WebText pipeline: Reddit links with >= 3 karma -> pages -> text -> deduplicated shards.
 
-    corpusforge webtext --submissions 'RS_2017-*.zst' --output webtext/ --until 2017-12-31 \
-        --pages fetch                         # fetch every link live, safely, into WARC files
-    corpusforge webtext --submissions RS_2019-04.zst --output webtext-cc/ \
-        --pages crawl --crawl CC-MAIN-2019-18 # or join the links against Common Crawl WARC files
+    corpusforge webtext --submissions 'RS_2017-*.zst' --output webtext/ --until 2017-12-31
+        --pages fetch                          (fetch every link live, safely, into WARC files)
+    corpusforge webtext --submissions RS_2019-04.zst --output webtext-cc/
+        --pages crawl --crawl CC-MAIN-2019-18  (or join the links against Common Crawl WARC files)
 
 The steps (GPT-2 paper, section 2.1; spec ``webtext.md``), each a pure function in
 ``corpus/`` or ``dedup/``, every count a Beam counter:

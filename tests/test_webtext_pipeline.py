@@ -126,6 +126,12 @@ def test_common_crawl_join_builds_deduplicated_webtext(real_data, site, tmp_path
     written = json.loads((out / "stats.json").read_text())
     assert written["examples"]["webtext-karma"]["low_score"]
 
+    # --span_dedup adds C4's 3-sentence span dedup after the MinHash stage.
+    spans = webtext_pipeline.run(["--submissions", str(dump), "--pages", "crawl", "--warc", str(tmp_path / "crawl-00000.warc.gz"),
+                                  "--output", str(tmp_path / "spans"), "--format", "parquet", "--span_dedup"])
+    assert spans["counters"]["dedupe-spans"]["passed"] == 2
+    assert [d.url for d in output_docs(tmp_path / "spans")] == [d.url for d in docs]
+
 
 class _Site(http.server.BaseHTTPRequestHandler):
     pages: dict[str, str] = {}
