@@ -322,8 +322,12 @@ class MainTextExtractor:
         return Extraction(text, outcome, detail)
 
 
-def extract_text_from_page(page: "HtmlPage", extractor: MainTextExtractor) -> tuple["Document | None", Extraction]:
-    """A WARC page as a ``Document`` of its main text, or None when nothing was extracted."""
+def extract_text_from_page(page: "HtmlPage", extractor: MainTextExtractor, name_of=None) -> tuple["Document | None", Extraction]:
+    """A WARC page as a ``Document`` of its main text, or None when nothing was extracted.
+
+    ``meta["extractor"]`` is ``name_of(text)`` when given (for extract functions that
+    choose between extractors), else trafilatura's name.
+    """
     from corpus.records import Document
 
     result = extractor.extract(page.html, page.url)
@@ -333,6 +337,6 @@ def extract_text_from_page(page: "HtmlPage", extractor: MainTextExtractor) -> tu
         "source": page.source,
         "offset": str(page.offset),
         "record_id": page.record_id,
-        "extractor": EXTRACTOR_NAME,
+        "extractor": name_of(result.text) if name_of else EXTRACTOR_NAME,
     }
-    return Document(text=result.text, url=page.url, timestamp=page.timestamp, meta=meta), result
+    return Document(text=str(result.text), url=page.url, timestamp=page.timestamp, meta=meta), result

@@ -127,6 +127,7 @@ from corpus.extract import (
     EXTRACTED,
     EXTRACTION_TIMEOUT_S,
     EXTRACTOR_NAME,
+    extract_text_from_page,
     sanitize_markup,
     Extraction,
     MainTextExtractor,
@@ -282,18 +283,7 @@ def webtext_extractor(timeout_s: float = EXTRACTION_TIMEOUT_S) -> MainTextExtrac
 
 def extract_webtext_from_page(page: "HtmlPage", extractor: MainTextExtractor) -> tuple["Document | None", Extraction]:
     """A WARC page as a ``Document`` of its WebText text (``meta["extractor"]`` says whose), or None."""
-    from corpus.records import Document
-
-    result = extractor.extract(page.html, page.url)
-    if result.outcome != EXTRACTED:
-        return None, result
-    meta = {
-        "source": page.source,
-        "offset": str(page.offset),
-        "record_id": page.record_id,
-        "extractor": extractor_of(result.text),
-    }
-    return Document(text=str(result.text), url=page.url, timestamp=page.timestamp, meta=meta), result
+    return extract_text_from_page(page, extractor, name_of=extractor_of)
 
 
 # --- cleaning --------------------------------------------------------------------------------

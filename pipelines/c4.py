@@ -38,7 +38,7 @@ from dedup.urls import url_digest
 from pipelines.options import stage_setup_file
 from pipelines.read import counters_of, write_json
 from pipelines.sources import READ_NAMESPACE, WriteErrors, WriteShards
-from pipelines.steps import ReasonExamples, WriteExamples, collect_examples, flush_counts, format_counter_table, step
+from pipelines.steps import ReasonExamples, Steps, collect_examples, flush_counts, format_counter_table, step
 
 log = logging.getLogger(__name__)
 
@@ -276,12 +276,7 @@ def _to_split(page):
 def build(pipeline: beam.Pipeline, files: list[str], args: argparse.Namespace, resources: dict) -> dict:
     """Wire the chain; returns the PCollections of examples and errors for the caller."""
     variant = c4.VARIANTS[args.variant]
-    examples = []
-
-    def run_step(pcoll, label, namespaces, rule):
-        out = pcoll | step(label, namespaces, rule)
-        examples.append(out.examples)
-        return out.pages
+    run_step = Steps()
 
     read = (
         pipeline
@@ -289,7 +284,7 @@ def build(pipeline: beam.Pipeline, files: list[str], args: argparse.Namespace, r
         | "Spread files over workers" >> beam.Reshuffle()
         | "Read pages" >> beam.ParDo(_ReadPagesFn(args.input_kind, args.extract_timeout)).with_outputs("errors", "examples", main="pages")
     )
-    examples.append(read.examples)
+    run_step.add(read.examples)
     pages = run_step(read.pages, "1 Length filter", c4.TOO_LONG_FILTER, _too_long_rule)
     if variant.realnewslike:
         pages = run_step(pages, "2 RealNews domains", c4.REALNEWS_FILTER, functools.partial(_realnews_rule, domains=resources["realnews_domains"]))
@@ -315,7 +310,7 @@ def build(pipeline: beam.Pipeline, files: list[str], args: argparse.Namespace, r
     if variant.dedupe:
         floor = c4.MIN_NUM_SENTENCES if variant.clean else 0
         deduped = pages | f"6 Dedupe {args.dedup}" >> DedupeText(args.dedup, floor)
-        examples.append(deduped.examples)
+        run_step.add(deduped.examples)
         pages = deduped.pages
     pages = run_step(pages, "8 langdetect en", c4.ENGLISH_FILTER, functools.partial(_english_rule, implementation=args.langdetect))
     if variant.badwords:
@@ -326,8 +321,7 @@ def build(pipeline: beam.Pipeline, files: list[str], args: argparse.Namespace, r
         for fmt in args.format:
             splits[split] | f"Write {split} {fmt}" >> WriteShards(args.output, fmt=fmt, name="c4", split=split, num_shards=count)
     read.errors | "Write errors" >> WriteErrors(args.output)
-    merged = tuple(examples) | "Merge examples" >> beam.Flatten()
-    return {"examples": merged | "Examples to stats" >> WriteExamples(args.output)}
+    return {"examples": run_step.write_examples(args.output)}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -90,6 +90,26 @@ def step(label: str, namespaces: str | tuple[str, ...], rule) -> beam.PTransform
     return label >> beam.ParDo(_StepFn(namespaces, rule)).with_outputs("examples", main="pages")
 
 
+class Steps:
+    """Applies rule steps to PCollections and keeps each step's examples output, so a
+    pipeline reads one labelled step per line and hands all examples to WriteExamples."""
+
+    def __init__(self):
+        self.examples = []
+
+    def __call__(self, pcoll, label: str, namespaces, rule):
+        out = pcoll | step(label, namespaces, rule)
+        self.examples.append(out.examples)
+        return out.pages
+
+    def add(self, examples) -> None:
+        self.examples.append(examples)
+
+    def write_examples(self, out_dir: str):
+        merged = tuple(self.examples) | "Merge examples" >> beam.Flatten()
+        return merged | "Examples to stats" >> WriteExamples(out_dir)
+
+
 class WriteExamples(beam.PTransform):
     """Sampled examples (flattened from every step) -> ``<out>/.examples.json`` (5 per reason)."""
 

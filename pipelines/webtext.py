@@ -37,7 +37,7 @@ from dedup.urls import url_key
 from pipelines.options import stage_setup_file
 from pipelines.read import counters_of, write_json
 from pipelines.sources import READ_NAMESPACE, ReadCrawlFiles, WriteErrors, WriteShards
-from pipelines.steps import ReasonExamples, WriteExamples, collect_examples, flush_counts, format_counter_table, step
+from pipelines.steps import ReasonExamples, Steps, collect_examples, flush_counts, format_counter_table
 
 log = logging.getLogger(__name__)
 
@@ -334,12 +334,7 @@ def _with_span_deduped_text(_, groups):
 def build(pipeline: beam.Pipeline, dumps: list[str], crawl_files: list[str], args: argparse.Namespace, link_filter, fetch_config) -> None:
     from pipelines.c4 import DedupeText
 
-    examples = []
-
-    def run_step(pcoll, label, namespace, rule):
-        out = pcoll | step(label, namespace, rule)
-        examples.append(out.examples)
-        return out.pages
+    run_step = Steps()
 
     subs = (
         pipeline
@@ -347,7 +342,7 @@ def build(pipeline: beam.Pipeline, dumps: list[str], crawl_files: list[str], arg
         | "Spread dumps" >> beam.Reshuffle()
         | "Read and filter submissions" >> beam.ParDo(_ReadSubmissionsFn(link_filter)).with_outputs("errors", "examples", main="subs")
     )
-    examples.append(subs.examples)
+    run_step.add(subs.examples)
     links = run_step(subs.subs | "Group by URL key" >> beam.GroupByKey(), "Merge and karma", LINK_KARMA,
                      functools.partial(_merge_link, link_filter=link_filter))
     links | "Link table" >> WriteLinkTable(args.output, args.num_link_shards)
@@ -359,7 +354,7 @@ def build(pipeline: beam.Pipeline, dumps: list[str], crawl_files: list[str], arg
             | "Group by fetch shard" >> beam.GroupByKey()
             | "Fetch safely" >> beam.ParDo(_FetchShardFn(fetch_config, args.output)).with_outputs("examples", main="pages")
         )
-        examples.append(fetched.examples)
+        run_step.add(fetched.examples)
         linked_pages = fetched.pages
         errors = [subs.errors]
     else:
@@ -392,7 +387,7 @@ def build(pipeline: beam.Pipeline, dumps: list[str], crawl_files: list[str], arg
     if args.span_dedup:
         as_pages = docs | "As pages" >> beam.Map(lambda d: c4.C4Page(url=d.url, text=d.text, timestamp=d.timestamp))
         deduped = as_pages | "Span dedup" >> DedupeText("spans", c4.MIN_NUM_SENTENCES)
-        examples.append(deduped.examples)
+        run_step.add(deduped.examples)
         docs = (
             {"docs": docs | "Docs by url" >> beam.Map(lambda d: (d.url, d)),
              "pages": deduped.pages | "Pages by url" >> beam.Map(lambda p: (p.url, p))}
@@ -402,7 +397,7 @@ def build(pipeline: beam.Pipeline, dumps: list[str], crawl_files: list[str], arg
     for fmt in args.format:
         docs | f"Write {fmt}" >> WriteShards(args.output, fmt=fmt, name="webtext", split="train", num_shards=args.num_shards)
     tuple(errors) | "Merge errors" >> beam.Flatten() | "Write errors" >> WriteErrors(args.output)
-    tuple(examples) | "Merge examples" >> beam.Flatten() | "Examples to stats" >> WriteExamples(args.output)
+    run_step.write_examples(args.output)
 
 
 def _text_hash(doc: Document) -> str:
