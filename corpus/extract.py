@@ -91,6 +91,19 @@ SURROGATES = re.compile("[\ud800-\udfff]")
 _CONTROL_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 
+# trafilatura settings (reasons in the module docstring): plain text of the main content only.
+TRAFILATURA_OPTIONS = dict(
+    output_format="txt",
+    include_comments=False,
+    include_tables=False,
+    include_formatting=False,
+    include_links=False,
+    include_images=False,
+    deduplicate=False,
+    with_metadata=False,
+)
+
+
 def sanitize_markup(html: str) -> str:
     """HTML that libxml2 parses to the end: lone surrogates as U+FFFD, C0 controls dropped."""
     return _CONTROL_CHARS.sub("", SURROGATES.sub("\ufffd", html))
@@ -104,18 +117,7 @@ def extract_main_text(html: str, url: str | None = None) -> str:
     if not html or html.isspace():
         return ""
     html = sanitize_markup(html)
-    text = trafilatura.extract(
-        html,
-        url=url,
-        output_format="txt",
-        include_comments=False,
-        include_tables=False,
-        include_formatting=False,
-        include_links=False,
-        include_images=False,
-        deduplicate=False,
-        with_metadata=False,
-    )
+    text = trafilatura.extract(html, url=url, **TRAFILATURA_OPTIONS)
     if not text:
         return ""
     lines = (line.strip() for line in text.split("\n"))

@@ -129,6 +129,7 @@ from corpus.extract import (
     EXTRACTOR_NAME,
     extract_text_from_page,
     sanitize_markup,
+    TRAFILATURA_OPTIONS as BASE_TRAFILATURA_OPTIONS,
     Extraction,
     MainTextExtractor,
 )
@@ -147,18 +148,7 @@ SECOND_OPINION_BELOW_CHARS = 1000
 SECOND_OPINION_MIN_RATIO = 2.0
 # trafilatura settings: those of corpus.extract, plus fast (its readability/jusText fallbacks
 # are replaced by newspaper) and favor_recall (measured: one more must-not-contain avoided)
-TRAFILATURA_OPTIONS = dict(
-    fast=True,
-    favor_recall=True,
-    output_format="txt",
-    include_comments=False,
-    include_tables=False,
-    include_formatting=False,
-    include_links=False,
-    include_images=False,
-    deduplicate=False,
-    with_metadata=False,
-)
+TRAFILATURA_OPTIONS = dict(BASE_TRAFILATURA_OPTIONS, fast=True, favor_recall=True)
 
 
 def _newspaper_config() -> Configuration:
