@@ -142,6 +142,7 @@ class SampleCrawl:
     pages: int
     truth_path: str
     badwords_path: str  # a stand-in for the LDNOOBW list (a few of its entries), so the demo runs offline
+    benchmark_path: str  # a small benchmark (JSONL) whose passages the crawl partly contains, for the audit demo
 
 
 @dataclass(frozen=True)
@@ -1628,6 +1629,26 @@ def json_document(document: Mapping[str, object]) -> str:
     return "{\n" + ",\n".join(members) + "\n}\n"
 
 
+# Page kinds whose text C4 keeps (their passages "leak" into the corpus) and kinds whose
+# whole page C4 drops (their passages stay clean), for the sample benchmark.
+LEAKED_KINDS = ("wikipedia", "article")
+DROPPED_KINDS = ("lorem_ipsum", "curly_brace", "non_english", "too_few_sentences")
+
+
+def sample_benchmark(pages: list[dict], per_group: int = 10) -> str:
+    """A JSONL benchmark of page passages: ``expected`` says whether the sample's C4 build
+    should contain it (``leaked``: a page C4 keeps) or not (``clean``: a page C4 drops)."""
+    rows = []
+    for expected, kinds in (("leaked", LEAKED_KINDS), ("clean", DROPPED_KINDS)):
+        chosen = [p for p in pages if p["main_snippet"] and p["language"] in ("en", "de", "fr", "es")
+                  and any(k in p["kinds"] for k in kinds)
+                  and not ({"exact_duplicate", "near_duplicate", "url_variant", "badword"} & set(p["kinds"]))
+                  and (expected == "clean" or not set(DROPPED_KINDS) & set(p["kinds"]))]
+        wiki_first = sorted(chosen, key=lambda p: ("wikipedia" not in p["kinds"], p["index"]))[:per_group]
+        rows += [{"id": f"{expected}-{p['index']}", "text": p["main_snippet"], "expected": expected, "url": p["url"]} for p in wiki_first]
+    return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+
+
 def gzip_lines(lines: list[str]) -> bytes:
     return gzip.compress("".join(line + "\n" for line in lines).encode("utf-8"), mtime=0)
 
@@ -1664,6 +1685,7 @@ def write_sample_crawl(out_dir: str | os.PathLike, seed: int = 0, pages: int = D
         "submissions": submissions,
     }
     write_atomically(out / "truth.json", json_document(truth).encode("utf-8"))
+    write_atomically(out / "benchmark.jsonl", sample_benchmark(truth["pages"]).encode("utf-8"))
     write_atomically(out / "badwords.txt", "".join(word + "\n" for word in SAMPLE_BADWORDS).encode("utf-8"))
     log.info("sample crawl for seed %d: %d pages (%d in WET files), %d submission lines, in %s",
              seed, len(crawl), sum(map(in_wet, crawl)), len(lines), out)
@@ -1672,6 +1694,7 @@ def write_sample_crawl(out_dir: str | os.PathLike, seed: int = 0, pages: int = D
         manifest_path=str(out / "wet.paths.gz"), warc_manifest_path=str(out / "warc.paths.gz"),
         submissions_path=str(out / "RS_sample.ndjson"), submissions_zst_path=str(out / "RS_sample.zst"),
         pages=len(crawl), truth_path=str(out / "truth.json"), badwords_path=str(out / "badwords.txt"),
+        benchmark_path=str(out / "benchmark.jsonl"),
     )
 
 
