@@ -92,6 +92,20 @@ def cmd_webtext(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_audit(args: argparse.Namespace) -> int:
+    from pipelines.audit import format_audit, run_audit
+
+    print(format_audit(run_audit(args.sub_argv)))
+    return 0
+
+
+def cmd_decontaminate(args: argparse.Namespace) -> int:
+    from pipelines.audit import format_decontaminate, run_decontaminate
+
+    print(format_decontaminate(run_decontaminate(args.sub_argv)))
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from pipelines.demo import run_demo
 
@@ -129,6 +143,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("webtext", help="build WebText from Reddit links (>= 3 karma): safe live fetch or a Common Crawl join", add_help=False)
     p.set_defaults(func=cmd_webtext)
 
+    p = sub.add_parser("audit", help="8-gram overlap of benchmarks with a training corpus: Bloom filter (1e-8) and exact index, reports", add_help=False)
+    p.set_defaults(func=cmd_audit)
+
+    p = sub.add_parser("decontaminate", help="remove benchmark overlaps from training shards (GPT-3 spans, drop or mask)", add_help=False)
+    p.set_defaults(func=cmd_decontaminate)
+
     p = sub.add_parser("demo", help="generate the bundled sample crawl and run every working job on it")
     p.add_argument("--out", default="demo-out", help="output folder (default demo-out)")
     p.add_argument("--seed", type=int, default=0, help="sample crawl seed (default 0)")
@@ -141,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
-    if args.command in ("read", "c4", "webtext"):
+    if args.command in ("read", "c4", "webtext", "audit", "decontaminate"):
         args.sub_argv = rest  # the job owns its options and passes Beam's through
     elif rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")

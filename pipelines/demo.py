@@ -9,7 +9,10 @@
 5. build WebText from the sample's Pushshift dump (.zst) joined against the sample WARC
    files (the offline, reproducible way): link table, WARC text through newspaper3k +
    trafilatura, cleaning, exact and MinHash near-duplicate dedup, shards with metadata;
-6. corpus statistics of the C4 shards and a document-length histogram (PNG).
+6. audit the C4 corpus against the sample's benchmark (passages of pages C4 kept, and of
+   pages it dropped): 8-gram Bloom filter at 1e-8 and the exact index, compared; JSON,
+   Markdown and HTML reports; then decontaminate the corpus against it;
+7. corpus statistics of the C4 shards and a document-length histogram (PNG).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ def run_demo(out: str, seed: int = 0, pages: int = 300) -> dict:
     from corpus.shards import find_shards, read_documents
     from corpus.stats import compute_stats, format_stats, plot_length_histogram
     from corpus.warc import inspect_archive
+    from pipelines.audit import format_audit, format_decontaminate, run_audit, run_decontaminate
     from pipelines.c4 import format_summary
     from pipelines.c4 import run as run_c4
     from pipelines.read import run as run_read
@@ -37,10 +41,10 @@ def run_demo(out: str, seed: int = 0, pages: int = 300) -> dict:
 
     os.makedirs(out, exist_ok=True)
     crawl_dir = os.path.join(out, "sample-crawl")
-    log.info("1/6 generating the sample crawl (seed %d, %d pages) in %s", seed, pages, crawl_dir)
+    log.info("1/7 generating the sample crawl (seed %d, %d pages) in %s", seed, pages, crawl_dir)
     crawl = write_sample_crawl(crawl_dir, seed=seed, pages=pages)
 
-    log.info("2/6 inspecting %d crawl files", len(crawl.wet_paths) + len(crawl.warc_paths))
+    log.info("2/7 inspecting %d crawl files", len(crawl.wet_paths) + len(crawl.warc_paths))
     inspection = {}
     for path in tqdm(crawl.wet_paths + crawl.warc_paths, desc="inspect", unit="file"):
         summary = inspect_archive(path).to_dict()
@@ -48,27 +52,35 @@ def run_demo(out: str, seed: int = 0, pages: int = 300) -> dict:
     write_json(os.path.join(out, "inspect.json"), inspection)
 
     docs_dir = os.path.join(out, "documents")
-    log.info("3/6 reading the WET manifest into shards with Beam (DirectRunner) in %s", docs_dir)
+    log.info("3/7 reading the WET manifest into shards with Beam (DirectRunner) in %s", docs_dir)
     read_stats = run_read(
         ["--input", crawl.manifest_path, "--base_url", crawl_dir, "--output", docs_dir,
          "--format", "c4json", "parquet", "--num_shards", "2", "--name", "sample"]
     )
 
     c4_dir = os.path.join(out, "c4")
-    log.info("4/6 building C4 en from the WET manifest with Beam (DirectRunner) in %s", c4_dir)
+    log.info("4/7 building C4 en from the WET manifest with Beam (DirectRunner) in %s", c4_dir)
     c4_stats = run_c4(
         ["--input", crawl.manifest_path, "--base_url", crawl_dir, "--output", c4_dir, "--badwords", crawl.badwords_path,
          "--format", "c4json", "parquet", "--num_shards", "2"]
     )
 
     webtext_dir = os.path.join(out, "webtext")
-    log.info("5/6 building WebText: Reddit links joined against the sample WARC files, in %s", webtext_dir)
+    log.info("5/7 building WebText: Reddit links joined against the sample WARC files, in %s", webtext_dir)
     webtext_stats = run_webtext(
         ["--submissions", crawl.submissions_zst_path, "--pages", "crawl", "--warc", *crawl.warc_paths,
          "--output", webtext_dir, "--format", "parquet", "jsonl"]
     )
 
-    log.info("6/6 corpus statistics of the C4 shards")
+    audit_dir = os.path.join(out, "audit")
+    log.info("6/7 auditing the C4 corpus against the sample benchmark, in %s", audit_dir)
+    benchmark = f"jsonl:{crawl.benchmark_path}:text"
+    audit_result = run_audit(["--corpus", c4_dir, "--benchmark", benchmark, "--output", audit_dir,
+                              "--corpus_name", "C4 (sample crawl)", "--fp_queries", "1000000"])
+    decontaminated = run_decontaminate(["--corpus", c4_dir, "--benchmark", benchmark, "--output", os.path.join(out, "c4-decontaminated"),
+                                        "--mode", "spans"])
+
+    log.info("7/7 corpus statistics of the C4 shards")
     shards = find_shards(os.path.join(c4_dir, "c4-*.json.gz"))
     stats = compute_stats(read_documents(shards))
     png = os.path.join(out, "document-lengths.png")
@@ -80,6 +92,9 @@ def run_demo(out: str, seed: int = 0, pages: int = 300) -> dict:
     print()
     print(format_webtext_summary(webtext_stats))
     print()
+    print(format_audit(audit_result))
+    print(format_decontaminate(decontaminated))
+    print()
     print(format_stats(stats))
     print()
     print("demo outputs")
@@ -90,6 +105,8 @@ def run_demo(out: str, seed: int = 0, pages: int = 300) -> dict:
     print(f"  C4 en corpus       {c4_dir} ({', '.join(sorted(os.path.basename(s) for s in find_shards(c4_dir)))})")
     print(f"  C4 counters        {os.path.join(c4_dir, 'stats.json')}")
     print(f"  WebText corpus     {webtext_dir} (links/, {', '.join(sorted(os.path.basename(s) for s in find_shards(webtext_dir)))}, stats.json)")
+    print(f"  overlap audit      {audit_dir} (report.html, report.md, report.json, bloom/)")
+    print(f"  decontaminated C4  {os.path.join(out, 'c4-decontaminated')} (removed.jsonl, stats.json)")
     print(f"  corpus statistics  {os.path.join(out, 'corpus-stats.json')}")
     print(f"  length histogram   {png}")
-    return {"crawl": crawl, "read": read_stats, "c4": c4_stats, "webtext": webtext_stats, "stats": stats.to_dict(), "png": png}
+    return {"crawl": crawl, "read": read_stats, "c4": c4_stats, "webtext": webtext_stats, "audit": audit_result, "decontaminated": decontaminated, "stats": stats.to_dict(), "png": png}

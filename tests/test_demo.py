@@ -40,6 +40,12 @@ def test_demo_builds_every_output(tmp_path, capsys):
     assert all(d.meta["score_max"] and int(d.meta["score_max"]) >= 3 for d in webtext_docs)
     assert not any("wikipedia.org" in d.url for d in webtext_docs)
     assert (tmp_path / "webtext" / "links" / "links-00000-of-00001.parquet").exists() and "webtext-karma" in out
+    row = result["audit"]["rows"][0]
+    benchmark = [json.loads(line) for line in open(crawl.benchmark_path, encoding="utf-8")]
+    leaked = {b["id"] for b in benchmark if b["expected"] == "leaked"}
+    assert row["dirty_examples"] > 0 and set(row["dirty_ids"]) <= leaked and row["agreement"]["false_negatives"] == 0
+    assert (tmp_path / "audit" / "report.html").exists() and "report.md" in out
+    assert result["decontaminated"]["counters"]["split"] + result["decontaminated"]["counters"].get("no_piece_left", 0) >= 1
 
 
 def test_sample_crawl_reads_cleanly_with_languages_and_pages(sample_crawl):

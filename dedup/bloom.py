@@ -1,0 +1,637 @@
+"""A Bloom filter over 64-bit n-gram hashes, for GPT-2-style train/test overlap audits.
+
+GPT-2 (section 4) kept every 8-gram of WebText in Bloom filters with a false-positive rate
+bounded by 1e-8. Here the keys are already 64-bit hashes (``dedup.ngrams.ngram_hashes``:
+one stable hash per word n-gram), so the filter never sees a string, and every operation
+is a batch over a ``np.ndarray[uint64]``.
+
+Sizing (``optimal_parameters``; Bloom 1970, the textbook optimum):
+``m = -n ln p / (ln 2)^2`` bits and ``k = round(m / n * ln 2)`` probes. At ``p = 1e-8``
+that is 38.34 bits (4.79 bytes) per element and ``k = 27`` (26.58 rounded). ``m`` is then
+rounded UP to a multiple of 64 bits, so the bit array is a whole number of uint64 words
+(and of bytes): at most 63 bits over the optimum.
+
+    n-grams   bits/element   filter
+    1e8       38.34          479 MB
+    1e9       38.34          4.79 GB
+    1e10      38.34          47.9 GB   (WebText: ~8e9 word 8-grams)
+
+Beyond one machine's RAM, partition by hash prefix: ``partition_of(keys, parts)`` gives
+each key's part from the top bits of the key (exactly the top ``log2(parts)`` bits when
+``parts`` is a power of two). Build one filter per part, each with capacity ``n / parts``
+(the same bits per element, so the same FP rate), in parallel (e.g. keyed by part in a
+Beam ``GroupByKey``), and either keep them partitioned (a query goes to the filter of its
+part: ``partition_of`` again) or, when one part is itself built over several shards,
+``merge`` the shard filters of one part by OR. Because probe positions come from a
+seed-mixed copy of the key (below), keys of one part still spread over all of its bits.
+``split_by_part`` groups a key array by part.
+
+Probes (double hashing, Kirsch & Mitzenmacher 2006, "Less hashing, same performance"): from
+ONE 64-bit key, ``h1 = fmix(key ^ s1) mod m`` and ``h2 = (fmix(key ^ s2) mod m) | 1``
+(odd, so never 0; ``m`` is even so ``h2 < m``), where ``fmix`` is the SplitMix64
+finaliser and ``s1, s2`` are derived from ``seed``. Probe ``i < k`` is bit
+``(h1 + i * h2) mod m``, computed exactly in uint64 (``h1 + 26 * h2 < 27 m``, hence the
+limit ``m < 2^58``). Plain double hashing, not the "enhanced" variant: its extra FP rate
+is negligible at the sizes used here (the tests measure it).
+
+Bit layout: bit ``j`` is bit ``j % 8`` (least significant first) of byte ``j // 8``, which
+is also bit ``j % 64`` of little-endian uint64 word ``j // 64``.
+
+Speed (numpy, one core): ``add`` does all ``k`` probes, one probe row at a time over a
+block of keys (``block`` keys, default 2^14, so temporaries are well under 1 MB whatever the
+batch: ``O(block)``, not ``O(k * batch)``); a row is written with one fancy-indexed OR,
+and the few keys whose byte another key of the same row overwrote with a different bit
+are written again until none is left (at most 8 rounds, usually 1-2). ``contains`` checks
+probe 0 for all keys, then probe 1 only for the keys still possibly present, and so on:
+a key that is absent (most n-grams of a test set) costs about 2 probes, not 27.
+
+``count`` is the number of keys passed to ``add`` (duplicates included, so an upper bound
+on the distinct keys; ``merge`` adds the counts). ``estimated_count()`` is the
+bits-set estimate of distinct keys, ``-(m/k) ln(1 - fill)`` (Swamidass & Baldi 2007).
+``estimated_fp_rate()`` is ``fill_ratio() ** k`` — the better evidence at 1e-8;
+``empirical_fp_rate`` queries random never-added keys and reports found / N with a 95%
+upper bound (3/N when none found: 1M queries with none found only show FPR < 3e-6).
+
+File format, version 1 (all little-endian; ``FILE_HEADER``):
+
+    offset  size  field
+    0       8     magic b"CFBLOOM\\0"
+    8       4     format version (uint32) = 1
+    12      4     header size = offset of the bit array (uint32, multiple of 4096)
+    16      8     m, bits (uint64, multiple of 64)
+    24      4     k (uint32)
+    28      4     meta length in bytes (uint32)
+    32      8     seed (uint64)
+    40      8     count (uint64)
+    48      8     capacity (uint64, as requested at construction)
+    56      8     error rate (float64, as requested at construction)
+    64      32    checksum: blake2b (32-byte digest) of the whole header with these 32
+                  bytes zeroed, followed by the bit array
+    96      L     meta: JSON, UTF-8, sorted keys (hash id and normalisation settings)
+    96+L    ...   zero padding up to the header size
+    H       m/8   the bit array
+
+The bit array starts on a 4096-byte boundary, so ``load(mmap=True)`` maps it read-only
+(``np.memmap``): no copy, pages are read on demand, RAM is not doubled. ``verify=True``
+computes the checksum, i.e. reads the whole file once (blake2b runs at roughly 1 GB/s on
+one core: ~5 s per 1e9 n-grams at 1e-8, plus the disk read); ``verify=False`` checks
+magic, version, sizes and meta only. ``save`` writes under a temporary name and renames
+(``corpus.atomic``), so a file under its final name is always complete.
+
+pybloom-live interop (the package users named): its filter hashes each key's UTF-8 text
+with salted hashlib/xxhash digests into ``k`` slices of ``m/k`` bits; ours probes one
+64-bit n-gram hash. A bit of one filter says nothing about where the same n-gram's bits
+are in the other, and neither filter keeps its keys, so bit arrays cannot be converted in
+either direction — only rebuilt from the keys. What is possible: ``from_pybloom_file``
+opens a pybloom-live ``tofile`` file and answers membership by asking pybloom-live itself;
+``to_pybloom`` builds a pybloom-live filter from string keys (optionally writing its
+file). Note pybloom-live's own quirk: a ``str`` key is hashed as its UTF-8 bytes but any
+other key as ``str(key)``, so the bytes ``b"a b"`` is the key ``"b'a b'"``, not ``"a b"``:
+query with the same Python type that was added.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import struct
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from corpus.atomic import atomic_path
+
+MAGIC = b"CFBLOOM\x00"
+FORMAT_VERSION = 1
+FILE_HEADER = struct.Struct("<8sIIQIIQQQd32s")  # fixed part; meta JSON follows
+_CHECKSUM_OFFSET = 64
+_ALIGN = 4096  # bit array starts on a page boundary, for np.memmap
+_MAX_BITS = 1 << 58  # (h1 + (k-1) * h2) must stay below 2**64 with k <= 64
+_MAX_K = 64
+_HASH_CHUNK = 1 << 26  # bytes per blake2b / popcount step over a (memory-mapped) array
+DEFAULT_ERROR_RATE = 1e-8  # GPT-2 section 4: "false positive rate upper-bounded by 1/10^8"
+DEFAULT_BLOCK = 1 << 14
+
+_M64 = (1 << 64) - 1
+_FMIX_C1 = np.uint64(0xBF58476D1CE4E5B9)  # SplitMix64 finaliser (Steele et al. 2014)
+_FMIX_C2 = np.uint64(0x94D049BB133111EB)
+_THREE, _SEVEN = np.uint64(3), np.uint64(7)
+_BIT = np.array([1 << b for b in range(8)], dtype=np.uint8)  # bit b of a byte, as a mask
+
+
+class BloomFileError(ValueError):
+    """A Bloom filter file that is not ours, of another version, truncated or corrupted."""
+
+
+class BloomMismatchError(ValueError):
+    """Two filters that cannot be merged: different m, k, seed or hashing settings."""
+
+
+def optimal_parameters(capacity: int, error_rate: float) -> tuple[int, int]:
+    """(m bits, k probes) minimising memory for ``capacity`` keys at ``error_rate``:
+    ``m = -n ln p / (ln 2)^2`` rounded up to a multiple of 64, ``k = round(m/n ln 2)``
+    (``k`` from the unrounded ``m``, i.e. ``round(-log2 p)``)."""
+    if not capacity >= 1:
+        raise ValueError(f"capacity must be >= 1, got {capacity}")
+    if not 0.0 < error_rate < 1.0:
+        raise ValueError(f"error_rate must be in (0, 1), got {error_rate}")
+    exact_bits = -capacity * math.log(error_rate) / (math.log(2) ** 2)
+    m = max(64, -(-math.ceil(exact_bits) // 64) * 64)
+    k = max(1, round(exact_bits / capacity * math.log(2)))
+    return m, k
+
+
+def _fmix_scalar(x: int) -> int:
+    x &= _M64
+    x ^= x >> 30
+    x = (x * 0xBF58476D1CE4E5B9) & _M64
+    x ^= x >> 27
+    x = (x * 0x94D049BB133111EB) & _M64
+    return x ^ (x >> 31)
+
+
+def _fmix(x: np.ndarray) -> np.ndarray:
+    """SplitMix64 finaliser, vectorised (uint64 arithmetic wraps mod 2**64); overwrites x."""
+    x ^= x >> np.uint64(30)
+    x *= _FMIX_C1
+    x ^= x >> np.uint64(27)
+    x *= _FMIX_C2
+    x ^= x >> np.uint64(31)
+    return x
+
+
+def _as_keys(keys: Any) -> np.ndarray:
+    """A 1-d uint64 array of keys; int64 hashes are reinterpreted bit for bit."""
+    array = np.asarray(keys)
+    if array.dtype == np.uint64:
+        return array.reshape(-1)
+    if array.dtype == np.int64:
+        return array.reshape(-1).view(np.uint64)
+    if array.size == 0:
+        return np.zeros(0, np.uint64)
+    if array.dtype.kind in "iu":
+        if array.dtype.kind == "i" and array.size and array.min() < 0:
+            raise ValueError("negative keys: pass 64-bit hashes as uint64 (or int64, reinterpreted)")
+        return array.reshape(-1).astype(np.uint64)
+    raise TypeError(f"keys must be an integer array of 64-bit hashes, got dtype {array.dtype}")
+
+
+def _popcount(bits: np.ndarray) -> int:
+    total = 0
+    for start in range(0, bits.size, _HASH_CHUNK):
+        chunk = np.asarray(bits[start : start + _HASH_CHUNK])
+        if chunk.size % 8 == 0:
+            chunk = chunk.view(np.uint64)
+        if hasattr(np, "bitwise_count"):
+            total += int(np.bitwise_count(chunk).sum(dtype=np.uint64))
+        else:  # numpy < 2.0
+            total += int(np.unpackbits(chunk.view(np.uint8)).sum(dtype=np.uint64))
+    return total
+
+
+@dataclass(frozen=True)
+class FalsePositiveEstimate:
+    """``found`` of ``queries`` never-added keys were reported present."""
+
+    found: int
+    queries: int
+    rate: float  # found / queries
+    upper_95: float  # one-sided 95% upper bound: 3/N at 0 found, else Wilson score (z = 1.645)
+
+
+def fp_upper_bound(found: int, queries: int) -> float:
+    """One-sided 95% upper bound on a rate after ``found`` hits in ``queries`` trials:
+    the rule of three (``3/N``, from ``-ln 0.05 = 2.996``) when none was found, otherwise
+    the Wilson score bound with ``z = 1.645``."""
+    if queries <= 0:
+        raise ValueError("queries must be > 0")
+    if found == 0:
+        return 3.0 / queries
+    z, n = 1.645, queries
+    p = found / n
+    centre = p + z * z / (2 * n)
+    spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return min(1.0, (centre + spread) / (1 + z * z / n))
+
+
+class BloomFilter:
+    """Bloom filter over uint64 keys; see the module docstring for sizing, probes, format.
+
+    ``meta`` (JSON-serialisable) should hold what decides the keys — the hash scheme id and
+    normalisation settings (``ngram_meta(config)``); it is stored in the file and two
+    filters merge only when their metas are equal.
+    """
+
+    def __init__(
+        self,
+        capacity: int,
+        error_rate: float = DEFAULT_ERROR_RATE,
+        seed: int = 0,
+        meta: dict | None = None,
+        *,
+        block: int = DEFAULT_BLOCK,
+    ) -> None:
+        m, k = optimal_parameters(capacity, error_rate)
+        self._setup(m, k, seed, meta, capacity, error_rate, block)
+        self._bits = np.zeros(m // 8, dtype=np.uint8)
+        self.count = 0
+
+    def _setup(self, m: int, k: int, seed: int, meta: dict | None, capacity: int, error_rate: float, block: int) -> None:
+        if m % 64 or not 64 <= m < _MAX_BITS:
+            raise ValueError(f"m must be a multiple of 64 in [64, 2^58), got {m}")
+        if not 1 <= k <= _MAX_K:
+            raise ValueError(f"k must be in [1, {_MAX_K}], got {k}")
+        if not 0 <= seed <= _M64:
+            raise ValueError(f"seed must be in [0, 2^64), got {seed}")
+        meta = dict(meta or {})
+        json.dumps(meta, sort_keys=True)  # fail now, not at save time
+        self.m, self.k, self.seed, self.meta = int(m), int(k), int(seed), meta
+        self.capacity, self.error_rate, self.block = int(capacity), float(error_rate), int(block)
+        self._m64 = np.uint64(self.m)
+        self._s1 = np.uint64(_fmix_scalar(self.seed ^ 0x9E3779B97F4A7C15))
+        self._s2 = np.uint64(_fmix_scalar(self.seed ^ 0xD1B54A32D192ED03))
+
+    # -- probes ---------------------------------------------------------------------------
+
+    def _h1_h2(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        h1 = _fmix(keys ^ self._s1)
+        h1 %= self._m64
+        h2 = _fmix(keys ^ self._s2)
+        h2 %= self._m64
+        h2 |= np.uint64(1)
+        return h1, h2
+
+    def positions(self, keys: Any) -> np.ndarray:
+        """The k bit positions of each key, shape (len(keys), k) — for inspection and tests."""
+        h1, h2 = self._h1_h2(_as_keys(keys))
+        i = np.arange(self.k, dtype=np.uint64)
+        return (h1[:, None] + i[None, :] * h2[:, None]) % self._m64
+
+    def add(self, keys: Any) -> None:
+        """Add a batch of uint64 keys (int64 reinterpreted); ``count`` grows by len(keys)."""
+        keys = _as_keys(keys)
+        if not self._bits.flags.writeable:
+            raise ValueError("this filter is read-only (memory-mapped by load): add to filter.copy()")
+        bits, m, k = self._bits, self._m64, self.k
+        for start in range(0, keys.size, self.block):
+            h1, h2 = self._h1_h2(keys[start : start + self.block])
+            # All k probe rows of the block at once, without a modulo: row i is row i-1 plus
+            # h2, minus m when that reaches m. Both are < m, so in uint64 ``p - m`` wraps
+            # above 2**63 > m exactly when p < m, and min(p, p - m) is (h1 + i*h2) mod m.
+            pos = np.empty((k, h1.size), dtype=np.uint64)
+            pos[0] = h1
+            for i in range(1, k):
+                row = pos[i]
+                np.add(pos[i - 1], h2, out=row)
+                np.minimum(row, row - m, out=row)
+            pos = pos.reshape(-1)
+            byte = (pos >> _THREE).view(np.int64)  # < 2**55: a valid index as it is
+            mask = _BIT[pos & _SEVEN]
+            del pos
+            # A fancy-indexed OR keeps only the last write to a byte that occurs twice
+            # with different bits: write again those whose bit is still missing.
+            while byte.size:
+                bits[byte] |= mask
+                missing = (bits[byte] & mask) == 0
+                if not missing.any():
+                    break
+                byte, mask = byte[missing], mask[missing]
+        self.count += int(keys.size)
+
+    def contains(self, keys: Any) -> np.ndarray:
+        """Membership of each key (np.ndarray[bool]); never False for an added key."""
+        keys = _as_keys(keys)
+        out = np.zeros(keys.size, dtype=bool)
+        bits, m = self._bits, self._m64
+        for start in range(0, keys.size, self.block):
+            h1, h2 = self._h1_h2(keys[start : start + self.block])
+            alive = np.arange(start, start + h1.size)
+            for i in range(self.k):
+                # h1 holds probe i, (h1 + i*h2) mod m, kept below m by subtracting m (see add).
+                if i:
+                    h1 += h2
+                    np.minimum(h1, h1 - m, out=h1)
+                hit = (bits[(h1 >> _THREE).view(np.int64)] & _BIT[h1 & _SEVEN]) != 0
+                if not hit.all():
+                    alive, h1, h2 = alive[hit], h1[hit], h2[hit]
+                    if not alive.size:
+                        break
+            out[alive] = True
+        return out
+
+    def __contains__(self, key: int) -> bool:
+        return bool(self.contains(np.array([key], dtype=np.uint64))[0])
+
+    # -- statistics -----------------------------------------------------------------------
+
+    @property
+    def bits(self) -> np.ndarray:
+        """The bit array as uint8 bytes (see the layout in the module docstring)."""
+        return self._bits
+
+    @property
+    def nbytes(self) -> int:
+        return self.m // 8
+
+    def bits_per_element(self) -> float:
+        return self.m / self.capacity
+
+    def bits_set(self) -> int:
+        return _popcount(self._bits)
+
+    def fill_ratio(self) -> float:
+        """Fraction of bits set."""
+        return self.bits_set() / self.m
+
+    def estimated_fp_rate(self) -> float:
+        """``fill_ratio() ** k``: the chance that k probes of a never-added key all hit set
+        bits (the probes of one key are distinct positions; treated as independent)."""
+        return self.fill_ratio() ** self.k
+
+    def estimated_count(self) -> float:
+        """Distinct keys estimated from bits set: ``-(m/k) ln(1 - fill)`` (inf when full)."""
+        fill = self.fill_ratio()
+        return math.inf if fill >= 1.0 else -self.m / self.k * math.log1p(-fill)
+
+    def empirical_fp_rate(
+        self,
+        queries: int = 1_000_000,
+        seed: int = 12345,
+        strings_to_keys: Callable[[list[str]], np.ndarray] | None = None,
+        chunk: int = 1 << 20,
+    ) -> FalsePositiveEstimate:
+        """Query ``queries`` random keys that were (almost surely) never added and count hits.
+
+        Keys are uniform 64-bit values from ``np.random.default_rng(seed)`` — one equals an
+        added key with probability ``count * queries / 2^64`` (1e-4 at 1e9 x 1e6), which is
+        ignored. With ``strings_to_keys`` the queries are instead random strings
+        (``"fp-probe <32 hex digits>"``) turned into keys by that function (e.g. the n-gram
+        hasher), which also tests the hash scheme."""
+        if queries <= 0:
+            raise ValueError("queries must be > 0")
+        rng = np.random.default_rng(seed)
+        found, done = 0, 0
+        while done < queries:
+            n = min(chunk, queries - done)
+            if strings_to_keys is None:
+                keys = rng.integers(0, 1 << 64, size=n, dtype=np.uint64, endpoint=False)
+            else:
+                raw = rng.integers(0, 1 << 64, size=(n, 2), dtype=np.uint64)
+                keys = _as_keys(strings_to_keys([f"fp-probe {a:016x}{b:016x}" for a, b in raw.tolist()]))
+            found += int(self.contains(keys).sum())
+            done += n
+        return FalsePositiveEstimate(found, queries, found / queries, fp_upper_bound(found, queries))
+
+    # -- combining ------------------------------------------------------------------------
+
+    def compatible_with(self, other: "BloomFilter") -> str | None:
+        """None when ``other`` can be merged into this filter, else the reason."""
+        if not isinstance(other, BloomFilter):
+            return f"not a BloomFilter: {type(other).__name__}"
+        for name in ("m", "k", "seed"):
+            if getattr(self, name) != getattr(other, name):
+                return f"{name} differs: {getattr(self, name)} != {getattr(other, name)}"
+        if self.meta != other.meta:
+            return f"meta (hash id / normalisation) differs: {self.meta!r} != {other.meta!r}"
+        return None
+
+    def merge(self, other: "BloomFilter") -> "BloomFilter":
+        """OR ``other`` into this filter (in place; returns self). The result equals, bit
+        for bit, one filter built over both key sets. ``count`` becomes the sum."""
+        reason = self.compatible_with(other)
+        if reason is not None:
+            raise BloomMismatchError(f"cannot merge Bloom filters: {reason}")
+        if not self._bits.flags.writeable:
+            raise ValueError("this filter is read-only (memory-mapped by load): merge into filter.copy()")
+        for start in range(0, self._bits.size, _HASH_CHUNK):
+            np.bitwise_or(
+                self._bits[start : start + _HASH_CHUNK],
+                other._bits[start : start + _HASH_CHUNK],
+                out=self._bits[start : start + _HASH_CHUNK],
+            )
+        self.count += other.count
+        return self
+
+    def __ior__(self, other: "BloomFilter") -> "BloomFilter":
+        return self.merge(other)
+
+    def __or__(self, other: "BloomFilter") -> "BloomFilter":
+        return self.copy().merge(other)
+
+    def copy(self) -> "BloomFilter":
+        """An in-memory, writable copy (also of a memory-mapped filter)."""
+        new = BloomFilter.__new__(BloomFilter)
+        new._setup(self.m, self.k, self.seed, self.meta, self.capacity, self.error_rate, self.block)
+        new._bits = np.array(self._bits, dtype=np.uint8, copy=True)
+        new.count = self.count
+        return new
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, BloomFilter):
+            return NotImplemented
+        return self.compatible_with(other) is None and bool(np.array_equal(self._bits, other._bits))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return (
+            f"BloomFilter(m={self.m}, k={self.k}, seed={self.seed}, count={self.count}, "
+            f"capacity={self.capacity}, error_rate={self.error_rate:g}, meta={self.meta!r})"
+        )
+
+    # -- files ----------------------------------------------------------------------------
+
+    def _header(self, checksum: bytes = bytes(32)) -> bytes:
+        meta = json.dumps(self.meta, sort_keys=True, separators=(",", ":")).encode("utf-8")
+        size = -(-(FILE_HEADER.size + len(meta)) // _ALIGN) * _ALIGN
+        fixed = FILE_HEADER.pack(
+            MAGIC, FORMAT_VERSION, size, self.m, self.k, len(meta), self.seed, self.count,
+            self.capacity, self.error_rate, checksum,
+        )
+        return (fixed + meta).ljust(size, b"\x00")
+
+    def checksum(self) -> bytes:
+        """blake2b-256 of the header (checksum field zeroed) and the bit array."""
+        return _checksum(self._header(), self._bits)
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the filter to ``path`` atomically (temporary name, then rename)."""
+        header = self._header(self.checksum())
+        with atomic_path(path) as temporary:
+            with open(temporary, "wb") as f:
+                f.write(header)
+                for start in range(0, self._bits.size, _HASH_CHUNK):
+                    f.write(memoryview(np.ascontiguousarray(self._bits[start : start + _HASH_CHUNK])))
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, mmap: bool = True, verify: bool = True) -> "BloomFilter":
+        """Open a file written by ``save``. ``mmap=True`` maps the bit array read-only (no
+        copy; ``add``/``merge`` need ``copy()``); ``mmap=False`` reads it into memory.
+        ``verify=True`` recomputes the checksum (one full read of the file). Any problem
+        raises ``BloomFileError`` naming the file."""
+        path = os.fspath(path)
+
+        def fail(problem: str) -> BloomFileError:
+            return BloomFileError(f"{path}: {problem}")
+
+        try:
+            size = os.path.getsize(path)
+            with open(path, "rb") as f:
+                fixed = f.read(FILE_HEADER.size)
+                if len(fixed) < len(MAGIC) or fixed[: len(MAGIC)] != MAGIC:
+                    raise fail(f"not a corpusforge Bloom filter file (magic {fixed[:8]!r}, expected {MAGIC!r})")
+                if len(fixed) < FILE_HEADER.size:
+                    raise fail(f"truncated header: {size} bytes, the fixed header alone is {FILE_HEADER.size}")
+                (_, version, header_size, m, k, meta_len, seed, count, capacity, error_rate, stored) = (
+                    FILE_HEADER.unpack(fixed)
+                )
+                if version != FORMAT_VERSION:
+                    raise fail(f"format version {version}, this code reads version {FORMAT_VERSION}")
+                if header_size < FILE_HEADER.size + meta_len or header_size % _ALIGN:
+                    raise fail(f"corrupt header: header size {header_size} with {meta_len} bytes of meta")
+                if m % 64 or not 64 <= m < _MAX_BITS or not 1 <= k <= _MAX_K:
+                    raise fail(f"corrupt header: m={m}, k={k}")
+                expected = header_size + m // 8
+                if size != expected:
+                    what = "truncated" if size < expected else "trailing bytes"
+                    raise fail(f"{what}: {size} bytes, expected {expected} ({header_size} header + {m // 8} bits)")
+                f.seek(0)
+                header = bytearray(f.read(header_size))
+        except OSError as error:
+            raise fail(f"cannot read: {error}") from error
+        try:
+            meta = json.loads(bytes(header[FILE_HEADER.size : FILE_HEADER.size + meta_len]).decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise fail(f"corrupt meta JSON: {error}") from error
+        if mmap:
+            bits = np.memmap(path, dtype=np.uint8, mode="r", offset=header_size, shape=(m // 8,))
+        else:
+            bits = np.fromfile(path, dtype=np.uint8, count=m // 8, offset=header_size)
+        if verify:
+            header[_CHECKSUM_OFFSET : _CHECKSUM_OFFSET + 32] = bytes(32)
+            actual = _checksum(bytes(header), bits)
+            if actual != stored:
+                raise fail(f"checksum mismatch (stored {stored.hex()[:16]}..., computed {actual.hex()[:16]}...): corrupted")
+        bloom = cls.__new__(cls)
+        bloom._setup(m, k, seed, meta, capacity, error_rate, DEFAULT_BLOCK)
+        bloom._bits = bits
+        bloom.count = count
+        return bloom
+
+
+def _checksum(header: bytes, bits: np.ndarray) -> bytes:
+    digest = hashlib.blake2b(header, digest_size=32)
+    for start in range(0, bits.size, _HASH_CHUNK):
+        digest.update(memoryview(np.ascontiguousarray(bits[start : start + _HASH_CHUNK])))
+    return digest.digest()
+
+
+# -- partitioning for WebText scale -------------------------------------------------------
+
+
+def partition_of(keys: Any, parts: int) -> np.ndarray:
+    """Each key's part in ``range(parts)`` from its top bits: ``((key >> 32) * parts) >> 32``
+    (exactly the top ``log2(parts)`` bits when ``parts`` is a power of two), as int64."""
+    if not 1 <= parts <= 1 << 32:
+        raise ValueError(f"parts must be in [1, 2^32], got {parts}")
+    keys = _as_keys(keys)
+    if parts & (parts - 1) == 0:
+        shift = 64 - (parts.bit_length() - 1)
+        return (keys >> np.uint64(shift)).astype(np.int64) if shift < 64 else np.zeros(keys.size, np.int64)
+    return (((keys >> np.uint64(32)) * np.uint64(parts)) >> np.uint64(32)).astype(np.int64)
+
+
+def split_by_part(keys: Any, parts: int) -> list[np.ndarray]:
+    """The keys of each part (``partition_of``), in their original order within a part."""
+    keys = _as_keys(keys)
+    part = partition_of(keys, parts)
+    order = np.argsort(part, kind="stable")
+    bounds = np.searchsorted(part[order], np.arange(parts + 1))
+    return [keys[order[bounds[i] : bounds[i + 1]]] for i in range(parts)]
+
+
+def ngram_meta(config: Any = None) -> dict:
+    """The ``meta`` for a filter of ``dedup.ngrams`` keys: hash scheme id and settings."""
+    from dedup import ngrams
+
+    config = ngrams.DEFAULT if config is None else config
+    return {"hash_id": ngrams.HASH_ID, "ngram_config": config.to_dict()}
+
+
+# -- pybloom-live interop ------------------------------------------------------------------
+
+
+class PybloomFile:
+    """A pybloom-live filter read from its ``tofile`` file; membership is answered by
+    pybloom-live itself (its own hashing), for keys of the type that were added."""
+
+    def __init__(self, inner: Any, path: str) -> None:
+        self.inner, self.path = inner, path
+
+    def __contains__(self, key: str | bytes) -> bool:
+        return key in self.inner
+
+    def contains(self, keys: Iterable[str | bytes]) -> np.ndarray:
+        inner = self.inner
+        return np.fromiter((key in inner for key in keys), dtype=bool)
+
+    @property
+    def count(self) -> int:
+        return int(self.inner.count)
+
+    @property
+    def capacity(self) -> int:
+        return int(self.inner.capacity)
+
+    @property
+    def error_rate(self) -> float:
+        return float(self.inner.error_rate)
+
+    @property
+    def num_bits(self) -> int:
+        return int(self.inner.num_bits)
+
+    @property
+    def num_slices(self) -> int:
+        return int(self.inner.num_slices)
+
+
+def from_pybloom_file(path: str | os.PathLike) -> PybloomFile:
+    """Open a ``pybloom_live.BloomFilter.tofile`` file (needs pybloom-live installed)."""
+    import pybloom_live
+
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as f:
+            inner = pybloom_live.BloomFilter.fromfile(f)
+    except (ValueError, struct.error, EOFError) as error:
+        raise BloomFileError(f"{path}: not a readable pybloom-live BloomFilter file: {error}") from error
+    except OSError as error:
+        raise BloomFileError(f"{path}: cannot read: {error}") from error
+    return PybloomFile(inner, path)
+
+
+def to_pybloom(
+    keys: Iterable[str],
+    capacity: int,
+    error_rate: float = DEFAULT_ERROR_RATE,
+    path: str | os.PathLike | None = None,
+) -> Any:
+    """Build a ``pybloom_live.BloomFilter`` from string keys (e.g. ``" ".join`` of an
+    n-gram's normalised words) and, with ``path``, write it with ``tofile`` atomically.
+    A rebuild from the keys: our bit arrays cannot be converted (module docstring).
+    pybloom-live raises IndexError past ``capacity``."""
+    import pybloom_live
+
+    bloom = pybloom_live.BloomFilter(capacity=capacity, error_rate=error_rate)
+    add = bloom.add
+    for key in keys:
+        add(key, skip_check=True)
+    if path is not None:
+        with atomic_path(path) as temporary:
+            with open(temporary, "wb") as f:
+                bloom.tofile(f)
+    return bloom

@@ -1,0 +1,400 @@
+"""The train/test overlap audit (GPT-2 paper, section 4) and decontamination, as Beam jobs.
+
+    corpusforge audit --corpus 'c4-out/c4-train.*.json.gz' --benchmark wikitext2:wiki.test.raw \
+        ptb:ptb.test.txt lambada:lambada_test.jsonl --output audit/ [--mode both|bloom|exact] [--n 8]
+    corpusforge decontaminate --corpus 'c4-out/*.parquet' --benchmark lambada:lambada_test.jsonl \
+        --output clean/ [--mode spans|drop|mask] [--n 13]
+
+Audit: (1) count the corpus's n-grams (capacity); (2) build a Bloom filter at p <= 1e-8,
+partitioned by hash prefix, each part a GroupByKey of the n-gram hashes of its prefix;
+(3) stream the corpus once against an exact index of every benchmark's n-grams (which
+document, which span, how many documents per n-gram); (4) per benchmark: % of its
+n-grams found (unique and token-weighted, GPT-2 Table 6), dirty/clean examples, longest
+match, the filter's false-positive evidence, and whether the Bloom and exact paths agree;
+written as JSON, Markdown and an HTML page with a bar chart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from collections import Counter
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.metrics import Metrics
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from corpus.inputs import InputError
+from corpus.records import Document
+from corpus.shards import FORMATS, find_shards, read_documents
+from pipelines.options import stage_setup_file
+from pipelines.read import counters_of, write_json
+from pipelines.sources import WriteShards
+
+log = logging.getLogger(__name__)
+
+AUDIT = "audit"
+DECONTAMINATE = "decontaminate"
+MODES = ("both", "bloom", "exact")
+
+
+# --- shared ------------------------------------------------------------------------------
+def ngram_config(args):
+    from dedup.ngrams import NgramConfig
+
+    return NgramConfig(n=args.n, apostrophes=args.apostrophes, unicode=not args.ascii)
+
+
+def load_benchmarks(specs: list[str]):
+    from dedup.benchmark_sets import BenchmarkSpecError, load_benchmark
+
+    sets = []
+    for spec in specs:
+        try:
+            sets.append(load_benchmark(spec))
+        except (BenchmarkSpecError, OSError, ValueError) as exc:
+            raise InputError(f"--benchmark {spec}: {exc}") from exc
+    names = [s.name for s in sets]
+    if len(set(names)) != len(names):
+        raise InputError(f"two benchmarks share a name: {names}")
+    return sets
+
+
+def build_indexes(sets, config) -> dict:
+    from dedup.overlap import BenchmarkIndex
+
+    return {s.name: BenchmarkIndex.build([(e.id, e.text) for e in s.examples], config, s.name) for s in sets}
+
+
+def corpus_files(specs: list[str]) -> list[str]:
+    files = find_shards(specs)
+    if not files:
+        raise InputError(f"no corpus shards found for {specs}")
+    return files
+
+
+def _doc_id(path: str, number: int, doc: Document) -> str:
+    return doc.url or f"{os.path.basename(path)}#{number}"
+
+
+# --- audit: the Bloom filter -------------------------------------------------------------
+def _count_ngrams(path, config):
+    from dedup.ngrams import ngram_hashes
+
+    total = 0
+    for doc in read_documents(path):
+        total += len(ngram_hashes(doc.text, config))
+    Metrics.counter(AUDIT, "documents").inc(0)
+    return total
+
+
+def _hashes_by_part(path, config, parts):
+    from dedup.bloom import split_by_part
+    from dedup.ngrams import ngram_hashes
+
+    chunks, docs = [], 0
+    for doc in read_documents(path):
+        docs += 1
+        chunks.append(ngram_hashes(doc.text, config))
+    Metrics.counter(AUDIT, "documents").inc(docs)
+    keys = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.uint64)
+    Metrics.counter(AUDIT, "ngrams").inc(len(keys))
+    for index, part_keys in enumerate(split_by_part(keys, parts)):
+        yield index, part_keys
+
+
+def _build_part(keyed, *, capacity, parts, error_rate, seed, meta, folder):
+    from dedup.bloom import BloomFilter
+    from dedup.partitioned import part_capacity, part_path
+
+    index, arrays = keyed
+    bloom = BloomFilter(part_capacity(capacity, parts), error_rate, seed, meta)
+    for keys in arrays:
+        if keys is not None and len(keys):
+            bloom.add(keys)
+    path = part_path(folder, index, parts)
+    bloom.save(path)
+    return path
+
+
+def build_filter(files, config, args, folder, beam_args) -> dict:
+    """Two Beam runs: count the corpus's n-grams (the capacity), then build every part."""
+    from dedup.bloom import ngram_meta
+
+    os.makedirs(folder, exist_ok=True)
+    capacity = args.capacity
+    if capacity is None:
+        count_path = os.path.join(folder, ".capacity.json")
+        with beam.Pipeline(options=PipelineOptions(stage_setup_file(beam_args))) as p:
+            (p | "Shards" >> beam.Create(files) | "Spread" >> beam.Reshuffle()
+             | "Count n-grams" >> beam.Map(_count_ngrams, config)
+             | "Sum" >> beam.CombineGlobally(sum)
+             | "Write count" >> beam.Map(lambda n: write_json(count_path, {"ngrams": int(n)})))
+        with open(count_path, encoding="utf-8") as f:
+            capacity = max(1, json.load(f)["ngrams"])
+        os.remove(count_path)
+    parts, meta = args.filter_parts, ngram_meta(config)
+    with beam.Pipeline(options=PipelineOptions(stage_setup_file(beam_args))) as p:
+        every = p | "Every part" >> beam.Create([(i, None) for i in range(parts)])
+        keyed = (p | "Shard files" >> beam.Create(files) | "Spread files" >> beam.Reshuffle()
+                 | "N-gram hashes by part" >> beam.FlatMap(_hashes_by_part, config, parts))
+        ((keyed, every) | "Merge parts" >> beam.Flatten() | "Group by part" >> beam.GroupByKey()
+         | "Build and save part" >> beam.Map(_build_part, capacity=capacity, parts=parts, error_rate=args.error_rate,
+                                               seed=args.seed, meta=meta, folder=folder))
+    return {"capacity": capacity, "parts": parts, "counters": counters_of(p.result)}
+
+
+# --- audit: the exact stream ---------------------------------------------------------------
+class _ScanShardFn(beam.DoFn):
+    """A shard file -> (benchmark, OverlapCounter as a dict) for every benchmark."""
+
+    def __init__(self, indexes: dict):
+        self.indexes = indexes
+
+    def process(self, path):
+        from dedup.overlap import OverlapCounter
+
+        counters = {name: OverlapCounter(index) for name, index in self.indexes.items()}
+        docs = 0
+        for number, doc in enumerate(read_documents(path)):
+            docs += 1
+            for counter in counters.values():
+                counter.add(_doc_id(path, number, doc), doc.text)
+        Metrics.counter(AUDIT, "scanned_documents").inc(docs)
+        for name, counter in counters.items():
+            yield name, counter.to_dict()
+
+
+def _merge_counters(keyed, indexes):
+    from dedup.overlap import OverlapCounter
+
+    name, parts = keyed
+    merged = OverlapCounter(indexes[name])
+    for data in parts:
+        merged.merge(OverlapCounter.from_dict(indexes[name], data))
+    return name, merged.to_dict()
+
+
+def scan_exact(files, indexes, beam_args, out_dir) -> dict:
+    """One Beam run streaming the corpus against the exact benchmark indexes."""
+    path = os.path.join(out_dir, ".exact.json")
+    with beam.Pipeline(options=PipelineOptions(stage_setup_file(beam_args))) as p:
+        (p | "Shards" >> beam.Create(files) | "Spread" >> beam.Reshuffle()
+         | "Scan against benchmarks" >> beam.ParDo(_ScanShardFn(indexes))
+         | "Group by benchmark" >> beam.GroupByKey()
+         | "Merge counters" >> beam.Map(_merge_counters, indexes)
+         | "Collect" >> beam.combiners.ToDict()
+         | "Write" >> beam.Map(lambda d: write_json(path, d)))
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    os.remove(path)
+    return data
+
+
+# --- audit: reports --------------------------------------------------------------------------
+def benchmark_rows(indexes, args, *, exact=None, bloom=None, evidence=None, own_train=None) -> list[dict]:
+    """One report row per benchmark (the schema of dedup.report), Bloom and exact compared."""
+    from dedup.overlap import OverlapCounter, compute_report
+
+    rows = []
+    for name, index in indexes.items():
+        bloom_found = bloom.contains(index.hashes) if bloom is not None else None
+        if exact is not None:
+            counter = OverlapCounter.from_dict(index, exact[name])
+            report = counter.report(max_doc_count=args.max_doc_count, dirty_threshold=args.dirty_threshold)
+            exact_found = counter.doc_counts > 0
+        else:
+            report = compute_report(index, bloom_found, dirty_threshold=args.dirty_threshold)
+            exact_found = None
+        extra = {"corpus": args.corpus_name, "source": "exact" if exact is not None else "bloom"}
+        if bloom_found is not None and exact_found is not None:
+            extra["agreement"] = {
+                "exact_found": int(exact_found.sum()), "bloom_found": int(bloom_found.sum()),
+                "false_negatives": int((exact_found & ~bloom_found).sum()),  # must be 0
+                "bloom_only": int((bloom_found & ~exact_found).sum()),  # Bloom false positives
+            }
+        if own_train and name in own_train:
+            extra["own_train_percent"] = own_train[name]
+        row = report.to_report_row(evidence or {}, **extra)
+        row["dirty_ids"] = list(report.dirty_ids)
+        rows.append(row)
+    return rows
+
+
+def own_train_overlap(pairs: list[str], indexes, config) -> dict[str, float]:
+    """``NAME=SPEC``: % of benchmark NAME's n-grams found in its own training split (exact)."""
+    from dedup.overlap import OverlapCounter
+
+    result = {}
+    for pair in pairs or []:
+        name, _, spec = pair.partition("=")
+        if name not in indexes or not spec:
+            raise InputError(f"--own_train {pair}: expected NAME=SPEC with NAME one of {sorted(indexes)}")
+        train = load_benchmarks([spec])[0]
+        counter = OverlapCounter(indexes[name])
+        for example in train.examples:
+            counter.add(example.id, example.text)
+        result[name] = counter.report().percent_found
+    return result
+
+
+def write_reports(rows, out_dir: str, title: str) -> dict[str, str]:
+    from dedup.report import render_html, render_json, render_markdown
+
+    paths = {"json": os.path.join(out_dir, "report.json"), "markdown": os.path.join(out_dir, "report.md"),
+             "html": os.path.join(out_dir, "report.html")}
+    render_json(rows, paths["json"])
+    from corpus.atomic import write_atomically
+
+    write_atomically(paths["markdown"], render_markdown(rows, title=title))
+    render_html(rows, paths["html"], title=title)
+    return paths
+
+
+def add_common_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--corpus", nargs="+", required=True, help="training shards: files, globs or folders (.json.gz, .jsonl, .parquet)")
+    parser.add_argument("--benchmark", nargs="+", required=True, help="KIND:PATH[:OPTION], e.g. wikitext2:wiki.test.raw lambada:lambada_test.jsonl jsonl:file.jsonl:text")
+    parser.add_argument("--output", required=True, help="output folder")
+    parser.add_argument("--n", type=int, default=8, help="words per n-gram (GPT-2: 8; GPT-3 / harness: 13)")
+    parser.add_argument("--apostrophes", choices=("split", "join"), default="split", help="don't -> 'don t' (split, default) or 'dont'")
+    parser.add_argument("--ascii", action="store_true", help="only ASCII letters and digits are word characters")
+
+
+def run_audit(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(prog="corpusforge audit", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_common_arguments(parser)
+    parser.add_argument("--mode", choices=MODES, default="both", help="bloom filter, exact index, or both compared (default)")
+    parser.add_argument("--error_rate", type=float, default=1e-8, help="Bloom false-positive rate (GPT-2: <= 1e-8)")
+    parser.add_argument("--capacity", type=int, default=None, help="n-grams the filter is sized for (default: counted)")
+    parser.add_argument("--filter_parts", type=int, default=1, help="Bloom parts by hash prefix, built in parallel (a power of two)")
+    parser.add_argument("--filter", default=None, help="reuse the filter parts in this folder instead of building them")
+    parser.add_argument("--seed", type=int, default=0, help="Bloom hash seed")
+    parser.add_argument("--fp_queries", type=int, default=1_000_000, help="random never-added keys queried for the empirical FP rate (paper: 1M)")
+    parser.add_argument("--dirty_threshold", type=float, default=0.0, help="an example is dirty when this share of its n-grams is found (0: any)")
+    parser.add_argument("--max_doc_count", type=int, default=None, help="ignore n-grams found in more training documents (GPT-3: 10)")
+    parser.add_argument("--own_train", nargs="*", default=[], metavar="NAME=SPEC", help="a benchmark's own training split, for Table 6's first row")
+    parser.add_argument("--corpus_name", default="training corpus", help="the corpus's name in the reports")
+    args, beam_args = parser.parse_known_args(argv)
+    from dedup.partitioned import PartitionedBloom
+
+    files = corpus_files(args.corpus)
+    sets = load_benchmarks(args.benchmark)
+    config = ngram_config(args)
+    indexes = build_indexes(sets, config)
+    own_train = own_train_overlap(args.own_train, indexes, config)
+    os.makedirs(args.output, exist_ok=True)
+    result = {"files": len(files), "benchmarks": [s.name for s in sets], "config": config.to_dict(), "mode": args.mode}
+    bloom = evidence = exact = None
+    if args.mode in ("both", "bloom"):
+        folder = args.filter or os.path.join(args.output, "bloom")
+        if not args.filter:
+            log.info("building the Bloom filter (p=%g, %d part(s)) over %d shard(s)", args.error_rate, args.filter_parts, len(files))
+            result["filter"] = build_filter(files, config, args, folder, beam_args)
+        bloom = PartitionedBloom.load(folder)
+        evidence = bloom.evidence(args.fp_queries)
+        result["fp_evidence"] = evidence
+    if args.mode in ("both", "exact"):
+        log.info("streaming %d shard(s) against the exact benchmark index", len(files))
+        exact = scan_exact(files, indexes, beam_args, args.output)
+    rows = benchmark_rows(indexes, args, exact=exact, bloom=bloom, evidence=evidence, own_train=own_train)
+    result["reports"] = write_reports(rows, args.output, f"{args.n}-gram overlap of benchmarks with {args.corpus_name}")
+    result["rows"] = rows
+    write_json(os.path.join(args.output, "audit.json"), {k: v for k, v in result.items() if k != "rows"})
+    return result
+
+
+def format_audit(result: dict) -> str:
+    lines = [f"{'benchmark':14} {'n-grams':>9} {'found %':>8} {'weighted %':>10} {'dirty':>7} {'of':>6} {'longest':>7}  agreement"]
+    for row in result["rows"]:
+        agree = row.get("agreement")
+        agreement = (f"exact {agree['exact_found']} bloom {agree['bloom_found']} FN {agree['false_negatives']}" if agree else "-")
+        lines.append(f"{row['name']:14} {row['unique_ngrams']:>9,} {row['percent_found']:>8.2f} {row['token_weighted_percent']:>10.2f} "
+                     f"{row['dirty_examples']:>7,} {row['examples']:>6,} {row['longest_run']:>7}  {agreement}")
+    ev = result.get("fp_evidence")
+    if ev:
+        lines.append(f"Bloom: {ev['bits']:,} bits, k={ev['k']}, fill {ev['fill_ratio']:.3f}, fill^k FP estimate {ev['estimated_fp_rate']:.2e}, "
+                     f"empirical {ev['empirical_found']}/{ev['empirical_queries']:,} (95% upper {ev['empirical_upper_95']:.1e})")
+    lines.append("reports: " + ", ".join(result["reports"].values()))
+    return "\n".join(lines)
+
+
+# --- decontamination -----------------------------------------------------------------------
+class _DecontaminateFn(beam.DoFn):
+    """A shard file -> the decontaminated documents (pieces in spans mode), counted by reason."""
+
+    def __init__(self, indexes: dict, options: dict):
+        self.indexes, self.options = indexes, options
+
+    def process(self, path):
+        from dedup.decontaminate import decontaminate_document
+
+        for number, doc in enumerate(read_documents(path)):
+            doc_id = _doc_id(path, number, doc)
+            spans, benchmarks = [], []
+            for name, index in self.indexes.items():
+                hits = index.scan(doc_id, doc.text)
+                if hits.matched.any() if hasattr(hits.matched, "any") else hits.matched:
+                    spans += list(hits.spans)
+                    benchmarks.append(name)
+            result = decontaminate_document(doc.text, spans, **self.options)
+            Metrics.counter(DECONTAMINATE, result.reason).inc()
+            Metrics.counter(DECONTAMINATE, "removed_chars").inc(result.removed_chars)
+            if benchmarks:
+                yield beam.pvalue.TaggedOutput("removed", {"url": doc.url, "benchmarks": benchmarks, "reason": result.reason,
+                                                           "removed_chars": result.removed_chars, "spans": len(spans)})
+            for piece_number, text in enumerate(result.pieces or []):
+                meta = dict(doc.meta)
+                if result.reason == "split":
+                    meta["piece"] = str(piece_number)
+                yield Document(text=text, url=doc.url, timestamp=doc.timestamp, meta=meta)
+
+
+def run_decontaminate(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(prog="corpusforge decontaminate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_common_arguments(parser)
+    parser.add_argument("--mode", choices=("spans", "drop", "mask"), default="spans", help="GPT-3 spans (default), drop documents, or mask matches")
+    parser.add_argument("--margin", type=int, default=200, help="characters removed either side of a match (GPT-3: 200)")
+    parser.add_argument("--min_piece", type=int, default=200, help="drop pieces shorter than this (GPT-3: 200)")
+    parser.add_argument("--max_splits", type=int, default=10, help="drop documents split into more pieces (GPT-3: 10)")
+    parser.add_argument("--format", nargs="+", choices=FORMATS, default=["parquet"], help="output shard formats")
+    parser.add_argument("--num_shards", type=int, default=1, help="output shards")
+    parser.add_argument("--name", default="decontaminated", help="output shard name")
+    args, beam_args = parser.parse_known_args(argv)
+    files = corpus_files(args.corpus)
+    indexes = build_indexes(load_benchmarks(args.benchmark), ngram_config(args))
+    options = {"mode": args.mode, "margin": args.margin, "min_piece": args.min_piece, "max_splits": args.max_splits}
+    os.makedirs(args.output, exist_ok=True)
+    removed_path = os.path.join(args.output, "removed.jsonl")
+    with beam.Pipeline(options=PipelineOptions(stage_setup_file(beam_args))) as p:
+        out = (p | "Shards" >> beam.Create(files) | "Spread" >> beam.Reshuffle()
+               | "Decontaminate" >> beam.ParDo(_DecontaminateFn(indexes, options)).with_outputs("removed", main="docs"))
+        for fmt in args.format:
+            out.docs | f"Write {fmt}" >> WriteShards(args.output, fmt=fmt, name=args.name, split="train", num_shards=args.num_shards)
+        (out.removed | "Collect removed" >> beam.combiners.ToList()
+         | "Write removed" >> beam.Map(_write_removed, removed_path))
+    counters = counters_of(p.result).get(DECONTAMINATE, {})
+    stats = {"files": len(files), "benchmarks": sorted(indexes), "options": options, "counters": counters, "removed": removed_path}
+    write_json(os.path.join(args.output, "stats.json"), stats)
+    return stats
+
+
+def _write_removed(rows, path):
+    from corpus.atomic import write_atomically
+
+    rows = sorted(rows, key=lambda r: (r["url"], r["reason"]))
+    write_atomically(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+
+
+def format_decontaminate(stats: dict) -> str:
+    counts = Counter(stats["counters"])
+    return (f"decontaminated against {', '.join(stats['benchmarks'])} ({stats['options']['mode']}): "
+            + ", ".join(f"{k} {v:,}" for k, v in sorted(counts.items())) + f"; what was removed: {stats['removed']}")
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+    print(format_audit(run_audit()))

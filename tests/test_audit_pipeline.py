@@ -1,0 +1,101 @@
+"""The audit and decontamination Beam jobs on the DirectRunner: Bloom and exact paths agree on
+real benchmarks against a C4 corpus of the sample crawl with planted benchmark passages."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from corpus.records import Document
+from corpus.shards import read_documents, write_shard
+from dedup.benchmark_sets import load_benchmark
+from dedup.ngrams import DEFAULT, ngram_hashes
+from pipelines import audit
+from pipelines import c4 as c4_pipeline
+
+
+@pytest.fixture(scope="module")
+def corpus(sample_crawl, real_data, tmp_path_factory):
+    """C4 of the sample crawl plus a shard of pages quoting WikiText-2, PTB and LAMBADA."""
+    root = tmp_path_factory.mktemp("audit-corpus")
+    c4_pipeline.run(["--input", *sample_crawl.wet_paths, "--output", str(root / "c4"), "--badwords", sample_crawl.badwords_path,
+                     "--format", "jsonl"])
+    bench = real_data / "lm_benchmarks"
+    specs = {"wikitext2": f"wikitext2:{bench / 'wikitext2_raw' / 'wiki.test.raw'}", "ptb": f"ptb:{bench / 'ptb' / 'ptb.test.txt'}",
+             "lambada": f"lambada:{bench / 'lambada' / 'lambada_test.jsonl'}"}
+    sets = {name: load_benchmark(spec) for name, spec in specs.items()}
+    def long_from(name, start):  # the first example from ``start`` with 20+ words (shorter ones are whole-text keys)
+        return next(i for i in range(start, len(sets[name].examples)) if len(sets[name].examples[i].text.split()) >= 20)
+
+    planted = {"wikitext2": [3, 10], "ptb": [long_from("ptb", 100), long_from("ptb", 2000)], "lambada": [7, 4000]}
+    docs = []
+    for name, indices in planted.items():
+        for i in indices:
+            example = sets[name].examples[i]
+            quote = " ".join(example.text.split()[:60])
+            docs.append(Document(text=f"A blog post that quotes a passage. {quote} That was the passage, thanks for reading.",
+                                 url=f"http://planted.example/{name}/{i}", timestamp="2019-04-20T00:00:00Z"))
+    write_shard(docs, root / "c4" / "planted-train.00000-of-00001.jsonl", "jsonl")
+    return {"folder": root / "c4", "specs": specs, "sets": sets, "planted": planted}
+
+
+def test_bloom_and_exact_agree_on_every_hit_for_real_benchmarks(corpus, tmp_path):
+    out = tmp_path / "audit"
+    result = audit.run_audit(["--corpus", str(corpus["folder"]), "--benchmark", *corpus["specs"].values(), "--output", str(out),
+                              "--fp_queries", "200000", "--filter_parts", "2"])
+    rows = {row["name"]: row for row in result["rows"]}
+    assert set(rows) == {"wikitext2", "ptb", "lambada"}
+    for name, row in rows.items():
+        agreement = row["agreement"]
+        assert agreement["false_negatives"] == 0  # a Bloom filter never misses
+        assert agreement["bloom_only"] == 0  # at p = 1e-8 no false positive among a few 100k queries
+        assert agreement["exact_found"] == row["unique_found"] > 0
+        planted_ids = {corpus["sets"][name].examples[i].id for i in corpus["planted"][name]}
+        assert planted_ids <= set(row["dirty_ids"]), name
+    evidence = result["fp_evidence"]
+    assert evidence["parts"] == 2 and evidence["k"] == 27 and evidence["estimated_fp_rate"] < 1e-8
+    assert evidence["empirical_found"] == 0 and evidence["empirical_queries"] == 200000
+    for name in ("report.json", "report.md", "report.html"):
+        assert (out / name).stat().st_size > 0
+    assert "<svg" in (out / "report.html").read_text(encoding="utf-8")
+    assert "| training corpus |" in (out / "report.md").read_text(encoding="utf-8")
+    assert json.loads((out / "audit.json").read_text())["filter"]["parts"] == 2
+    print(audit.format_audit(result))
+
+
+def test_a_benchmark_overlaps_itself_completely(real_data, tmp_path):
+    lambada = real_data / "lm_benchmarks" / "lambada" / "lambada_test.jsonl"
+    examples = load_benchmark(f"lambada:{lambada}").examples[:300]
+    write_shard([Document(text=e.text, url=f"http://copy.example/{e.id}", timestamp="") for e in examples],
+                tmp_path / "copy-train.00000-of-00001.jsonl", "jsonl")
+    subset = tmp_path / "subset.jsonl"
+    subset.write_text("".join(json.dumps({"id": e.id, "text": e.text}) + "\n" for e in examples), encoding="utf-8")
+    result = audit.run_audit(["--corpus", str(tmp_path / "copy-train.00000-of-00001.jsonl"), "--benchmark", f"jsonl:{subset}:text",
+                              "--output", str(tmp_path / "out"), "--mode", "bloom", "--fp_queries", "10000"])
+    row = result["rows"][0]
+    assert row["percent_found"] == 100.0 and row["dirty_examples"] == 300 and row["source"] == "bloom"
+
+
+def test_decontaminate_removes_planted_passages_and_keeps_the_rest(corpus, tmp_path):
+    out = tmp_path / "clean"
+    lambada = corpus["specs"]["lambada"]
+    stats = audit.run_decontaminate(["--corpus", str(corpus["folder"]), "--benchmark", lambada, "--output", str(out),
+                                     "--mode", "drop", "--n", "8"])
+    assert stats["counters"]["contaminated"] == 2
+    kept = list(read_documents(str(out / "decontaminated-train.*.parquet")))
+    assert not any(d.url.startswith("http://planted.example/lambada/") for d in kept)
+    assert any(d.url.startswith("http://planted.example/ptb/") for d in kept)
+    removed = [json.loads(line) for line in (out / "removed.jsonl").read_text().splitlines()]
+    assert sorted(r["url"] for r in removed) == [f"http://planted.example/lambada/{i}" for i in (4000, 7)]
+    # Spans mode keeps the text around a match, minus the match and 200 characters either side.
+    spans = audit.run_decontaminate(["--corpus", str(corpus["folder"]), "--benchmark", lambada, "--output", str(tmp_path / "spans"),
+                                     "--mode", "spans", "--min_piece", "10", "--margin", "0"])
+    assert spans["counters"]["split"] + spans["counters"].get("no_piece_left", 0) == 2
+    lambada_hashes = set()
+    for example in corpus["sets"]["lambada"].examples:
+        lambada_hashes.update(ngram_hashes(example.text, DEFAULT).tolist())
+    for doc in read_documents(str(tmp_path / "spans" / "decontaminated-train.*.parquet")):
+        if doc.url.startswith("http://planted.example/lambada/"):
+            assert not lambada_hashes & set(ngram_hashes(doc.text, DEFAULT).tolist())
