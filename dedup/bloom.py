@@ -37,13 +37,15 @@ is negligible at the sizes used here (the tests measure it).
 Bit layout: bit ``j`` is bit ``j % 8`` (least significant first) of byte ``j // 8``, which
 is also bit ``j % 64`` of little-endian uint64 word ``j // 64``.
 
-Speed (numpy, one core): ``add`` does all ``k`` probes, one probe row at a time over a
-block of keys (``block`` keys, default 2^14, so temporaries are well under 1 MB whatever the
-batch: ``O(block)``, not ``O(k * batch)``); a row is written with one fancy-indexed OR,
-and the few keys whose byte another key of the same row overwrote with a different bit
-are written again until none is left (at most 8 rounds, usually 1-2). ``contains`` checks
-probe 0 for all keys, then probe 1 only for the keys still possibly present, and so on:
-a key that is absent (most n-grams of a test set) costs about 2 probes, not 27.
+Speed (numpy, one core): ``add`` computes all ``k`` probes of a step of keys as one
+``(k, step)`` matrix (``step = min(block, 2^17 // k)`` keys, so temporaries stay about
+1 MB whatever the batch), each probe row from the previous one by an add and a wrap
+(``min(p, p - m)`` in uint64; no modulo), and writes the whole matrix with one
+fancy-indexed OR; the few probes whose byte another probe of the same step overwrote with
+a different bit are written again until none is left (usually 1-3 rounds). ``contains``
+(``block`` keys at a time, default 2^14; probe ``i`` from probe ``i - 1`` the same way)
+checks probe 0 for all keys, then probe 1 only for the keys still possibly present, and so
+on: a key that is absent (most n-grams of a test set) costs about 2 probes, not 27.
 
 ``count`` is the number of keys passed to ``add`` (duplicates included, so an upper bound
 on the distinct keys; ``merge`` adds the counts). ``estimated_count()`` is the
@@ -114,6 +116,7 @@ _MAX_K = 64
 _HASH_CHUNK = 1 << 26  # bytes per blake2b / popcount step over a (memory-mapped) array
 DEFAULT_ERROR_RATE = 1e-8  # GPT-2 section 4: "false positive rate upper-bounded by 1/10^8"
 DEFAULT_BLOCK = 1 << 14
+_ADD_PROBES = 1 << 17  # probes per step of add: a 1 MiB uint64 matrix (larger is slower)
 
 _M64 = (1 << 64) - 1
 _FMIX_C1 = np.uint64(0xBF58476D1CE4E5B9)  # SplitMix64 finaliser (Steele et al. 2014)
@@ -276,8 +279,9 @@ class BloomFilter:
         if not self._bits.flags.writeable:
             raise ValueError("this filter is read-only (memory-mapped by load): add to filter.copy()")
         bits, m, k = self._bits, self._m64, self.k
-        for start in range(0, keys.size, self.block):
-            h1, h2 = self._h1_h2(keys[start : start + self.block])
+        step = max(1, min(self.block, _ADD_PROBES // k))  # keys per (k, step) probe matrix
+        for start in range(0, keys.size, step):
+            h1, h2 = self._h1_h2(keys[start : start + step])
             # All k probe rows of the block at once, without a modulo: row i is row i-1 plus
             # h2, minus m when that reaches m. Both are < m, so in uint64 ``p - m`` wraps
             # above 2**63 > m exactly when p < m, and min(p, p - m) is (h1 + i*h2) mod m.

@@ -187,27 +187,40 @@ _ASCII_MEMO: dict[bytes, bytes] = {}  # ASCII word -> its 8-byte digest (same va
 _ASCII_MEMO_SIZE = 1 << 18
 
 
-def _ascii_word_hashes(text: str) -> np.ndarray:
-    """``_word_hashes(words(text))`` for an ASCII text in "split" mode, without the regex:
-    one ``bytes.translate`` (lower-case, non-alphanumerics to spaces) and ``split``.
+def _ascii_digests(text: str) -> bytes:
+    """The 8-byte digests of ``words(text)``, concatenated, for an ASCII text in "split"
+    mode, without the regex: one ``bytes.translate`` (lower-case, non-alphanumerics to
+    spaces) and ``split``.
     """
     tokens = text.encode("ascii").translate(_ASCII_FOLD).split()
     memo = _ASCII_MEMO
     try:
-        return np.frombuffer(b"".join(map(memo.__getitem__, tokens)), dtype="<u8").astype(np.uint64, copy=False)
+        return b"".join(map(memo.__getitem__, tokens))
     except KeyError:
         if len(memo) >= _ASCII_MEMO_SIZE:
             memo.clear()
         missing = list(set(tokens).difference(memo))
         digests = word_hashes([w.decode("ascii") for w in missing]).astype("<u8").tobytes()
         memo.update(zip(missing, (digests[8 * i:8 * i + 8] for i in range(len(missing)))))
-        return np.frombuffer(b"".join(map(memo.__getitem__, tokens)), dtype="<u8").astype(np.uint64, copy=False)
+        return b"".join(map(memo.__getitem__, tokens))
+
+
+def _ascii_word_hashes(text: str) -> np.ndarray:
+    """``_word_hashes(words(text))`` for an ASCII text in "split" mode (``_ascii_digests``)."""
+    return np.frombuffer(_ascii_digests(text), dtype="<u8").astype(np.uint64, copy=False)
 
 
 def _text_word_hashes(text: str, config: NgramConfig) -> np.ndarray:
     if config.apostrophes == "split" and text.isascii():
         return _ascii_word_hashes(text)  # ~2x faster on ASCII text; same words (tested)
     return _word_hashes(words(text, config))
+
+
+def _text_digests(text: str, split: bool, config: NgramConfig) -> bytes:
+    """``_text_word_hashes(text, config)`` as little-endian bytes (8 per word)."""
+    if split and text.isascii():
+        return _ascii_digests(text)
+    return _word_hashes(words(text, config)).astype("<u8", copy=False).tobytes()
 
 
 def ngram_hashes(text: str, config: NgramConfig = DEFAULT) -> np.ndarray:
@@ -224,9 +237,10 @@ def ngram_hashes_many(texts: Iterable[str], config: NgramConfig = DEFAULT) -> li
     The arrays are views into one buffer (copy one to keep it alone alive).
     """
     n = config.n
-    per_text = [_text_word_hashes(text, config) for text in texts]
-    counts = [len(h) for h in per_text]
-    h = np.concatenate(per_text) if per_text else np.zeros(0, dtype=np.uint64)
+    split = config.apostrophes == "split"
+    per_text = [_text_digests(text, split, config) for text in texts]  # bytes: no array per text
+    counts = [len(d) >> 3 for d in per_text]
+    h = np.frombuffer(b"".join(per_text), dtype="<u8").astype(np.uint64, copy=False)
     full = _keys_of_word_hashes(h, n) if len(h) >= n else np.zeros(0, dtype=np.uint64)
     out = []
     offset = 0

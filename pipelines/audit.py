@@ -70,11 +70,27 @@ def build_indexes(sets, config) -> dict:
     return {s.name: BenchmarkIndex.build([(e.id, e.text) for e in s.examples], config, s.name) for s in sets}
 
 
+FORMAT_PREFERENCE = (".parquet", ".jsonl", ".json.gz")  # one shard set written in several formats: read one
+
+
 def corpus_files(specs: list[str]) -> list[str]:
+    """The shard files to read, each document once: when a shard is present in several
+    formats (``c4-train.00000-of-00002.json.gz`` and ``.parquet``), only the first of
+    ``FORMAT_PREFERENCE`` is read."""
     files = find_shards(specs)
     if not files:
         raise InputError(f"no corpus shards found for {specs}")
-    return files
+    by_stem: dict[str, list[str]] = {}
+    for path in files:
+        suffix = next((s for s in FORMAT_PREFERENCE if path.endswith(s)), "")
+        by_stem.setdefault(path[: len(path) - len(suffix)] if suffix else path, []).append(path)
+    chosen = []
+    for copies in by_stem.values():
+        copies.sort(key=lambda p: next((i for i, s in enumerate(FORMAT_PREFERENCE) if p.endswith(s)), len(FORMAT_PREFERENCE)))
+        chosen.append(copies[0])
+        if len(copies) > 1:
+            log.info("%s: reading %s (the same shard exists as %s)", copies[0], os.path.basename(copies[0]), ", ".join(map(os.path.basename, copies[1:])))
+    return sorted(chosen)
 
 
 def _doc_id(path: str, number: int, doc: Document) -> str:

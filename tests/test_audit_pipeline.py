@@ -65,6 +65,13 @@ def test_bloom_and_exact_agree_on_every_hit_for_real_benchmarks(corpus, tmp_path
     print(audit.format_audit(result))
 
 
+def test_a_shard_written_in_two_formats_is_read_once(tmp_path):
+    docs = [Document(text="one two three four five six seven eight nine", url="http://a.example/1", timestamp="")]
+    for fmt, name in (("c4json", "c4-train.00000-of-00001.json.gz"), ("parquet", "c4-train.00000-of-00001.parquet")):
+        write_shard(docs, tmp_path / name, fmt)
+    assert audit.corpus_files([str(tmp_path)]) == [str(tmp_path / "c4-train.00000-of-00001.parquet")]
+
+
 def test_a_benchmark_overlaps_itself_completely(real_data, tmp_path):
     lambada = real_data / "lm_benchmarks" / "lambada" / "lambada_test.jsonl"
     examples = load_benchmark(f"lambada:{lambada}").examples[:300]
