@@ -31,6 +31,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/langid_speed.py
 	$(PY) benchmarks/minhash_speed.py
 	$(PY) benchmarks/webtext_fetch.py
+	$(PY) benchmarks/bloom.py
 
 clean:
 	rm -rf $(VENV) $(DEMO_OUT) build dist *.egg-info
