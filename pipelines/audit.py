@@ -237,6 +237,14 @@ def benchmark_rows(indexes, args, *, exact=None, bloom=None, evidence=None, own_
             extra["own_train_percent"] = own_train[name]
         row = report.to_report_row(evidence or {}, **extra)
         row["dirty_ids"] = list(report.dirty_ids)
+        # Localisation of every dirty example: the matched character spans in the example and
+        # (exact mode) a few training documents that hold its n-grams.
+        by_id = {e.id: e for e in report.examples}
+        for example in row["per_example"]:
+            if example["dirty"]:
+                found = by_id[example["id"]]
+                example["spans"] = [list(span) for span in found.spans]
+                example["training_docs"] = list(found.training_docs)
         rows.append(row)
     return rows
 

@@ -43,8 +43,10 @@ def corpus(sample_crawl, real_data, tmp_path_factory):
 
 def test_bloom_and_exact_agree_on_every_hit_for_real_benchmarks(corpus, tmp_path):
     out = tmp_path / "audit"
+    own_train = tmp_path / "lambada-train.txt"  # a stand-in "own training split": 2 of its passages
+    own_train.write_text("\n".join(corpus["sets"]["lambada"].examples[i].text.replace("\n", " ") for i in (0, 1)) + "\n", encoding="utf-8")
     result = audit.run_audit(["--corpus", str(corpus["folder"]), "--benchmark", *corpus["specs"].values(), "--output", str(out),
-                              "--fp_queries", "200000", "--filter_parts", "2"])
+                              "--fp_queries", "200000", "--filter_parts", "2", "--own_train", f"lambada=text:{own_train}"])
     rows = {row["name"]: row for row in result["rows"]}
     assert set(rows) == {"wikitext2", "ptb", "lambada"}
     for name, row in rows.items():
@@ -54,6 +56,12 @@ def test_bloom_and_exact_agree_on_every_hit_for_real_benchmarks(corpus, tmp_path
         assert agreement["exact_found"] == row["unique_found"] > 0
         planted_ids = {corpus["sets"][name].examples[i].id for i in corpus["planted"][name]}
         assert planted_ids <= set(row["dirty_ids"]), name
+        for example in row["per_example"]:  # localisation: where in the example, which training document
+            if example["id"] in planted_ids:
+                assert example["spans"] and any(doc.startswith(f"http://planted.example/{name}/") for doc in example["training_docs"])
+    lambada = rows["lambada"]
+    assert 0 < lambada["own_train_percent"] < 5  # 2 of 5,153 passages
+    assert "the dataset's own train split" in (out / "report.md").read_text(encoding="utf-8")
     evidence = result["fp_evidence"]
     assert evidence["parts"] == 2 and evidence["k"] == 27 and evidence["estimated_fp_rate"] < 1e-8
     assert evidence["empirical_found"] == 0 and evidence["empirical_queries"] == 200000
