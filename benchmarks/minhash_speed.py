@@ -52,20 +52,12 @@ def text_sets(data: Path | None, limit: int) -> dict[str, list[str]]:
     return {"wiki-paragraphs": paragraphs[:limit], "wet-c4": pages[:limit]}
 
 
-def run_ours(hasher: MinHasher, texts: list[str], n: int) -> tuple[list, float, float]:
-    """Signatures, seconds shingling, seconds hashing."""
+def timed_signatures(shingle_fn, signature_fn, texts: list[str], n: int) -> tuple[list, float, float]:
+    """Signatures, seconds shingling, seconds hashing, for one side's two functions."""
     start = time.perf_counter()
-    sets = [shingles(t, n) for t in texts]
+    sets = [shingle_fn(t, n) for t in texts]
     middle = time.perf_counter()
-    sigs = [hasher.signature(s) for s in sets]
-    return sigs, middle - start, time.perf_counter() - middle
-
-
-def run_baseline(hasher: MinHasher, texts: list[str], n: int) -> tuple[list, float, float]:
-    start = time.perf_counter()
-    sets = [reference_shingles(t, n) for t in texts]
-    middle = time.perf_counter()
-    sigs = [hasher.reference_signature(s) for s in sets]
+    sigs = [signature_fn(s) for s in sets]
     return sigs, middle - start, time.perf_counter() - middle
 
 
@@ -77,8 +69,10 @@ def best_of(repeat: int, hasher: MinHasher, texts: list[str], n: int):
         for name in ("baseline", "cold", "warm"):
             if name == "cold":
                 minhash._WORD_CACHE.clear()
-            run = run_baseline if name == "baseline" else run_ours
-            sigs, shingle_s, sig_s = run(hasher, texts, n)
+            if name == "baseline":
+                sigs, shingle_s, sig_s = timed_signatures(reference_shingles, hasher.reference_signature, texts, n)
+            else:
+                sigs, shingle_s, sig_s = timed_signatures(shingles, hasher.signature, texts, n)
             if shingle_s + sig_s < sum(best[name]):
                 best[name] = (shingle_s, sig_s)
             outputs[name] = sigs
