@@ -18,7 +18,9 @@ equal the whole-file numbers.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from typing import Sequence
 
 
 @dataclass
@@ -40,3 +42,32 @@ class ExampleScore:
     def from_dict(cls, data: dict) -> "ExampleScore":
         return cls(data["id"], float(data["nll"]), int(data["tokens"]), int(data["words"]), int(data["bytes"]),
                    int(data["chars"]), dict(data.get("correct", {})), dict(data.get("extra", {})))
+
+
+LN2 = math.log(2)
+
+
+def compute_metric(scores: Sequence[ExampleScore], metric: str) -> float:
+    """One metric over a set of examples (see the module docstring); NaN for an empty set.
+
+    ``metric``: ``token_ppl``, ``word_ppl``, ``bpb``, ``bpc``, ``lastword_ppl``, ``mean_nll``,
+    or ``acc:<protocol>`` (e.g. ``acc:last_token``).
+    """
+    if not scores:
+        return math.nan
+    if metric.startswith("acc:"):
+        protocol = metric[4:]
+        flags = [s.correct[protocol] for s in scores if protocol in s.correct]
+        return sum(flags) / len(flags) if flags else math.nan
+    nll = math.fsum(s.nll for s in scores)
+    denominators = {"token_ppl": "tokens", "word_ppl": "words", "bpb": "bytes", "bpc": "chars"}
+    if metric in denominators:
+        total = sum(getattr(s, denominators[metric]) for s in scores)
+        if total == 0:
+            return math.nan
+        return math.exp(nll / total) if metric.endswith("ppl") else nll / LN2 / total
+    if metric == "lastword_ppl":
+        return math.exp(nll / len(scores))
+    if metric == "mean_nll":
+        return nll / len(scores)
+    raise ValueError(f"unknown metric {metric!r}")

@@ -106,6 +106,30 @@ def cmd_decontaminate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_tokenize(args: argparse.Namespace) -> int:
+    from pipelines.tokenize import main as tokenize_main
+
+    return tokenize_main(args.sub_argv)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from model.train import main as train_main
+
+    return train_main(args.sub_argv)
+
+
+def cmd_sample(args: argparse.Namespace) -> int:
+    from model.sample import main as sample_main
+
+    return sample_main(args.sub_argv)
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from model.harness import main as eval_main
+
+    return eval_main(args.sub_argv)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from pipelines.demo import run_demo
 
@@ -149,6 +173,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("decontaminate", help="remove benchmark overlaps from training shards (GPT-3 spans, drop or mask)", add_help=False)
     p.set_defaults(func=cmd_decontaminate)
 
+    p = sub.add_parser("tokenize", help="train byte-level BPE on shards and write llm.c token shards (train/val) with Apache Beam", add_help=False)
+    p.set_defaults(func=cmd_tokenize)
+
+    p = sub.add_parser("train", help="train GPT-1/GPT-2 on token shards (CPU, GPU, torchrun DDP); exact resume", add_help=False)
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("sample", help="generate text from a checkpoint (top-k / top-p / temperature)", add_help=False)
+    p.set_defaults(func=cmd_sample)
+
+    p = sub.add_parser("eval", help="zero-shot GPT-2 benchmarks, each reported on all / clean / contaminated examples", add_help=False)
+    p.set_defaults(func=cmd_eval)
+
     p = sub.add_parser("demo", help="generate the bundled sample crawl and run every working job on it")
     p.add_argument("--out", default="demo-out", help="output folder (default demo-out)")
     p.add_argument("--seed", type=int, default=0, help="sample crawl seed (default 0)")
@@ -161,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
-    if args.command in ("read", "c4", "webtext", "audit", "decontaminate"):
+    if args.command in ("read", "c4", "webtext", "audit", "decontaminate", "tokenize", "train", "sample", "eval"):
         args.sub_argv = rest  # the job owns its options and passes Beam's through
     elif rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")

@@ -29,7 +29,7 @@ def test_every_subcommand_has_help(command):
 def test_top_level_help_lists_only_working_commands():
     out = corpusforge("--help").stdout
     listed = set(re.findall(r"^    (\w+)", out.split("COMMAND")[-1], re.M))
-    assert listed == {"inspect", "stats", "read", "c4", "webtext", "audit", "decontaminate", "demo"}
+    assert listed == {"inspect", "stats", "read", "c4", "webtext", "audit", "decontaminate", "tokenize", "train", "sample", "eval", "demo"}
 
 
 def test_inspect_counts_records_mime_languages_and_errors(real_data):
