@@ -32,6 +32,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/minhash_speed.py
 	$(PY) benchmarks/webtext_fetch.py
 	$(PY) benchmarks/bloom.py
+	$(PY) benchmarks/tokenizer_speed.py
 
 clean:
 	rm -rf $(VENV) $(DEMO_OUT) build dist *.egg-info

@@ -1,0 +1,427 @@
+"""Document shards -> llm.c token shards (train/val), as an Apache Beam job.
+
+    corpusforge tokenize --input 'c4-out/c4-train.*.json.gz' --output tokens/ \
+        [--tokenizer FOLDER | --vocab_size 50257 --train_docs 100000] \
+        [--val_fraction 0.005 | --val_docs N] [--shard_tokens 100000000] [--prefix c4] \
+        [--field text] [any Beam option, e.g. --direct_num_workers 4 --direct_running_mode multi_processing]
+
+The steps:
+
+    (train or load the tokenizer; save it to OUTPUT/tokenizer/)
+    read documents  ->  digest = blake2b-128(text)  ->  split by digest  ->  encode (EOT + ids)
+    ->  group by (split, digest range)  ->  sort each range by digest, write it as one part
+    ->  plan shards over the parts in digest order  ->  write each shard (in parallel)
+
+Conventions (the output is byte-identical whatever the number of workers or ranges):
+- Each document is PRECEDED by ``<|endoftext|>`` (llm.c ``fineweb.py``), so every shard
+  of a split starts with it and a document's tokens run up to the next one.
+- Documents are ordered by the digest of their text (a deterministic shuffle); two
+  documents with the same text have the same tokens, so ties cannot change a byte.
+- Validation takes the documents with the smallest digests: those whose first 8 digest
+  bytes, read as a fraction of 2^64, are below ``--val_fraction``; or the ``--val_docs``
+  smallest (more when duplicate texts tie). Exact duplicates never straddle the split.
+- Shards hold ``--shard_tokens`` tokens (llm.c: 1e8) but the last of a split; a document
+  may continue in the next shard, as in llm.c.
+- Documents whose text is empty or only whitespace are dropped (counted).
+
+Scale: no step holds the corpus. A document is grouped with the others of its digest
+range (``--buckets``, by default one per 64 MB of input files), the range is sorted and
+written to ``OUTPUT/.parts/``, and each shard is cut from those part files by its own
+worker. Memory per worker: one digest range, or one shard (2 bytes per token).
+
+Outputs: ``meta.json``, ``tokenizer/vocab.json`` + ``merges.txt``,
+``<prefix>_<split>_<i:06d>.bin``, ``stats.json`` (every counter), ``errors/errors.jsonl``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import json
+import logging
+import math
+import os
+import shutil
+import sys
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.metrics import Metrics
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from corpus.atomic import atomic_path
+from corpus.inputs import InputError
+from pipelines.audit import corpus_files
+from pipelines.options import stage_setup_file
+from pipelines.read import counters_of, error_examples, write_json
+from pipelines.sources import WriteErrors
+
+log = logging.getLogger(__name__)
+
+NAMESPACE = "tokenize"
+SPLITS = ("val", "train")  # val first: it holds the smallest digests
+DEFAULT_VAL_FRACTION = 0.005
+DEFAULT_TRAIN_DOCS = 100_000
+BUCKET_INPUT_BYTES = 64 * 2**20  # one digest range per 64 MB of input files
+MAX_BUCKETS = 65_536
+DIGEST_BYTES = 16  # blake2b-128 of the text's UTF-8 (surrogatepass) bytes
+TOKENIZER_FOLDER = "tokenizer"
+PARTS_FOLDER = ".parts"
+PLAN_FILE = "plan.json"
+PARQUET_BATCH_ROWS = 1024
+
+
+# --- reading ------------------------------------------------------------------------------
+def read_texts(path: str, field: str = "text"):
+    """``(number, text)`` for each row of a shard, or a ``ReadError`` dict for a row or file
+    that cannot be read; rows before a damaged spot are kept."""
+    if path.endswith(".parquet"):
+        yield from _parquet_texts(path, field)
+        return
+    opener = gzip.open if path.endswith(".gz") else open
+    number = 0
+    try:
+        with opener(path, "rb") as lines:
+            for number, line in enumerate(lines, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except ValueError as exc:
+                    yield _error(path, number, "bad_json", str(exc))
+                    continue
+                if not isinstance(row, dict) or not isinstance(row.get(field), str):
+                    yield _error(path, number, "no_text_field", f"no string field {field!r}")
+                    continue
+                yield number, row[field]
+    except (OSError, EOFError, UnicodeDecodeError) as exc:
+        yield _error(path, number + 1, "unreadable", f"{type(exc).__name__}: {exc}")
+
+
+def _parquet_texts(path: str, field: str):
+    import pyarrow.parquet as pq
+
+    number = 0
+    try:
+        with pq.ParquetFile(path) as shard:
+            if field not in shard.schema_arrow.names:
+                yield _error(path, 0, "no_text_field", f"no column {field!r} (columns: {shard.schema_arrow.names})")
+                return
+            for batch in shard.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=[field]):
+                for text in batch.column(0).to_pylist():
+                    number += 1
+                    if not isinstance(text, str):
+                        yield _error(path, number, "no_text_field", f"{field!r} is {type(text).__name__}")
+                        continue
+                    yield number, text
+    except (OSError, ValueError) as exc:
+        yield _error(path, number + 1, "unreadable", f"{type(exc).__name__}: {exc}")
+
+
+def _error(path: str, offset: int, reason: str, detail: str) -> dict:
+    return {"source": path, "offset": offset, "reason": reason, "detail": detail[:500]}
+
+
+def document_digest(text: str) -> bytes:
+    from model.tokenizer import text_bytes
+
+    return hashlib.blake2b(text_bytes(text), digest_size=DIGEST_BYTES).digest()
+
+
+def in_val_fraction(digest: bytes, fraction: float) -> bool:
+    return int.from_bytes(digest[:8], "big") < fraction * 2**64
+
+
+def bucket_of(digest: bytes, buckets: int) -> int:
+    """The digest range of a document: monotonic in the digest, so ranges in order are the
+    documents in digest order whatever ``buckets`` is."""
+    return (int.from_bytes(digest[:8], "big") * buckets) >> 64
+
+
+def first_texts(files: list[str], count: int, field: str = "text"):
+    """The first ``count`` non-empty texts in file order (the tokenizer's training text)."""
+    taken = 0
+    for path in files:
+        for item in read_texts(path, field):
+            if isinstance(item, dict):
+                continue
+            if item[1].strip():
+                yield item[1]
+                taken += 1
+                if taken >= count:
+                    return
+
+
+# --- Beam steps -----------------------------------------------------------------------------
+def _read_documents(path: str, field: str):
+    documents = empty = 0
+    for item in read_texts(path, field):
+        if isinstance(item, dict):
+            Metrics.counter(NAMESPACE, f"error:{item['reason']}").inc()
+            yield beam.pvalue.TaggedOutput("errors", item)
+            continue
+        documents += 1
+        text = item[1]
+        if not text.strip():
+            empty += 1
+            continue
+        yield document_digest(text), text
+    Metrics.counter(NAMESPACE, "documents_read").inc(documents)
+    Metrics.counter(NAMESPACE, "empty_dropped").inc(empty)
+
+
+class _EncodeFn(beam.DoFn):
+    """(digest, text) -> ((split, range), (digest, EOT + ids as uint16 bytes)); the tokenizer
+    travels as its vocabulary and merges and is built once per worker."""
+
+    def __init__(self, vocab: dict, merges: list, buckets: int, val_fraction: float):
+        self.vocab, self.merges = vocab, merges
+        self.buckets, self.val_fraction = buckets, val_fraction
+        self.tokenizer = None
+
+    def setup(self):
+        from model.tokenizer import BPETokenizer
+
+        self.tokenizer = BPETokenizer(self.vocab, self.merges)
+
+    def process(self, element, val_last=None):
+        digest, text = element
+        if val_last is not None or self.val_fraction is None:
+            split = "val" if val_last is not None and digest <= val_last else "train"
+        else:
+            split = "val" if in_val_fraction(digest, self.val_fraction) else "train"
+        ids = self.tokenizer.encode(text)
+        tokens = np.empty(len(ids) + 1, dtype="<u2")
+        tokens[0] = self.tokenizer.eot_id
+        tokens[1:] = ids
+        Metrics.counter(NAMESPACE, f"{split}_documents").inc()
+        Metrics.counter(NAMESPACE, f"{split}_tokens").inc(len(tokens))
+        yield (split, bucket_of(digest, self.buckets)), (digest, tokens.tobytes())
+
+
+def _write_part(keyed, parts_dir: str) -> dict:
+    """One digest range of one split, sorted by digest, as a raw uint16 file."""
+    (split, bucket), docs = keyed
+    docs = sorted(docs)
+    path = os.path.join(parts_dir, f"{split}-{bucket:06d}.u16")
+    with atomic_path(path) as temporary:
+        with open(temporary, "wb") as f:
+            for _, tokens in docs:
+                f.write(tokens)
+    return {"split": split, "bucket": bucket, "path": path, "tokens": sum(len(t) for _, t in docs) // 2, "documents": len(docs)}
+
+
+def plan_shards(parts: list[dict], shard_tokens: int, out_dir: str, prefix: str) -> dict:
+    """Cut each split's parts, in digest order, into shards of ``shard_tokens``: for each shard
+    its path and the (part, start, stop) slices it copies."""
+    from model.tokens import shard_name
+
+    plan = {"splits": {}, "shards": []}
+    for split in SPLITS:
+        mine = sorted((p for p in parts if p["split"] == split), key=lambda p: p["bucket"])
+        total = sum(p["tokens"] for p in mine)
+        names = []
+        part_index, part_offset = 0, 0
+        for index in range(math.ceil(total / shard_tokens)):
+            size = min(shard_tokens, total - index * shard_tokens)
+            pieces, need = [], size
+            while need:
+                part = mine[part_index]
+                take = min(need, part["tokens"] - part_offset)
+                pieces.append((part["path"], part_offset, part_offset + take))
+                need -= take
+                part_offset += take
+                if part_offset == part["tokens"]:
+                    part_index, part_offset = part_index + 1, 0
+            name = shard_name(prefix, split, index)
+            names.append(name)
+            plan["shards"].append({"path": os.path.join(out_dir, name), "tokens": size, "pieces": pieces})
+        plan["splits"][split] = {"shards": len(names), "tokens": total, "documents": sum(p["documents"] for p in mine),
+                                 "files": names}
+    return plan
+
+
+def _plan_and_record(parts, shard_tokens, out_dir, prefix, plan_path):
+    plan = plan_shards(list(parts), shard_tokens, out_dir, prefix)
+    write_json(plan_path, plan)
+    return plan["shards"]
+
+
+def write_planned_shard(shard: dict) -> str:
+    from model.tokens import write_token_shard
+
+    tokens = np.empty(shard["tokens"], dtype="<u2")
+    at = 0
+    for path, start, stop in shard["pieces"]:
+        tokens[at:at + stop - start] = np.fromfile(path, dtype="<u2", count=stop - start, offset=2 * start)
+        at += stop - start
+    write_token_shard(shard["path"], tokens)
+    Metrics.counter(NAMESPACE, "shards_written").inc()
+    return shard["path"]
+
+
+# --- the job --------------------------------------------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--input", nargs="+", required=True, help="document shards: files, globs or folders (C4 .json.gz, .jsonl, .parquet)")
+    parser.add_argument("--output", required=True, help="output folder")
+    parser.add_argument("--tokenizer", default=None, help="use this tokenizer (folder with vocab.json + merges.txt, or encoder.json + vocab.bpe)")
+    parser.add_argument("--vocab_size", type=int, default=50257, help="vocabulary of a trained tokenizer, end-of-text included (GPT-2: 50,257)")
+    parser.add_argument("--train_docs", type=int, default=DEFAULT_TRAIN_DOCS, help="train the tokenizer on the first N non-empty documents (file order)")
+    parser.add_argument("--min_frequency", type=int, default=2, help="merge only pairs seen at least this often")
+    val = parser.add_mutually_exclusive_group()
+    val.add_argument("--val_fraction", type=float, default=None, help=f"share of documents for validation, by digest (default {DEFAULT_VAL_FRACTION})")
+    val.add_argument("--val_docs", type=int, default=None, help="exactly this many validation documents (the smallest digests)")
+    parser.add_argument("--shard_tokens", type=int, default=100_000_000, help="tokens per shard (llm.c: 100M)")
+    parser.add_argument("--prefix", default="corpus", help="shard name prefix: <prefix>_<split>_<i:06d>.bin")
+    parser.add_argument("--field", default="text", help="the JSON field / Parquet column holding the text")
+    parser.add_argument("--buckets", type=int, default=None, help="digest ranges sorted in parallel (default: one per 64 MB of input)")
+
+
+def check_arguments(args) -> None:
+    if args.val_fraction is None and args.val_docs is None:
+        args.val_fraction = DEFAULT_VAL_FRACTION
+    if args.val_fraction is not None and not 0 <= args.val_fraction < 1:
+        raise InputError(f"--val_fraction must be in [0, 1), got {args.val_fraction}")
+    if args.val_docs is not None and args.val_docs < 0:
+        raise InputError(f"--val_docs must be >= 0, got {args.val_docs}")
+    if args.shard_tokens < 1:
+        raise InputError(f"--shard_tokens must be >= 1, got {args.shard_tokens}")
+    if args.buckets is not None and not 1 <= args.buckets <= MAX_BUCKETS:
+        raise InputError(f"--buckets must be in 1..{MAX_BUCKETS}, got {args.buckets}")
+    if not args.prefix or os.sep in args.prefix:
+        raise InputError(f"--prefix must be a non-empty file name prefix (shards are <prefix>_<split>_<i:06d>.bin), got {args.prefix!r}")
+    if args.tokenizer is None and args.train_docs < 1:
+        raise InputError(f"--train_docs must be >= 1, got {args.train_docs}")
+
+
+def prepare_tokenizer(args, files: list[str]):
+    """Load ``--tokenizer`` or train one on the first ``--train_docs`` documents; either way a
+    copy goes to OUTPUT/tokenizer, so the token shards travel with their vocabulary."""
+    from model.tokenizer import BPETokenizer, TokenizerFileError, train_tokenizer
+    from model.tokens import MAX_TOKEN_ID
+
+    if args.tokenizer:
+        try:
+            tokenizer = BPETokenizer.load(args.tokenizer)
+        except (TokenizerFileError, OSError) as exc:
+            raise InputError(f"--tokenizer: {exc}") from exc
+    else:
+        if args.vocab_size > MAX_TOKEN_ID + 1:
+            raise InputError(f"--vocab_size {args.vocab_size}: token shards hold uint16 ids, so at most {MAX_TOKEN_ID + 1}")
+        from tqdm import tqdm
+
+        texts = tqdm(first_texts(files, args.train_docs, args.field), total=args.train_docs, desc="tokenizer training text", unit="doc")
+        try:
+            tokenizer = train_tokenizer(texts, vocab_size=args.vocab_size, min_frequency=args.min_frequency)
+        except ValueError as exc:
+            raise InputError(f"training the tokenizer: {exc}") from exc
+    if tokenizer.vocab_size > MAX_TOKEN_ID + 1:
+        raise InputError(f"the tokenizer has {tokenizer.vocab_size:,} tokens: token shards hold uint16 ids, so at most {MAX_TOKEN_ID + 1:,}")
+    tokenizer.save(os.path.join(args.output, TOKENIZER_FOLDER))
+    return tokenizer
+
+
+def default_buckets(files: list[str]) -> int:
+    size = sum(os.path.getsize(f) for f in files)
+    return max(1, min(MAX_BUCKETS, math.ceil(size / BUCKET_INPUT_BYTES)))
+
+
+def build(p: beam.Pipeline, files: list[str], tokenizer, args, parts_dir: str, plan_path: str) -> None:
+    read = (p | "Shard files" >> beam.Create(files) | "Spread files" >> beam.Reshuffle()
+            | "Read documents" >> beam.FlatMap(_read_documents, args.field).with_outputs("errors", main="docs"))
+    docs = read.docs | "Spread documents" >> beam.Reshuffle()
+    encode = _EncodeFn(tokenizer.vocab, tokenizer.merges, args.buckets, args.val_fraction)
+    if args.val_docs is not None:
+        val_last = (docs | "Digests" >> beam.Keys()
+                    | "Smallest digests" >> beam.combiners.Top.Smallest(max(args.val_docs, 1))
+                    | "Last val digest" >> beam.Map(lambda d: d[-1] if d and args.val_docs else None))
+        encoded = docs | "Split and encode" >> beam.ParDo(encode, val_last=beam.pvalue.AsSingleton(val_last))
+    else:
+        encoded = docs | "Split and encode" >> beam.ParDo(encode)
+    (encoded
+     | "Group by digest range" >> beam.GroupByKey()
+     | "Sort and write range" >> beam.Map(_write_part, parts_dir)
+     | "Collect parts" >> beam.combiners.ToList()
+     | "Plan shards" >> beam.FlatMap(_plan_and_record, args.shard_tokens, args.output, args.prefix, plan_path)
+     | "Spread shards" >> beam.Reshuffle()
+     | "Write shards" >> beam.Map(write_planned_shard))
+    read.errors | "Write errors" >> WriteErrors(args.output)
+
+
+def run(argv: list[str] | None = None) -> dict:
+    from model.tokens import find_token_shards
+
+    parser = argparse.ArgumentParser(prog="corpusforge tokenize", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    args, beam_args = parser.parse_known_args(argv)
+    check_arguments(args)
+    files = corpus_files(args.input)
+    os.makedirs(args.output, exist_ok=True)
+    tokenizer = prepare_tokenizer(args, files)
+    if args.buckets is None:
+        args.buckets = default_buckets(files)
+    parts_dir = os.path.join(args.output, PARTS_FOLDER)
+    shutil.rmtree(parts_dir, ignore_errors=True)
+    os.makedirs(parts_dir)
+    plan_path = os.path.join(parts_dir, PLAN_FILE)
+    with beam.Pipeline(options=PipelineOptions(stage_setup_file(beam_args))) as p:
+        build(p, files, tokenizer, args, parts_dir, plan_path)
+    counters = counters_of(p.result).get(NAMESPACE, {})
+    if os.path.exists(plan_path):
+        with open(plan_path, encoding="utf-8") as f:
+            splits = json.load(f)["splits"]
+    else:  # no document at all: nothing was grouped, so nothing was planned
+        splits = {split: {"shards": 0, "tokens": 0, "documents": 0, "files": []} for split in SPLITS}
+    _remove_stale_shards(args.output, args.prefix, splits)
+    shutil.rmtree(parts_dir, ignore_errors=True)
+    meta = {
+        "vocab_size": tokenizer.vocab_size, "eot_id": tokenizer.eot_id, "tokenizer": TOKENIZER_FOLDER,
+        "prefix": args.prefix, "shard_tokens": args.shard_tokens,
+        "format": "llm.c: 256 x int32 header (magic 20240520, version 1, token count), then uint16 tokens",
+        "documents": "each document is preceded by the end-of-text token; documents in blake2b-128(text) order",
+        "val": {"fraction": args.val_fraction} if args.val_docs is None else {"documents": args.val_docs},
+        "splits": {split: splits[split] for split in ("train", "val")},
+    }
+    write_json(os.path.join(args.output, "meta.json"), meta)
+    for split in SPLITS:
+        if not splits[split]["files"]:
+            log.warning("the %s split is empty", split)
+    stats = {"files": len(files), "buckets": args.buckets, "counters": counters, "splits": meta["splits"],
+             "errors": error_examples(args.output)}
+    write_json(os.path.join(args.output, "stats.json"), stats)
+    if splits["train"]["files"]:
+        find_token_shards(args.output, "train")  # the shards are where readers look
+    return {"meta": meta, "stats": stats, "output": args.output}
+
+
+def _remove_stale_shards(out_dir: str, prefix: str, splits: dict) -> None:
+    """Shards of an earlier run with more shards would be read as part of this one."""
+    keep = {name for split in splits.values() for name in split["files"]}
+    for name in os.listdir(out_dir):
+        if name.startswith(f"{prefix}_") and name.endswith(".bin") and name not in keep:
+            if any(name.startswith(f"{prefix}_{split}_") for split in SPLITS):
+                os.remove(os.path.join(out_dir, name))
+
+
+def format_summary(result: dict) -> str:
+    meta, counters = result["meta"], result["stats"]["counters"]
+    lines = [f"tokenized {counters.get('documents_read', 0):,} documents into {result['output']} "
+             f"(vocabulary {meta['vocab_size']:,}, end-of-text {meta['eot_id']}; {counters.get('empty_dropped', 0):,} empty dropped)"]
+    for split in ("train", "val"):
+        info = meta["splits"][split]
+        lines.append(f"  {split:5} {info['documents']:>12,} documents {info['tokens']:>15,} tokens {info['shards']:>5} shards")
+    errors = {k: v for k, v in counters.items() if k.startswith("error:")}
+    if errors:
+        lines.append("  errors: " + ", ".join(f"{k[6:]} {v:,}" for k, v in sorted(errors.items())) + " (see errors/errors.jsonl)")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    print(format_summary(run(argv)))
+    return 0
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+    sys.exit(main())

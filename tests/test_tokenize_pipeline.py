@@ -1,0 +1,147 @@
+"""``corpusforge tokenize`` on Beam's DirectRunner: shards that decode back to the input
+documents, deterministic train/val and order, identical bytes whatever the workers and
+digest ranges, bad input counted and kept out, and clear refusals."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from corpus.inputs import InputError
+from model.tokenizer import BPETokenizer
+from model.tokens import find_token_shards, read_token_shard
+from pipelines import tokenize
+
+WORDS = ["the", "cat", "sat", "on", "a", "mat", "don't", "it's", "日本語", "café", "😀", "1998", "and", "\n", "  "]
+
+
+def make_docs(n: int, seed: int = 0) -> list[str]:
+    rng = random.Random(seed)
+    return [f"doc {i}: " + " ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 60))) for i in range(n)]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("docs")
+    docs = make_docs(240)
+    with open(folder / "part-a.jsonl", "w", encoding="utf-8") as f:
+        for doc in docs[:100]:
+            f.write(json.dumps({"text": doc, "url": "u"}) + "\n")
+        f.write("{not json\n")
+        f.write(json.dumps({"text": "  \n "}) + "\n")
+        f.write(json.dumps({"url": "no text"}) + "\n")
+    with gzip.open(folder / "part-b.json.gz", "wt", encoding="utf-8") as f:
+        for doc in docs[100:]:
+            f.write(json.dumps({"text": doc}) + "\n")
+    return folder, docs
+
+
+def run(corpus_folder, out, *extra):
+    return tokenize.run(["--input", str(corpus_folder), "--output", str(out), "--vocab_size", "300",
+                         "--shard_tokens", "1000", "--prefix", "toy", *extra])
+
+
+def documents_of(tokens: np.ndarray, eot: int) -> list[np.ndarray]:
+    assert tokens[0] == eot  # every document is preceded by end-of-text
+    cuts = np.flatnonzero(tokens == eot)
+    return [tokens[a + 1:b] for a, b in zip(cuts, list(cuts[1:]) + [len(tokens)])]
+
+
+@pytest.fixture(scope="module")
+def first_run(corpus, tmp_path_factory):
+    folder, _ = corpus
+    out = tmp_path_factory.mktemp("tokens")
+    (out / "toy_train_000999.bin").write_bytes(b"stale")  # from an earlier, larger run
+    return out, run(folder, out, "--val_fraction", "0.1")
+
+
+def test_shards_decode_back_to_the_documents(corpus, first_run):
+    _, docs = corpus
+    out, result = first_run
+    meta = json.loads((out / "meta.json").read_text())
+    tokenizer = BPETokenizer.load(out / meta["tokenizer"])
+    assert meta["vocab_size"] == tokenizer.vocab_size == 300 and meta["eot_id"] == 299 == tokenizer.eot_id
+    seen = {}
+    for split in ("train", "val"):
+        paths = find_token_shards(out, split)
+        assert [p.rsplit("/", 1)[1] for p in paths] == meta["splits"][split]["files"]
+        assert meta["splits"][split]["shards"] == len(paths)
+        shards = [read_token_shard(p) for p in paths]
+        assert all(len(s) == 1000 for s in shards[:-1]) and 0 < len(shards[-1]) <= 1000
+        stream = np.concatenate(shards)
+        assert len(stream) == meta["splits"][split]["tokens"]
+        texts = [tokenizer.decode(d) for d in documents_of(stream, tokenizer.eot_id)]
+        assert len(texts) == meta["splits"][split]["documents"]
+        digests = [tokenize.document_digest(t) for t in texts]
+        assert digests == sorted(digests)  # documents in digest order
+        for text in texts:
+            seen[text] = split
+    assert sorted(seen) == sorted(docs)  # every document once; empty and broken rows left out
+    assert all((seen[d] == "val") == tokenize.in_val_fraction(tokenize.document_digest(d), 0.1) for d in docs)
+    assert 0 < meta["splits"]["val"]["documents"] < 60
+    assert not (out / "toy_train_000999.bin").exists() and not (out / ".parts").exists()
+
+
+def test_stats_count_what_was_dropped(first_run):
+    out, result = first_run
+    stats = json.loads((out / "stats.json").read_text())
+    counters = stats["counters"]
+    assert counters["documents_read"] == 241 and counters["empty_dropped"] == 1
+    assert counters["error:bad_json"] == 1 and counters["error:no_text_field"] == 1
+    assert counters["train_documents"] + counters["val_documents"] == 240
+    errors = [json.loads(line) for line in (out / "errors/errors.jsonl").read_text().splitlines()]
+    assert [(e["reason"], e["offset"]) for e in errors] == [("bad_json", 101), ("no_text_field", 103)]
+    assert "errors: bad_json 1, no_text_field 1" in tokenize.format_summary(result)
+
+
+def test_same_bytes_whatever_workers_and_ranges(corpus, first_run, tmp_path):
+    folder, _ = corpus
+    out, _ = first_run
+    again = tmp_path / "again"
+    run(folder, again, "--val_fraction", "0.1", "--tokenizer", str(out / "tokenizer"), "--buckets", "7",
+        "--direct_num_workers", "2", "--direct_running_mode", "multi_threading")
+    names = sorted(p.name for p in out.glob("*.bin"))
+    assert names == sorted(p.name for p in again.glob("*.bin")) and len(names) > 3
+    for name in names:
+        assert (out / name).read_bytes() == (again / name).read_bytes(), name
+    assert json.loads((out / "meta.json").read_text()) == json.loads((again / "meta.json").read_text())
+
+
+def test_val_docs_takes_the_smallest_digests(tmp_path):
+    docs = make_docs(30, seed=5)
+    pq.write_table(pa.table({"content": docs}), tmp_path / "docs.parquet")
+    out = tmp_path / "out"
+    result = tokenize.run(["--input", str(tmp_path / "docs.parquet"), "--output", str(out), "--vocab_size", "280",
+                           "--val_docs", "4", "--field", "content", "--prefix", "pq"])
+    assert result["meta"]["splits"]["val"]["documents"] == 4
+    tokenizer = BPETokenizer.load(out / "tokenizer")
+    val = [tokenizer.decode(d) for d in documents_of(read_token_shard(out / "pq_val_000000.bin"), tokenizer.eot_id)]
+    assert val == sorted(docs, key=tokenize.document_digest)[:4]
+
+
+def test_refusals_are_clear(corpus, tmp_path):
+    folder, _ = corpus
+    with pytest.raises(InputError, match="uint16 ids, so at most 65536"):
+        run(folder, tmp_path / "a", "--vocab_size", "70000")
+    with pytest.raises(InputError, match="--tokenizer: .*no tokenizer files"):
+        run(folder, tmp_path / "b", "--tokenizer", str(tmp_path))
+    with pytest.raises(InputError, match="--val_fraction"):
+        run(folder, tmp_path / "c", "--val_fraction", "1.5")
+    with pytest.raises(SystemExit):
+        run(folder, tmp_path / "d", "--val_fraction", "0.1", "--val_docs", "3")
+
+
+def test_cli_delegates_to_the_job(corpus, tmp_path, capsys):
+    from pipelines.cli import main
+
+    folder, _ = corpus
+    assert main(["tokenize", "--input", str(folder / "part-b.json.gz"), "--output", str(tmp_path), "--vocab_size", "270",
+                 "--val_docs", "0", "--prefix", "cli"]) == 0
+    assert "140 documents" in capsys.readouterr().out
+    assert not list(tmp_path.glob("cli_val_*.bin")) and len(read_token_shard(tmp_path / "cli_train_000000.bin")) > 140
