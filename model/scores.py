@@ -47,6 +47,14 @@ class ExampleScore:
 LN2 = math.log(2)
 
 
+def _exp(x: float) -> float:
+    """exp that says ``inf`` for a perplexity too large for a float (an untrained model's)."""
+    try:
+        return math.exp(x)
+    except OverflowError:
+        return math.inf
+
+
 def compute_metric(scores: Sequence[ExampleScore], metric: str) -> float:
     """One metric over a set of examples (see the module docstring); NaN for an empty set.
 
@@ -65,9 +73,9 @@ def compute_metric(scores: Sequence[ExampleScore], metric: str) -> float:
         total = sum(getattr(s, denominators[metric]) for s in scores)
         if total == 0:
             return math.nan
-        return math.exp(nll / total) if metric.endswith("ppl") else nll / LN2 / total
+        return _exp(nll / total) if metric.endswith("ppl") else nll / LN2 / total
     if metric == "lastword_ppl":
-        return math.exp(nll / len(scores))
+        return _exp(nll / len(scores))
     if metric == "mean_nll":
         return nll / len(scores)
     raise ValueError(f"unknown metric {metric!r}")
