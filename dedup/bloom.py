@@ -38,14 +38,17 @@ Bit layout: bit ``j`` is bit ``j % 8`` (least significant first) of byte ``j // 
 is also bit ``j % 64`` of little-endian uint64 word ``j // 64``.
 
 Speed (numpy, one core): ``add`` computes all ``k`` probes of a step of keys as one
-``(k, step)`` matrix (``step = min(block, 2^17 // k)`` keys, so temporaries stay about
-1 MB whatever the batch), each probe row from the previous one by an add and a wrap
-(``min(p, p - m)`` in uint64; no modulo), and writes the whole matrix with one
-fancy-indexed OR; the few probes whose byte another probe of the same step overwrote with
-a different bit are written again until none is left (usually 1-3 rounds). ``contains``
-(``block`` keys at a time, default 2^14; probe ``i`` from probe ``i - 1`` the same way)
-checks probe 0 for all keys, then probe 1 only for the keys still possibly present, and so
-on: a key that is absent (most n-grams of a test set) costs about 2 probes, not 27.
+``(k, step)`` matrix (``step = min(block, 2^17 // k)`` keys), each probe row from the
+previous one by an add and a wrap (``min(p, p - m)`` in uint64; no modulo), and writes the
+whole matrix with one fancy-indexed OR; the few probes whose byte another probe of the same
+step overwrote with a different bit are written again until none is left. Its work arrays
+(~1 MB) are allocated once per call and reused by every step: fresh temporaries of that
+size are new pages from the kernel each time, and their page faults cost more than the
+probes. ``contains`` (``block`` keys at a time, default 2^15) checks probe 0 for all keys,
+computes ``h2`` only for the keys that pass it, then checks probe 1 only for the keys
+still possibly present, and so on (probe ``i`` from probe ``i - 1`` the same way); once at
+most 256 keys are left it checks all their remaining probes as one matrix. A key that is
+absent (most n-grams of a test set) costs about 2 probes, not 27.
 
 ``count`` is the number of keys passed to ``add`` (duplicates included, so an upper bound
 on the distinct keys; ``merge`` adds the counts). ``estimated_count()`` is the
@@ -115,7 +118,8 @@ _MAX_BITS = 1 << 58  # (h1 + (k-1) * h2) must stay below 2**64 with k <= 64
 _MAX_K = 64
 _HASH_CHUNK = 1 << 26  # bytes per blake2b / popcount step over a (memory-mapped) array
 DEFAULT_ERROR_RATE = 1e-8  # GPT-2 section 4: "false positive rate upper-bounded by 1/10^8"
-DEFAULT_BLOCK = 1 << 14
+DEFAULT_BLOCK = 1 << 15  # keys per step of contains (arrays of 256 KB: reused memory, no fresh pages)
+_FINISH_KEYS = 256  # contains: with this few keys left, check all their remaining probes at once
 _ADD_PROBES = 1 << 17  # probes per step of add: a 1 MiB uint64 matrix (larger is slower)
 
 _M64 = (1 << 64) - 1
@@ -180,6 +184,14 @@ def _as_keys(keys: Any) -> np.ndarray:
             raise ValueError("negative keys: pass 64-bit hashes as uint64 (or int64, reinterpreted)")
         return array.reshape(-1).astype(np.uint64)
     raise TypeError(f"keys must be an integer array of 64-bit hashes, got dtype {array.dtype}")
+
+
+def _bit_is_set(bits: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """Bit ``positions`` (uint64) of the byte array ``bits``, as a bool array."""
+    hit = bits[(positions >> _THREE).view(np.int64)]
+    hit >>= (positions & _SEVEN).astype(np.uint8)
+    hit &= np.uint8(1)
+    return hit.view(bool)
 
 
 def _popcount(bits: np.ndarray) -> int:
@@ -259,13 +271,19 @@ class BloomFilter:
 
     # -- probes ---------------------------------------------------------------------------
 
-    def _h1_h2(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _h1(self, keys: np.ndarray) -> np.ndarray:
         h1 = _fmix(keys ^ self._s1)
         h1 %= self._m64
+        return h1
+
+    def _h2(self, keys: np.ndarray) -> np.ndarray:
         h2 = _fmix(keys ^ self._s2)
         h2 %= self._m64
         h2 |= np.uint64(1)
-        return h1, h2
+        return h2
+
+    def _h1_h2(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self._h1(keys), self._h2(keys)
 
     def positions(self, keys: Any) -> np.ndarray:
         """The k bit positions of each key, shape (len(keys), k) — for inspection and tests."""
@@ -279,51 +297,87 @@ class BloomFilter:
         if not self._bits.flags.writeable:
             raise ValueError("this filter is read-only (memory-mapped by load): add to filter.copy()")
         bits, m, k = self._bits, self._m64, self.k
-        step = max(1, min(self.block, _ADD_PROBES // k))  # keys per (k, step) probe matrix
+        step = max(1, min(self.block, _ADD_PROBES // k, keys.size))  # keys per (k, step) probe matrix
+        # Work buffers reused by every step (fresh ~1 MB temporaries would be new pages,
+        # each touched page a fault): probes, their byte index, bit mask, gathered bytes.
+        probes = np.empty(k * step, dtype=np.uint64)
+        spare = np.empty(step, dtype=np.uint64)
+        index = np.empty(k * step, dtype=np.uint64)
+        mask = np.empty(k * step, dtype=np.uint8)
+        got = np.empty(k * step, dtype=np.uint8)
+        missing = np.empty(k * step, dtype=bool)
         for start in range(0, keys.size, step):
             h1, h2 = self._h1_h2(keys[start : start + step])
-            # All k probe rows of the block at once, without a modulo: row i is row i-1 plus
+            size, total = h1.size, h1.size * k
+            # All k probe rows of the step at once, without a modulo: row i is row i-1 plus
             # h2, minus m when that reaches m. Both are < m, so in uint64 ``p - m`` wraps
             # above 2**63 > m exactly when p < m, and min(p, p - m) is (h1 + i*h2) mod m.
-            pos = np.empty((k, h1.size), dtype=np.uint64)
+            pos = probes[:total].reshape(k, size)
             pos[0] = h1
+            wrapped = spare[:size]
             for i in range(1, k):
                 row = pos[i]
                 np.add(pos[i - 1], h2, out=row)
-                np.minimum(row, row - m, out=row)
+                np.subtract(row, m, out=wrapped)
+                np.minimum(row, wrapped, out=row)
             pos = pos.reshape(-1)
-            byte = (pos >> _THREE).view(np.int64)  # < 2**55: a valid index as it is
-            mask = _BIT[pos & _SEVEN]
-            del pos
-            # A fancy-indexed OR keeps only the last write to a byte that occurs twice
-            # with different bits: write again those whose bit is still missing.
-            while byte.size:
-                bits[byte] |= mask
-                missing = (bits[byte] & mask) == 0
-                if not missing.any():
-                    break
-                byte, mask = byte[missing], mask[missing]
+            byte = np.right_shift(pos, _THREE, out=index[:total]).view(np.int64)  # < 2**55: a valid index
+            bit = np.bitwise_and(pos, _SEVEN, out=pos).view(np.int64)
+            bit_mask = np.take(_BIT, bit, out=mask[:total], mode="clip")
+            gathered = got[:total]
+            np.take(bits, byte, out=gathered, mode="clip")
+            gathered |= bit_mask
+            bits[byte] = gathered
+            # A fancy-indexed write keeps only the last of several writes to one byte (two
+            # probes of the step in the same byte): write again those whose bit is missing.
+            np.take(bits, byte, out=gathered, mode="clip")
+            gathered &= bit_mask
+            lost = np.equal(gathered, 0, out=missing[:total])
+            if lost.any():
+                byte, bit_mask = byte[lost], bit_mask[lost]
+                while byte.size:
+                    bits[byte] |= bit_mask
+                    lost = (bits[byte] & bit_mask) == 0
+                    byte, bit_mask = byte[lost], bit_mask[lost]
         self.count += int(keys.size)
 
     def contains(self, keys: Any) -> np.ndarray:
         """Membership of each key (np.ndarray[bool]); never False for an added key."""
         keys = _as_keys(keys)
         out = np.zeros(keys.size, dtype=bool)
-        bits, m = self._bits, self._m64
         for start in range(0, keys.size, self.block):
-            h1, h2 = self._h1_h2(keys[start : start + self.block])
-            alive = np.arange(start, start + h1.size)
-            for i in range(self.k):
-                # h1 holds probe i, (h1 + i*h2) mod m, kept below m by subtracting m (see add).
-                if i:
-                    h1 += h2
-                    np.minimum(h1, h1 - m, out=h1)
-                hit = (bits[(h1 >> _THREE).view(np.int64)] & _BIT[h1 & _SEVEN]) != 0
-                if not hit.all():
-                    alive, h1, h2 = alive[hit], h1[hit], h2[hit]
-                    if not alive.size:
-                        break
-            out[alive] = True
+            found = self._contains_block(keys[start : start + self.block])
+            out[start : start + found.size] = found
+        return out
+
+    def _contains_block(self, keys: np.ndarray) -> np.ndarray:
+        """``contains`` for one block: probe 0 for every key, then each next probe only for
+        the keys whose probes so far were all set (compressing the arrays each time); ``h2``
+        is only computed for the keys that pass probe 0. Once few keys are left, all their
+        remaining probes are checked at once (``(k - i, alive)`` matrix)."""
+        bits, m, k = self._bits, self._m64, self.k
+        out = np.zeros(keys.size, dtype=bool)
+        h1 = self._h1(keys)
+        hit = _bit_is_set(bits, h1)
+        if hit.all():
+            alive, h2 = np.arange(keys.size), self._h2(keys)
+        else:
+            alive = np.flatnonzero(hit)
+            h1, h2 = h1[alive], self._h2(keys[alive])
+        for i in range(1, k):
+            if alive.size <= _FINISH_KEYS:
+                steps = np.arange(1, k - i + 1, dtype=np.uint64)[:, None]
+                rest = (h1[None, :] + steps * h2[None, :]) % m  # probes i .. k-1
+                alive = alive[_bit_is_set(bits, rest.reshape(-1)).reshape(rest.shape).all(axis=0)]
+                break
+            # h1 becomes probe i, (h1 + i*h2) mod m, kept below m by subtracting m (see add).
+            h1 += h2
+            np.minimum(h1, h1 - m, out=h1)
+            hit = _bit_is_set(bits, h1)
+            if not hit.all():
+                keep = np.flatnonzero(hit)
+                alive, h1, h2 = alive[keep], h1[keep], h2[keep]
+        out[alive] = True
         return out
 
     def __contains__(self, key: int) -> bool:

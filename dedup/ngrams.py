@@ -20,19 +20,43 @@ choices open; ``NgramConfig`` exposes them, the defaults are the paper-like read
 
 ``words`` are found by one regular expression over the ORIGINAL text, so each word has a
 character span in it (``ngram_char_spans``, for localisation) whatever lower-casing or NFC
-does to its length.
+does to its length. ``words`` is the definition; the hashing functions below reach the
+same words faster (the tests compare them on real text):
 
-Hash scheme (``HASH_ID``): each word ``w`` gets ``blake2b(utf8(w), digest_size=8)`` read
-little-endian (``dedup.minhash.word_hashes`` and its per-process memo); the n-gram starting
-at word ``j`` is ``fmix64(sum_i h[j+i] * B**(n-1-i) mod 2**64)`` with ``B =
-SHINGLE_BASE`` (odd) and ``fmix64`` the MurmurHash3 64-bit finaliser (Horner's rule over
-the n word hashes, vectorised over all positions in numpy). A text with ``1 <= k < n``
-words has exactly one key, the same formula over its ``k`` words (the "whole-text key",
-as NeMo Curator keeps short texts whole); it can only ever match another text of exactly
-those ``k`` words, never a longer text's n-grams. A text without words has no key. Nothing
-depends on Python's ``hash()``: values are the same in every process and machine, for a
-given Unicode database (Python minor version). Change ``HASH_ID`` when any of this changes:
-filter files store it and refuse to mix schemes.
+- ASCII text: one ``bytes.translate`` lower-cases letters and digits and turns every other
+  byte into a space (words are then the runs of non-space bytes);
+- text with a little non-ASCII (<= 1/16 of its UTF-8 bytes): the same translate leaves the
+  non-ASCII bytes alone, then each space-delimited token holding some is replaced by
+  ``words`` of that token (exact: a word never spans a space, and lower-casing and NFC
+  never act across one; memoised per token, as web text repeats its dashes and names);
+- other text: ``words`` of the whole text.
+
+In "join" mode an ASCII apostrophe left between two word bytes is then deleted, any other
+becomes a space. A batch of texts is one byte stream (``normalised_stream``; two texts are
+joined by ``" \\x00 "``, which the translate turns into ``" \\x7f "``, a one-byte pseudo-word
+no text can produce: a NUL or DEL inside a text is a separator like any other), so all of
+it is hashed by a few numpy passes with no Python loop per word: word boundaries where
+``byte > 0x20`` changes, each word's first 8 bytes as one unaligned little-endian read,
+masked to its length (longer words: one more pass per further 8 bytes, over those words
+only), n-grams that contain a text separator dropped. Batches are cut into steps of
+``_STREAM_BLOCK`` characters: temporaries of several MB would be fresh pages from the
+kernel on every call, and their page faults cost more than the hashing.
+
+Hash scheme (``HASH_ID``): a normalised word ``w`` is its UTF-8 bytes cut into 8-byte
+chunks ``c_0 .. c_{q-1}``, each read little-endian, the last one zero-padded (no word holds
+a zero byte, so the chunks determine the word); its hash is ``h = fmix64(c_0)``, then
+``h = fmix64(h ^ c_j)`` for ``j = 1 .. q-1`` (``fmix64``: the MurmurHash3 64-bit finaliser,
+a bijection, so words of up to 8 bytes never collide, nor do two words of the same number
+of chunks). The n-gram starting at word ``j`` is ``fmix64(sum_i h[j+i] * B**(n-1-i) mod
+2**64)`` with ``B = NGRAM_BASE`` (odd): a polynomial, evaluated for all positions at once
+by doubling (widths 1, 2, 4, ... combined as ``P_{a+b}[j] = P_a[j] * B**b + P_b[j+a]``). A
+text with ``1 <= k < n`` words has exactly one key, the same formula over its ``k`` words
+(the "whole-text key", as NeMo Curator keeps short texts whole); it can only ever match
+another text of exactly those ``k`` words, never a longer text's n-grams. A text without
+words has no key. Nothing depends on Python's ``hash()``: values are the same in every
+process and machine, for a given Unicode database (Python minor version). Change
+``HASH_ID`` when any of this changes: filter files and exact indexes store it and refuse
+to mix schemes.
 """
 
 from __future__ import annotations
@@ -42,14 +66,12 @@ import sys
 import unicodedata
 from dataclasses import asdict, dataclass, fields
 from functools import lru_cache
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Mapping
 
 import numpy as np
 
-from dedup.minhash import _WORD_CACHE as _WORD_MEMO  # shared memo: word -> its 8-byte digest
-from dedup.minhash import SHINGLE_BASE, _fmix64, word_hashes
 
-HASH_ID = "ngram-v1:blake2b64-words:poly-9e3779b97f4a7c15:fmix64"  # bump on any scheme change
+HASH_ID = "ngram-v2:utf8-u64-chunks-fmix64:poly-9e3779b97f4a7c15:fmix64"  # bump on any scheme change
 
 DEFAULT_N = 8  # GPT-2 section 4 (Bloom filters of 8-grams); GPT-3 / lm-evaluation-harness use 13
 APOSTROPHE_MODES = ("split", "join")
@@ -156,71 +178,263 @@ def word_spans(text: str, config: NgramConfig = DEFAULT) -> list[tuple[int, int]
     return [m.span() for m in _pattern(text, config).finditer(text)]
 
 
+# --- normalised byte streams ------------------------------------------------------------------
+# A batch of texts becomes one bytes object: normalised words (UTF-8) separated by spaces,
+# texts by b" \x7f ". Every byte of a word is > 0x20 and != 0x7F (letters, digits, UTF-8).
+
+_SPACE, _QUOTE = 0x20, 0x27
+_TEXT_SEPARATOR = 0x7F  # DEL: between two texts of a stream, with a space on each side (a one-byte "word")
+_HEAVY_NON_ASCII = 16  # a text with more than 1/16 of its UTF-8 bytes non-ASCII goes to words() whole
+_TOKEN_MEMO_SIZE = 1 << 16  # normalised non-ASCII tokens kept per process (emptied when full)
+_TOKEN_MEMO: dict[tuple[str, bool, bytes], bytes] = {}
+
+
+def _fold_table(join: bool) -> bytes:
+    """``bytes.translate`` table: ASCII letters/digits lower-cased, NUL (joining the texts)
+    to the text separator, ``'`` kept in "join" mode, every other ASCII byte (DEL in a text
+    too) a space, bytes >= 0x80 (UTF-8 of non-ASCII characters) unchanged."""
+    table = bytearray(range(256))
+    for c in range(128):
+        if join and c == _QUOTE:
+            continue
+        table[c] = ord(chr(c).lower()) if chr(c).isalnum() else _SPACE
+    table[0] = _TEXT_SEPARATOR
+    return bytes(table)
+
+
+_FOLD = {False: _fold_table(False), True: _fold_table(True)}
+
+
+def _normalised_token(token: bytes, config: NgramConfig) -> bytes:
+    """``words`` of one space-delimited token (UTF-8, ASCII part already folded), joined by
+    spaces, memoised."""
+    key = (config.apostrophes, config.unicode, token)
+    out = _TOKEN_MEMO.get(key)
+    if out is None:
+        if len(_TOKEN_MEMO) >= _TOKEN_MEMO_SIZE:
+            _TOKEN_MEMO.clear()
+        text = token.decode("utf-8", "surrogatepass")
+        out = _TOKEN_MEMO[key] = " ".join(words(text, config)).encode("utf-8", "surrogatepass")
+    return out
+
+
+def _splice_non_ascii(folded: bytes, texts: list[str], config: NgramConfig) -> bytes:
+    """Normalise what ``_FOLD`` left undone in ``folded`` (the joined texts, UTF-8,
+    translated): each text with more than 1/_HEAVY_NON_ASCII of its bytes non-ASCII is
+    replaced whole by its ``words``; in the others, every space-delimited token holding a
+    non-ASCII byte is replaced by the ``words`` of that token."""
+    a = np.frombuffer(folded, dtype=np.uint8)
+    high = np.flatnonzero(a >= 0x80)
+    if not high.size:
+        return folded
+    separators = np.flatnonzero(a == _TEXT_SEPARATOR)
+    first = np.concatenate(([0], separators + 2))  # text t is folded[first[t]:last[t]]
+    last = np.concatenate((separators - 1, [a.size]))
+    text_of_high = np.searchsorted(separators, high)
+    heavy = np.bincount(text_of_high, minlength=len(texts)) * _HEAVY_NON_ASCII > last - first
+    high = high[~heavy[text_of_high]]
+    delimiters = np.concatenate(([-1], np.flatnonzero(a == _SPACE), [a.size]))
+    token = np.unique(np.searchsorted(delimiters, high))  # token t lies between delimiters t-1 and t
+    heavy_texts = np.flatnonzero(heavy)
+    starts = np.concatenate((delimiters[token - 1] + 1, first[heavy_texts]))
+    ends = np.concatenate((delimiters[token], last[heavy_texts]))
+    whole = np.concatenate((np.full(token.size, -1), heavy_texts))  # -1: a token, else the text
+    order = np.argsort(starts, kind="stable")
+    pieces, previous = [], 0
+    for start, end, text in zip(starts[order].tolist(), ends[order].tolist(), whole[order].tolist()):
+        pieces.append(folded[previous:start])
+        if text < 0:
+            pieces.append(_normalised_token(folded[start:end], config))
+        else:
+            pieces.append(" ".join(words(texts[text], config)).encode("utf-8", "surrogatepass"))
+        previous = end
+    pieces.append(folded[previous:])
+    return b"".join(pieces)
+
+
+def _join_apostrophes(stream: bytes) -> bytes:
+    """"join" mode: delete each ``'`` between two word bytes, turn every other into a space."""
+    if b"'" not in stream:
+        return stream
+    a = np.frombuffer(stream, dtype=np.uint8)
+    quote = np.flatnonzero(a == _QUOTE)
+    before = a[np.maximum(quote - 1, 0)]
+    after = a[np.minimum(quote + 1, a.size - 1)]
+    joined = (quote > 0) & (quote < a.size - 1) & (before > _SPACE) & (before != _QUOTE) \
+        & (after > _SPACE) & (after != _QUOTE)
+    a = a.copy()
+    a[quote[~joined]] = _SPACE
+    return np.delete(a, quote[joined]).tobytes()
+
+
+def normalised_stream(texts: Iterable[str], config: NgramConfig = DEFAULT) -> bytes:
+    """The normalised words of every text, UTF-8, words separated by spaces (one or more),
+    texts by ``b" \\x7f "`` (DEL, a byte no text keeps):
+    ``stream.split(b"\\x7f")[i].split()`` is ``words(texts[i], config)``, each encoded."""
+    texts = texts if isinstance(texts, list) else list(texts)
+    joined = " \x00 ".join(texts)
+    raw = joined.encode("utf-8", "surrogatepass")
+    if raw.count(b"\x00") != len(texts) - 1:  # a NUL inside a text: a separator there, like a space
+        texts = [text.replace("\x00", " ") for text in texts]
+        joined = " \x00 ".join(texts)
+        raw = joined.encode("utf-8", "surrogatepass")
+    join = config.apostrophes == "join"
+    stream = raw.translate(_FOLD[join])
+    if not joined.isascii():  # O(1) for a str
+        stream = _splice_non_ascii(stream, texts, config)
+    # the spliced words hold no apostrophe, and a whole text's have separators on both sides
+    return _join_apostrophes(stream) if join else stream
+
+
 # --- n-gram hashes ----------------------------------------------------------------------------
 
-def _horner(h: np.ndarray, width: int) -> np.ndarray:
+NGRAM_BASE = 0x9E3779B97F4A7C15  # odd 64-bit base of the n-gram polynomial (2^64 / golden ratio)
+_MASK64 = (1 << 64) - 1
+_FMIX_1 = np.uint64(0xFF51AFD7ED558CCD)  # MurmurHash3 fmix64 multipliers (Appleby, public domain)
+_FMIX_2 = np.uint64(0xC4CEB9FE1A85EC53)
+_SHIFT_33 = np.uint64(33)
+_LOW_BYTES = np.array([(1 << (8 * b)) - 1 for b in range(8)] + [_MASK64], dtype=np.uint64)  # b low bytes
+_STREAM_BLOCK = 1 << 18  # characters hashed per step: temporaries of a few 100 KB, reused by malloc
+_U64_LE = np.dtype("<u8")  # word chunks are read little-endian whatever the machine
+
+
+def _fmix64(x: np.ndarray) -> np.ndarray:
+    """MurmurHash3's 64-bit finaliser, in place (uint64 arithmetic wraps mod 2**64)."""
+    t = x >> _SHIFT_33
+    x ^= t
+    x *= _FMIX_1
+    np.right_shift(x, _SHIFT_33, out=t)
+    x ^= t
+    x *= _FMIX_2
+    np.right_shift(x, _SHIFT_33, out=t)
+    x ^= t
+    return x
+
+
+def _stream_word_hashes(stream: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """(hash of every word of ``stream`` in order, the index of each text separator among
+    them) — see ``HASH_ID``. A separator (one DEL byte between spaces) is read as a one-byte
+    word and gets a hash too; the n-grams that contain one are dropped later."""
+    buf = b" " + stream + bytes(8)  # a delimiter in front; room for an 8-byte read at the end
+    a = np.frombuffer(buf, dtype=np.uint8)
+    word = a > _SPACE
+    edges = (word[1:] != word[:-1]).nonzero()[0] + 1  # alternately a word's start and its end
+    starts, ends = edges[0::2], edges[1::2]
+    lengths = ends - starts
+    # every position of buf read as a little-endian uint64 (unaligned, overlapping views)
+    at = np.ndarray((len(buf) - 7,), dtype=_U64_LE, buffer=buf, strides=(1,))
+    h = at.take(starts)  # take: one aligned copy of at, then a fast gather
+    if h.dtype != np.uint64:  # a big-endian machine
+        h = h.astype(np.uint64)
+    h &= _LOW_BYTES[np.minimum(lengths, 8)]
+    separators = (h == _TEXT_SEPARATOR).nonzero()[0]  # no real word is the lone byte 0x7F
+    _fmix64(h)
+    index = (lengths > 8).nonzero()[0]  # words with a second chunk
+    first, size, acc = starts[index] + 8, lengths[index] - 8, h[index]
+    while index.size:  # chunk j of every word that has one, then only the longer words
+        chunk = at[first].astype(np.uint64, copy=False)  # fancy indexing: take() would copy all of at
+        chunk &= _LOW_BYTES[np.minimum(size, 8)]
+        acc ^= chunk
+        h[index] = _fmix64(acc)
+        more = (size > 8).nonzero()[0]
+        index, first, size, acc = index[more], first[more] + 8, size[more] - 8, acc[more]
+    return h, separators
+
+
+@lru_cache(maxsize=None)
+def _power(exponent: int) -> np.uint64:
+    return np.uint64(pow(NGRAM_BASE, exponent, 1 << 64))
+
+
+def _polynomial(h: np.ndarray, width: int) -> np.ndarray:
     """``sum_i h[j+i] * B**(width-1-i)`` mod 2**64 for every start ``j`` (a new array)."""
-    count = len(h) - width + 1
-    acc = h[:count].copy()
-    for i in range(1, width):
-        acc *= SHINGLE_BASE
-        acc += h[i:i + count]
-    return acc
+    total = h.size
+    result, result_width = None, 0
+    block, block_width = h, 1  # block[j] covers words j .. j + block_width - 1
+    remaining = width
+    while True:
+        if remaining & 1:
+            if result is None:  # (block is h itself only at width 1: never return h)
+                result, result_width = (block.copy() if block is h else block), block_width
+            else:
+                count = total - (result_width + block_width) + 1
+                result = result[:count] * _power(block_width)
+                result += block[result_width : result_width + count]
+                result_width += block_width
+        remaining >>= 1
+        if not remaining:
+            return result
+        count = total - 2 * block_width + 1
+        doubled = block[:count] * _power(block_width)
+        doubled += block[block_width : block_width + count]
+        block, block_width = doubled, 2 * block_width
 
 
-def _word_hashes(tokens: list[str]) -> np.ndarray:
-    """``dedup.minhash.word_hashes``, with a faster path when every word is in its memo."""
-    try:
-        return np.frombuffer(b"".join(map(_WORD_MEMO.__getitem__, tokens)), dtype="<u8").astype(np.uint64, copy=False)
-    except KeyError:
-        return word_hashes(tokens)  # fills the memo (or empties it when full)
+def _keys_of_word_hashes(h: np.ndarray, separators: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(keys of all texts in order, keys per text) from the hashes of their words, with the
+    positions in ``h`` of the texts' separators."""
+    if not separators.size:  # one text: its n-grams, or its one whole-text key (the same formula)
+        if not h.size:
+            return np.zeros(0, dtype=np.uint64), np.zeros(1, dtype=np.int64)
+        return _fmix64(_polynomial(h, min(n, h.size))), np.array([max(h.size - n + 1, 1)], dtype=np.int64)
+    offsets = np.concatenate(([0], separators + 1))  # each text's first word in h
+    counts = np.concatenate((separators, [h.size])) - offsets
+    key_counts = np.where(counts >= n, counts - n + 1, np.minimum(counts, 1))
+    if h.size >= n:  # every window, then drop those holding a separator
+        keys = _polynomial(h, n)
+        keep = np.ones(keys.size, dtype=bool)
+        cross = (separators[:, None] - np.arange(n)[None, :]).ravel()
+        keep[cross[(cross >= 0) & (cross < keys.size)]] = False
+        keys = keys[keep]
+    else:
+        keys = np.zeros(0, dtype=np.uint64)
+    short = np.flatnonzero((counts >= 1) & (counts < n))
+    if short.size:  # whole-text keys: Horner's rule over each short text's own words
+        first, size = offsets[short], counts[short]
+        acc = h[first]
+        for i in range(1, n - 1):
+            more = np.flatnonzero(size > i)
+            if not more.size:
+                break
+            acc[more] = acc[more] * np.uint64(NGRAM_BASE) + h[first[more] + i]
+        slots = np.cumsum(key_counts) - key_counts
+        merged = np.empty(int(key_counts.sum()), dtype=np.uint64)
+        is_short = np.zeros(merged.size, dtype=bool)
+        is_short[slots[short]] = True
+        merged[~is_short] = keys
+        merged[slots[short]] = acc
+        keys = merged
+    return _fmix64(keys), key_counts
 
 
-def _keys_of_word_hashes(h: np.ndarray, n: int) -> np.ndarray:
-    if not len(h):
-        return np.zeros(0, dtype=np.uint64)
-    return _fmix64(_horner(h, min(n, len(h))))
+def _batch_keys(texts: list[str], config: NgramConfig) -> tuple[np.ndarray, np.ndarray]:
+    if not texts:
+        return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64)
+    return _keys_of_word_hashes(*_stream_word_hashes(normalised_stream(texts, config)), config.n)
 
 
-_ASCII_FOLD = bytes(c if chr(c).isalnum() and c < 128 else 32 for c in range(256)).lower()  # A-Z -> a-z, other -> " "
-_ASCII_MEMO: dict[bytes, bytes] = {}  # ASCII word -> its 8-byte digest (same values as word_hashes)
-_ASCII_MEMO_SIZE = 1 << 18
-
-
-def _ascii_digests(text: str) -> bytes:
-    """The 8-byte digests of ``words(text)``, concatenated, for an ASCII text in "split"
-    mode, without the regex: one ``bytes.translate`` (lower-case, non-alphanumerics to
-    spaces) and ``split``.
-    """
-    tokens = text.encode("ascii").translate(_ASCII_FOLD).split()
-    memo = _ASCII_MEMO
-    try:
-        return b"".join(map(memo.__getitem__, tokens))
-    except KeyError:
-        if len(memo) >= _ASCII_MEMO_SIZE:
-            memo.clear()
-        missing = list(set(tokens).difference(memo))
-        digests = word_hashes([w.decode("ascii") for w in missing]).astype("<u8").tobytes()
-        memo.update(zip(missing, (digests[8 * i:8 * i + 8] for i in range(len(missing)))))
-        return b"".join(map(memo.__getitem__, tokens))
-
-
-def _ascii_word_hashes(text: str) -> np.ndarray:
-    """``_word_hashes(words(text))`` for an ASCII text in "split" mode (``_ascii_digests``)."""
-    return np.frombuffer(_ascii_digests(text), dtype="<u8").astype(np.uint64, copy=False)
-
-
-def _text_word_hashes(text: str, config: NgramConfig) -> np.ndarray:
-    if config.apostrophes == "split" and text.isascii():
-        return _ascii_word_hashes(text)  # ~2x faster on ASCII text; same words (tested)
-    return _word_hashes(words(text, config))
-
-
-def _text_digests(text: str, split: bool, config: NgramConfig) -> bytes:
-    """``_text_word_hashes(text, config)`` as little-endian bytes (8 per word)."""
-    if split and text.isascii():
-        return _ascii_digests(text)
-    return _word_hashes(words(text, config)).astype("<u8", copy=False).tobytes()
+def ngram_hashes_batch(texts: Iterable[str], config: NgramConfig = DEFAULT) -> tuple[np.ndarray, np.ndarray]:
+    """``(keys, counts)``: the n-gram hashes of all texts, concatenated in order (uint64),
+    and how many belong to each text (int64): ``keys`` is
+    ``np.concatenate([ngram_hashes(t, config) for t in texts])``, computed in a few numpy
+    passes over the whole batch (the fastest way to fill or query a filter)."""
+    texts = texts if isinstance(texts, list) else list(texts)
+    keys, counts, batch, size = [], [], [], 0
+    for text in texts:  # steps of ~_STREAM_BLOCK characters keep the temporaries bounded
+        batch.append(text)
+        size += len(text)
+        if size >= _STREAM_BLOCK:
+            k, c = _batch_keys(batch, config)
+            keys.append(k)
+            counts.append(c)
+            batch, size = [], 0
+    if batch or not counts:
+        k, c = _batch_keys(batch, config)
+        keys.append(k)
+        counts.append(c)
+    if len(keys) == 1:
+        return keys[0], counts[0]
+    return np.concatenate(keys), np.concatenate(counts)
 
 
 def ngram_hashes(text: str, config: NgramConfig = DEFAULT) -> np.ndarray:
@@ -228,7 +442,7 @@ def ngram_hashes(text: str, config: NgramConfig = DEFAULT) -> np.ndarray:
 
     A text of ``1 <= k < n`` words gives one whole-text key; a text without words, none.
     """
-    return _keys_of_word_hashes(_text_word_hashes(text, config), config.n)
+    return _batch_keys([text], config)[0]
 
 
 def ngram_hashes_many(texts: Iterable[str], config: NgramConfig = DEFAULT) -> list[np.ndarray]:
@@ -236,21 +450,8 @@ def ngram_hashes_many(texts: Iterable[str], config: NgramConfig = DEFAULT) -> li
 
     The arrays are views into one buffer (copy one to keep it alone alive).
     """
-    n = config.n
-    split = config.apostrophes == "split"
-    per_text = [_text_digests(text, split, config) for text in texts]  # bytes: no array per text
-    counts = [len(d) >> 3 for d in per_text]
-    h = np.frombuffer(b"".join(per_text), dtype="<u8").astype(np.uint64, copy=False)
-    full = _keys_of_word_hashes(h, n) if len(h) >= n else np.zeros(0, dtype=np.uint64)
-    out = []
-    offset = 0
-    for k in counts:
-        if k >= n:
-            out.append(full[offset:offset + k - n + 1])
-        else:
-            out.append(_keys_of_word_hashes(h[offset:offset + k], n))
-        offset += k
-    return out
+    keys, counts = ngram_hashes_batch(texts, config)
+    return np.split(keys, np.cumsum(counts)[:-1]) if counts.size else []
 
 
 def ngram_char_spans(text: str, config: NgramConfig = DEFAULT) -> list[tuple[int, int]]:

@@ -110,6 +110,24 @@ def test_no_false_negatives_on_a_million_random_keys():
     assert bloom.contains(keys[::-1]).all()
 
 
+@pytest.mark.parametrize("capacity, error_rate, block", [(5000, 1e-8, 1 << 15), (5000, 1e-3, 777), (300, 1e-2, 64)])
+def test_add_and_contains_agree_with_the_probe_positions(capacity, error_rate, block):
+    # add (reused buffers, partial last step) sets exactly the probe bits; contains (early
+    # exit, compressed survivors, the all-at-once finish) says True exactly when all k are set.
+    bloom = BloomFilter(capacity, error_rate, seed=9, block=block)
+    added = random_keys(capacity, seed=10)
+    bloom.add(added[: capacity // 3])
+    bloom.add(added[capacity // 3 :])
+    expected = np.zeros(bloom.m, dtype=bool)
+    expected[bloom.positions(added).astype(np.int64).ravel()] = True
+    assert np.array_equal(np.unpackbits(bloom.bits, bitorder="little").astype(bool), expected)
+    queries = np.concatenate([added, random_keys(4 * capacity, seed=11)])
+    np.random.default_rng(12).shuffle(queries)
+    truth = expected[bloom.positions(queries).astype(np.int64)].all(axis=1)
+    assert np.array_equal(bloom.contains(queries), truth)
+    assert truth.sum() >= capacity and not truth.all()
+
+
 def test_no_false_negatives_in_a_tiny_overfull_filter():
     # Many keys share a byte in one probe row: the rewrite loop must set every bit.
     keys = random_keys(50_000, seed=2)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
@@ -12,13 +11,31 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dedup.ngrams import (DEFAULT, HASH_ID, NgramConfig, ngram_char_spans, ngram_hashes, ngram_hashes_many,
-                          ngram_strings, normalize, word_spans, words)
+from dedup.ngrams import (DEFAULT, HASH_ID, NgramConfig, ngram_char_spans, ngram_hashes, ngram_hashes_batch,
+                          ngram_hashes_many, ngram_strings, normalised_stream, normalize, word_spans, words)
 
 ROOT = Path(__file__).resolve().parents[1]
 MASK = (1 << 64) - 1
 JOIN = NgramConfig(apostrophes="join")
 ASCII = NgramConfig(unicode=False)
+
+
+def fmix64(x: int) -> int:
+    x ^= x >> 33
+    x = (x * 0xFF51AFD7ED558CCD) & MASK
+    x ^= x >> 33
+    x = (x * 0xC4CEB9FE1A85EC53) & MASK
+    return x ^ (x >> 33)
+
+
+def reference_word_hash(word: str) -> int:
+    """UTF-8 bytes in 8-byte little-endian chunks: fmix64(c0), then fmix64(h ^ c_j)."""
+    data = word.encode("utf-8")
+    h = 0
+    for j in range(0, len(data), 8):
+        chunk = int.from_bytes(data[j:j + 8], "little")
+        h = fmix64(chunk if j == 0 else h ^ chunk)
+    return h
 
 
 def reference_hashes(text: str, config: NgramConfig) -> list[int]:
@@ -27,13 +44,8 @@ def reference_hashes(text: str, config: NgramConfig) -> list[int]:
     for gram in ngram_strings(text, config):
         acc = 0
         for w in gram.split(" "):
-            h = int.from_bytes(hashlib.blake2b(w.encode("utf-8"), digest_size=8).digest(), "little")
-            acc = (acc * 0x9E3779B97F4A7C15 + h) & MASK
-        acc ^= acc >> 33
-        acc = (acc * 0xFF51AFD7ED558CCD) & MASK
-        acc ^= acc >> 33
-        acc = (acc * 0xC4CEB9FE1A85EC53) & MASK
-        out.append(acc ^ (acc >> 33))
+            acc = (acc * 0x9E3779B97F4A7C15 + reference_word_hash(w)) & MASK
+        out.append(fmix64(acc))
     return out
 
 
@@ -158,13 +170,13 @@ def test_char_spans_constructed():
 # --- stability ------------------------------------------------------------------------------
 
 PINNED_TEXT = "The quick brown fox jumps over the lazy dog and more"
-PINNED = [5074665509277904430, 16091403856885021036]
+PINNED = [5631653996433289265, 10762892866874174233]  # computed by reference_hashes
 
 
 def test_hashes_are_pinned():
     assert ngram_hashes(PINNED_TEXT)[:2].tolist() == PINNED
-    assert ngram_hashes("hello world").tolist() == [3311852739034099381]
-    assert HASH_ID.startswith("ngram-v1:")
+    assert ngram_hashes("hello world").tolist() == [41160683384164339]
+    assert HASH_ID.startswith("ngram-v2:")
 
 
 def test_hashes_stable_across_processes():
@@ -177,3 +189,78 @@ def test_hashes_stable_across_processes():
     assert default == ngram_hashes(PINNED_TEXT).tolist()
     assert default[:2] == PINNED
     assert join3 == ngram_hashes(PINNED_TEXT, NgramConfig(n=3, apostrophes="join")).tolist()
+
+
+# --- the fast batch paths against the reference -----------------------------------------
+
+# Characters that stress every path: ASCII, light non-ASCII (token by token), heavy
+# non-ASCII (whole text), apostrophes, marks (leading, inside a word, decomposed accents),
+# final sigma, a multi-character lower case (İ), the Kelvin sign, NUL, a lone surrogate,
+# astral letters and symbols, full-width digits.
+TRICKY = ["a", "B", "z", "Q", "0", "7", " ", "  ", "\n", "\t", "'", "’", "-", "_", ".", "\x00",
+          "é", "É", "e\u0301", "\u0301", "Σ", "σ", "ß", "İ", "\u212a", "中", "क", "\u093f", "😀",
+          "\U0001d400", "４", "\ud800", "ΟΔΟΣ", "don't", "rock'n'roll", "antidisestablishment"]
+
+
+def random_texts(count: int, seed: int) -> list[str]:
+    rng = np.random.default_rng(seed)
+    plain = ["The", "quick", "fox", "a", "IS", "x1", "12", "word's"]
+    texts = []
+    for _ in range(count):
+        ascii_share = [1.0, 0.99, 0.95, 0.5, 0.0][rng.integers(5)]  # pure ASCII, light, mixed, heavy
+        parts = []
+        for _ in range(int(rng.integers(0, 80))):
+            if rng.random() < ascii_share:
+                parts.append(plain[rng.integers(len(plain))] + " ")
+            else:
+                parts.append(TRICKY[rng.integers(len(TRICKY))])
+        texts.append("".join(parts))
+    return texts
+
+
+@pytest.mark.parametrize("config", [DEFAULT, JOIN, ASCII, NgramConfig(n=1), NgramConfig(n=3, apostrophes="join"),
+                                    NgramConfig(n=13, unicode=False, apostrophes="join")])
+def test_batch_of_random_texts_matches_the_reference(config):
+    texts = random_texts(300, seed=config.n + 7 * config.unicode + 11 * (config.apostrophes == "join"))
+    keys, counts = ngram_hashes_batch(texts, config)
+    assert keys.dtype == np.uint64 and counts.dtype == np.int64 and len(counts) == len(texts)
+    assert keys.tolist() == [h for text in texts for h in reference_hashes(text, config)]
+    assert counts.tolist() == [len(ngram_strings(text, config)) for text in texts]
+    stream = normalised_stream(texts, config)
+    assert [part.decode("utf-8").split() for part in stream.split(b"\x7f")] == [words(t, config) for t in texts]
+
+
+def test_batch_equals_one_text_at_a_time_across_steps(monkeypatch):
+    texts = random_texts(120, seed=3) + ["", "one", "two words", " ".join("abcdefgh"), "x" * 1000]
+    expected = [ngram_hashes(text).tolist() for text in texts]
+    monkeypatch.setattr("dedup.ngrams._STREAM_BLOCK", 64)  # many steps, texts split across none
+    keys, counts = ngram_hashes_batch(texts)
+    assert counts.sum() == keys.size
+    assert [a.tolist() for a in np.split(keys, np.cumsum(counts)[:-1])] == expected
+    assert [a.tolist() for a in ngram_hashes_many(iter(texts))] == expected
+    assert ngram_hashes_many([]) == [] and ngram_hashes_batch([])[0].size == 0
+
+
+def test_word_hash_chunks_and_long_words():
+    # words of 1..40 bytes, with multi-byte characters across the 8-byte chunk edges
+    for length in range(1, 41):
+        for word in ("x" * length, ("é" * length)[:length], "a" * (length - 1) + "中"):
+            assert ngram_hashes(word, NgramConfig(n=1)).tolist() == reference_hashes(word, NgramConfig(n=1))
+    assert len({int(h) for h in ngram_hashes(" ".join("x" * i for i in range(1, 200)), NgramConfig(n=1))}) == 199
+
+
+def test_stream_edge_cases():
+    assert normalised_stream(["A\x00B", "c\x7fd"]) == b"a b \x7f c d"  # a NUL or DEL inside a text separates
+    joined = normalised_stream(["café's ΟΔΟΣ rock’n’roll"], JOIN)
+    assert joined.split() == ["cafés".encode(), "\u03bf\u03b4\u03bf\u03c2".encode(), b"rocknroll"]  # final sigma
+    assert normalised_stream(["'tis a''b x' don't"], JOIN).split() == [b"tis", b"a", b"b", b"x", b"dont"]
+    assert normalised_stream(["naïve Straße \u212a"], ASCII).split() == [b"na", b"ve", b"stra", b"e"]
+    assert normalised_stream(["\u0301abc e\u0301 \ud800x"]).split() == [b"abc", "é".encode(), b"x"]
+
+
+@pytest.mark.parametrize("threshold", [0, 10**9])  # every non-ASCII text token by token / whole
+def test_both_non_ascii_paths_match_the_reference(monkeypatch, threshold):
+    monkeypatch.setattr("dedup.ngrams._HEAVY_NON_ASCII", threshold)
+    texts = [t for t in random_texts(200, seed=21) if not t.isascii()]
+    for config in (DEFAULT, JOIN, ASCII):
+        assert ngram_hashes_batch(texts, config)[0].tolist() == [h for t in texts for h in reference_hashes(t, config)]
