@@ -47,6 +47,33 @@ def test_demo_builds_every_output(tmp_path, capsys):
     assert (tmp_path / "audit" / "report.html").exists() and "report.md" in out
     assert result["decontaminated"]["counters"]["split"] + result["decontaminated"]["counters"].get("no_piece_left", 0) >= 1
 
+    # 7-9: token shards of the C4 corpus, a tiny GPT-2 trained on them, evaluated all / clean / dirty
+    from model.tokenizer import BPETokenizer
+    from model.tokens import find_token_shards, read_token_shard
+
+    meta = json.loads((tmp_path / "tokens" / "meta.json").read_text())
+    tokenizer = BPETokenizer.load(tmp_path / "tokens" / "tokenizer")
+    assert meta["vocab_size"] == tokenizer.vocab_size == 1024
+    train_tokens = sum(len(read_token_shard(p)) for p in find_token_shards(tmp_path / "tokens", "train"))
+    assert train_tokens == meta["splits"]["train"]["tokens"] > 10_000
+    assert meta["splits"]["train"]["documents"] + meta["splits"]["val"]["documents"] == len(c4_docs)
+    training = result["train"]
+    assert training["status"] == "finished" and training["steps"] == 40
+    losses = [json.loads(line) for line in open(tmp_path / "model" / "metrics.jsonl", encoding="utf-8")]
+    train_losses = [m["loss"] for m in losses if "loss" in m]
+    assert train_losses[-1] < train_losses[0]  # it learned something from the corpus
+    assert (tmp_path / "model" / "loss.png").read_bytes()[:4] == b"\x89PNG"
+    assert (tmp_path / "model" / "hf" / "model.safetensors").exists() and isinstance(result["sample"], str)
+    report = json.loads((tmp_path / "eval" / "report.json").read_text())
+    entry = report["benchmarks"][0]
+    assert set(entry["contamination"]["dirty_ids"]) == set(row["dirty_ids"])  # the audit's marking, reused
+    by_metric = {r["metric"]: r for r in entry["results"]}
+    token_ppl = by_metric["token_ppl"]
+    assert token_ppl["all"]["count"] == len(benchmark)
+    assert token_ppl["dirty"]["count"] == row["dirty_examples"] and token_ppl["clean"]["count"] == len(benchmark) - row["dirty_examples"]
+    assert all(token_ppl[s]["ci_low"] <= token_ppl[s]["value"] <= token_ppl[s]["ci_high"] for s in ("all", "clean", "dirty"))
+    assert "<table" in (tmp_path / "eval" / "report.html").read_text() and "evaluation report" in out
+
 
 def test_sample_crawl_reads_cleanly_with_languages_and_pages(sample_crawl):
     docs, pages, errors = [], [], []

@@ -1,0 +1,168 @@
+"""How fast model.evaluate scores a text with overlapping windows, against a plain Hugging Face loop.
+
+    baseline   transformers GPT2LMHeadModel, the same weights (model.hf.to_hf_state_dict),
+               the same windows, one window at a time: full logits, log_softmax over the
+               vocabulary at every position, gather the targets of the scored positions
+               (the loop of the transformers perplexity guide, per token)
+    ours       model.evaluate.ScoringModel.token_nlls on our GPT: windows batched, the
+               output projection and log-softmax only on the scored positions, in chunks
+
+Both score the same token ids (the start of WikiText-2 test from the data folder, else the
+bundled sample crawl's text) with the same context and stride. The table gives tokens
+scored per second (best of --repeat interleaved passes) and the ratio ours / baseline; the
+run then checks that both gave the same NLL for every token (max abs difference <= --tol,
+fp32) and exits with status 1 if not.
+
+The model is randomly initialised from a named size (--config, default GPT-2 124M, context
+1024) or loaded from --model (our checkpoint / run folder / HF GPT-2 folder with its
+tokenizer). Without --model, a byte-level BPE is trained on the text itself (the speed
+does not depend on the vocabulary's contents; the model keeps GPT-2's 50,257 outputs).
+
+    python benchmarks/eval_speed.py [--data /work/shared/data] [--tokens 8192] [--stride 512]
+        [--config gpt2] [--batch-size 8] [--device cpu] [--repeat 2] [--threads N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from model.evaluate import ScoringModel  # noqa: E402
+
+
+def load_text(data: Path | None) -> str:
+    if data is not None:
+        path = data / "lm_benchmarks/wikitext2_raw/wiki.test.raw"
+        if path.is_file():
+            return path.read_text(encoding="utf-8")
+    from corpus.records import Document
+    from corpus.sample import write_sample_crawl
+    from corpus.warc import read_archive
+
+    crawl = write_sample_crawl(Path(tempfile.mkdtemp(prefix="eval-bench-")), seed=0)
+    return "\n\n".join(d.text for p in crawl.wet_paths for d in read_archive(p) if isinstance(d, Document))
+
+
+def build(args, text: str):
+    from model.gpt import GPT, GPTConfig
+    from model.tokenizer import train_tokenizer
+
+    if args.model:
+        from model.checkpoint import load_model, tokenizer_folder
+        from model.tokenizer import BPETokenizer
+
+        folder = tokenizer_folder(args.model)
+        if folder is None:
+            sys.exit(f"no tokenizer files found with {args.model}")
+        return load_model(args.model, "cpu"), BPETokenizer.load(folder)
+    tok = train_tokenizer([text], vocab_size=8192, show_progress=False)
+    torch.manual_seed(0)
+    overrides = {"n_layer": args.layers} if args.layers else {}
+    return GPT(GPTConfig.named(args.config, **overrides)).eval(), tok
+
+
+def hf_twin(model):
+    """GPT2LMHeadModel holding the same weights as our GPT."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from model.hf import hf_config_dict, to_hf_state_dict
+
+    config = {k: v for k, v in hf_config_dict(model.config).items() if k not in ("architectures", "torch_dtype", "dtype")}
+    hf = GPT2LMHeadModel(GPT2Config(**config))
+    missing, unexpected = hf.load_state_dict(to_hf_state_dict(model), strict=False)
+    if [m for m in missing if not m.endswith("attn.bias") and "masked_bias" not in m] or unexpected:
+        sys.exit(f"weights do not map onto GPT2LMHeadModel: missing {missing[:5]}, unexpected {unexpected[:5]}")
+    return hf.eval()
+
+
+def baseline_nlls(hf, sm: ScoringModel, ids: list[int], stride: int, device) -> np.ndarray:
+    """The plain loop: one window at a time, full log-softmax, gather the scored targets."""
+    seq = [sm.eot_id, *ids]
+    out = []
+    with torch.no_grad():
+        for start, end, first in sm.windows(len(ids), stride):
+            inputs = torch.tensor([seq[start:end]], device=device)
+            logits = hf(inputs).logits
+            logp = torch.log_softmax(logits.float(), dim=-1)[0]
+            targets = torch.tensor(seq[start + 1:end + 1], device=device)
+            nll = -logp.gather(1, targets.unsqueeze(1)).squeeze(1)
+            out.append(nll[first - start:].double().cpu())
+    return torch.cat(out).numpy()
+
+
+def sync(device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, default=os.environ.get("CORPUSFORGE_TEST_DATA"))
+    parser.add_argument("--model", help="our checkpoint / run folder / HF GPT-2 folder (else a random --config)")
+    parser.add_argument("--config", default="gpt2", help="named size for a random model (default gpt2 = 124M)")
+    parser.add_argument("--layers", type=int, default=None, help="override the number of layers")
+    parser.add_argument("--tokens", type=int, default=8192, help="tokens to score")
+    parser.add_argument("--context", type=int, default=None, help="context length (default: the model's)")
+    parser.add_argument("--stride", type=int, default=None, help="window stride (default: half the context)")
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--tol", type=float, default=1e-4)
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    text = load_text(args.data)
+    model, tok = build(args, text)
+    hf = hf_twin(model).to(device)
+    sm = ScoringModel(model, tok, device=device, context_length=args.context, batch_size=args.batch_size)
+    stride = args.stride or sm.default_stride()
+    ids = tok.encode(text)[:args.tokens]
+    if len(ids) < args.tokens:
+        print(f"note: the text has {len(ids)} tokens, fewer than --tokens {args.tokens}")
+    windows = len(sm.windows(len(ids), stride))
+    params = model.num_parameters() if hasattr(model, "num_parameters") else sum(p.numel() for p in model.parameters())
+    print(f"model {params / 1e6:.1f}M params, context {sm.context_length}, stride {stride}, {len(ids)} tokens, "
+          f"{windows} windows, device {device}, threads {torch.get_num_threads()}, batch {args.batch_size}")
+    best = {"baseline": float("inf"), "ours": float("inf")}
+    outputs = {}
+    baseline_nlls(hf, sm, ids[:sm.context_length], stride, device)  # warm-up, both sides
+    sm.token_nlls(ids[:sm.context_length], stride=stride)
+    for _ in range(args.repeat):
+        for name in ("baseline", "ours"):
+            sync(device)
+            start = time.perf_counter()
+            if name == "baseline":
+                nll = baseline_nlls(hf, sm, ids, stride, device)
+            else:
+                nll = sm.token_nlls(ids, stride=stride)
+            sync(device)
+            best[name] = min(best[name], time.perf_counter() - start)
+            outputs[name] = nll
+    rate = {name: len(ids) / seconds for name, seconds in best.items()}
+    print(f"{'side':<46} {'seconds':>9} {'tokens/s':>11} {'x baseline':>11}")
+    labels = {"baseline": "HF GPT2LMHeadModel loop, one window (baseline)", "ours": "model.evaluate.ScoringModel.token_nlls"}
+    for name in ("baseline", "ours"):
+        print(f"{labels[name]:<46} {best[name]:>9.3f} {rate[name]:>11.1f} {rate[name] / rate['baseline']:>11.2f}")
+    diff = float(np.max(np.abs(outputs["baseline"] - outputs["ours"]))) if len(ids) else 0.0
+    same_shape = outputs["baseline"].shape == outputs["ours"].shape == (len(ids),)
+    print(f"outputs: {len(ids)} token NLLs each, max abs difference {diff:.2e} (tolerance {args.tol:g}); "
+          f"mean NLL {outputs['ours'].mean():.4f} nats")
+    if not same_shape or diff > args.tol:
+        print("MISMATCH: the two sides disagree")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,227 @@
+"""Training-step throughput: model.gpt.GPT against transformers' GPT2LMHeadModel, same run.
+
+    baseline   transformers.GPT2LMHeadModel built from the same config (hf_config_dict), loaded
+               with the same weights (to_hf_state_dict), dropout 0, called the documented way
+               for training: ``model(input_ids=x, labels=..., use_cache=False).loss`` with the
+               targets passed as ``shift_labels`` so both sides score exactly the same tokens
+    ours       model.gpt.GPT: ``model(x, y, return_logits=False)``, the fused chunked output
+               projection + cross-entropy (no [B*T, vocab] logits tensor)
+
+A step is forward + backward + optimizer step + ``zero_grad(set_to_none=True)``, on the same
+batch of random tokens. Both sides use the same optimizer: ``torch.optim.AdamW`` (betas
+0.9/0.95, weight decay 0.1, nanoGPT's settings) with ``fused=True`` where this torch has
+a fused AdamW for the device, else ``foreach``. ``--baseline-optimizer default`` gives the
+baseline plain ``AdamW(params, lr)`` instead. Parameter counts are asserted equal and the
+first-step losses are printed (same weights, same tokens: they must agree).
+
+Timing: ``--warmup`` steps per side, then ``--rounds`` rounds of ``--steps`` steps that
+alternate between the sides (so load from other processes hits both alike); the table
+gives the median round's tokens/s. On CUDA it also gives MFU: FLOPs/token
+``6 N + 12 L C T`` (nanoGPT; N without position embeddings) x tokens/s / peak, with the
+peak dense bf16 rate of the GPU found by ``torch.cuda.get_device_name``.
+
+    python benchmarks/train_step.py                              # CPU, fp32, 6 x 384, T=256, B=8
+    python benchmarks/train_step.py --device cuda                # bf16, the 124M model at T=1024
+    python benchmarks/train_step.py --model gpt2 --block-size 1024 --batch 16 --device cuda --compile
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import inspect
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+
+from model.gpt import GPT, GPTConfig  # noqa: E402
+from model.hf import hf_config_dict, to_hf_state_dict  # noqa: E402
+
+# Peak dense bf16 tensor-core FLOP/s (vendor datasheets; the spec's table)
+PEAK_BF16 = (
+    ("H200", 989e12),  # NVIDIA H200 SXM
+    ("H100", 989e12),  # NVIDIA H100 SXM
+    ("A100", 312e12),  # NVIDIA A100
+)
+BETAS = (0.9, 0.95)  # nanoGPT train.py
+WEIGHT_DECAY = 0.1  # nanoGPT train.py
+LR = 6e-4  # nanoGPT train.py
+
+
+def peak_flops(device_name: str) -> float | None:
+    for key, flops in PEAK_BF16:
+        if key in device_name.upper():
+            return flops
+    return None
+
+
+def make_optimizer(params, device: torch.device, plain: bool = False) -> torch.optim.Optimizer:
+    if plain:
+        return torch.optim.AdamW(params, lr=LR)
+    params = list(params)
+    if "fused" in inspect.signature(torch.optim.AdamW).parameters:
+        try:
+            return torch.optim.AdamW(params, lr=LR, betas=BETAS, weight_decay=WEIGHT_DECAY, fused=True)
+        except (RuntimeError, ValueError):  # no fused kernel for this device / dtype
+            pass
+    return torch.optim.AdamW(params, lr=LR, betas=BETAS, weight_decay=WEIGHT_DECAY, foreach=True)
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def build_config(args) -> GPTConfig:
+    overrides = dict(vocab_size=args.vocab, dropout=0.0)
+    if args.block_size:
+        overrides["block_size"] = args.block_size
+    if args.model != "small":
+        return GPTConfig.named(args.model, **overrides)
+    overrides.setdefault("block_size", 256)
+    return GPTConfig(n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd, **overrides)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--device", default="cpu", help="cpu or cuda")
+    p.add_argument("--dtype", choices=["fp32", "bf16"], help="default: fp32 on CPU, bf16 (autocast) on CUDA")
+    p.add_argument("--model", help="'small' (--n-layer/--n-head/--n-embd) or a named size such as gpt2 / 124M; "
+                                    "default: small on CPU, gpt2 on CUDA")
+    p.add_argument("--n-layer", type=int, default=6)
+    p.add_argument("--n-head", type=int, default=6)
+    p.add_argument("--n-embd", type=int, default=384)
+    p.add_argument("--block-size", type=int, help="context T (default 256 small, the named model's context otherwise)")
+    p.add_argument("--vocab", type=int, default=50257)
+    p.add_argument("--batch", type=int, help="sequences per step (default 8 on CPU, 16 on CUDA)")
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--steps", type=int, default=3, help="steps per timed round")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--threads", type=int, help="torch.set_num_threads (CPU)")
+    p.add_argument("--compile", action="store_true", help="torch.compile both models")
+    p.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                   help="'cpu': time by this process's CPU time (time.process_time), steadier on a shared "
+                        "machine; with one thread it equals wall time on an idle one (CPU only)")
+    p.add_argument("--baseline-optimizer", choices=["same", "default"], default="same",
+                   help="'same': the baseline gets our AdamW settings; 'default': plain AdamW(params, lr)")
+    p.add_argument("--peak-flops", type=float, help="peak FLOP/s for MFU when the GPU is not in the table")
+    args = p.parse_args(argv)
+
+    device = torch.device(args.device)
+    if args.clock == "cpu" and device.type != "cpu":
+        p.error("--clock cpu is for CPU runs (GPU work does not show in the process's CPU time)")
+    clock = time.process_time if args.clock == "cpu" else time.perf_counter
+    if device.type == "cuda" and not torch.cuda.is_available():
+        p.error("--device cuda but torch.cuda.is_available() is False")
+    dtype = args.dtype or ("bf16" if device.type == "cuda" else "fp32")
+    if args.model is None:
+        args.model = "gpt2" if device.type == "cuda" else "small"
+    batch = args.batch or (16 if device.type == "cuda" else 8)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+    from transformers import GPT2Config, GPT2LMHeadModel
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    torch.manual_seed(0)
+    config = build_config(args)
+    if config.arch != "gpt2":
+        p.error("the baseline is GPT2LMHeadModel: pick a GPT-2 size")
+    T = config.block_size
+    ours = GPT(config).to(device)
+    hf_cfg = {k: v for k, v in hf_config_dict(config).items() if k not in ("architectures", "model_type", "dtype")}
+    baseline = GPT2LMHeadModel(GPT2Config(**hf_cfg))
+    baseline.load_state_dict(to_hf_state_dict(ours), strict=True)
+    baseline.to(device)
+    ours.train()
+    baseline.train()
+    n_ours, n_hf = ours.num_parameters(), baseline.num_parameters()
+    assert n_ours == n_hf, f"parameter counts differ: ours {n_ours:,} vs transformers {n_hf:,}"
+
+    data = torch.randint(0, config.vocab_size, (batch, T + 1), generator=torch.Generator().manual_seed(1))
+    x, y = data[:, :T].contiguous().to(device), data[:, 1:].contiguous().to(device)
+    def autocast():  # bf16 autocast (matmuls in bf16, softmax / norms in fp32), as trainers run on GPUs
+        return torch.autocast(device.type, dtype=torch.bfloat16) if dtype == "bf16" else contextlib.nullcontext()
+
+    ours_fwd = torch.compile(ours) if args.compile else ours
+    hf_fwd = torch.compile(baseline) if args.compile else baseline
+
+    def ours_loss():
+        return ours_fwd(x, y, return_logits=False)[1]
+
+    def hf_loss():
+        return hf_fwd(input_ids=x, labels=y, shift_labels=y, use_cache=False).loss
+
+    sides = {
+        "transformers GPT2LMHeadModel": (hf_loss, make_optimizer(baseline.parameters(), device,
+                                                                  plain=args.baseline_optimizer == "default")),
+        "corpusforge model.gpt.GPT": (ours_loss, make_optimizer(ours.parameters(), device)),
+    }
+
+    def step(loss_fn, optimizer) -> float:
+        with autocast():
+            loss = loss_fn()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return loss.detach()
+
+    first_loss = {}
+    for name, (loss_fn, optimizer) in sides.items():
+        for i in range(args.warmup):
+            loss = step(loss_fn, optimizer)
+            if i == 0:
+                first_loss[name] = loss.item()
+    sync(device)
+
+    times = {name: [] for name in sides}
+    for _ in range(args.rounds):
+        for name, (loss_fn, optimizer) in sides.items():
+            sync(device)
+            start = clock()
+            for _ in range(args.steps):
+                step(loss_fn, optimizer)
+            sync(device)
+            times[name].append(clock() - start)
+
+    tokens = batch * T * args.steps
+    where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU, {torch.get_num_threads()} threads"
+    opt = type(sides["corpusforge model.gpt.GPT"][1]).__name__
+    fused = sides["corpusforge model.gpt.GPT"][1].defaults.get("fused")
+    print(f"device: {where}; dtype {dtype}; torch {torch.__version__}; compile {args.compile}; "
+          f"clock {args.clock}{' (tokens per CPU-second)' if args.clock == 'cpu' else ''}")
+    print(f"model: {args.model} n_layer={config.n_layer} n_head={config.n_head} n_embd={config.n_embd} "
+          f"vocab={config.vocab_size} T={T} B={batch}; parameters {n_ours:,} (both sides)")
+    print(f"optimizer: {opt}({'fused' if fused else 'foreach'}) for ours, baseline: {args.baseline_optimizer}; "
+          f"{args.warmup} warmup steps, {args.rounds} alternating rounds of {args.steps} steps")
+    flops = ours.flops_per_token(T)
+    peak = args.peak_flops or (peak_flops(where) if device.type == "cuda" else None)
+    header = f"{'side':<32}{'first loss':>11}{'s/step':>9}{'tokens/s':>12}{'vs baseline':>13}"
+    if peak:
+        header += f"{'MFU':>8}"
+    print(header)
+    base_rate = None
+    for name in sides:
+        median = statistics.median(times[name])
+        rate = tokens / median
+        base_rate = base_rate or rate
+        line = f"{name:<32}{first_loss[name]:>11.4f}{median / args.steps:>9.4f}{rate:>12,.0f}{rate / base_rate:>12.2f}x"
+        if peak:
+            line += f"{100 * flops * rate / peak:>7.1f}%"
+        print(line)
+    if device.type == "cuda":
+        print(f"FLOPs/token 6N+12LCT = {flops / 1e6:,.1f}M; peak bf16 "
+              f"{f'{peak / 1e12:.0f} TFLOP/s' if peak else 'unknown for this GPU (pass --peak-flops)'}")
+    ratio = (tokens / statistics.median(times["corpusforge model.gpt.GPT"])) / base_rate
+    print(f"ratio ours / transformers: {ratio:.2f}x (target >= 1.20x)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,763 @@
+"""``corpusforge train``: train GPT-1/GPT-2 on token shards, on CPU, one GPU, or DDP under torchrun.
+
+What one optimizer step does (defaults from nanoGPT / GPT-2, all exposed as flags):
+
+- ``accumulation = batch_tokens / (micro_batch * block_size * world_size)`` micro-batches
+  (an error when it does not divide), each a forward/backward under bf16 autocast where
+  supported (CUDA with bf16; on CPU only with ``--dtype bf16``), the loss divided by the
+  accumulation so the gradient is the mean over the whole batch;
+- gradient clipping to a global norm of 1.0; a non-finite loss or gradient norm stops the
+  run *before* the update, and ``ckpt.pt`` stays the last good checkpoint;
+- AdamW (betas 0.9/0.95, eps 1e-8) with decoupled weight decay 0.1 on matrices only
+  (weights and embeddings, ``dim >= 2``); biases and layer-norm gains are not decayed;
+- learning rate: linear warmup ``lr * (step + 1) / warmup_steps``, then a cosine from
+  ``lr`` to ``min_lr`` (``lr / 10``) at ``decay_steps`` (``max_steps``), then ``min_lr``.
+
+Data come from ``model.data``: windows sampled without replacement, a resumable cursor,
+rank ``r`` of a DDP run taking every ``world_size``-th window.
+
+A run folder holds ``config.json`` (train and model config), ``ckpt.pt`` (the full state:
+model, optimizer, schedule, data cursor, every rank's RNG states, written atomically every
+``ckpt_interval`` steps and at the end), ``tokenizer/`` (copied from the data folder),
+``metrics.jsonl`` (one line per step, one per evaluation), ``loss.png`` and, at the end,
+``hf/`` (a Hugging Face GPT-2 folder, when ``model.hf`` is available). ``--resume``
+continues from ``ckpt.pt`` exactly: on CPU the losses of a stopped-and-resumed run equal
+an uninterrupted run's bit for bit.
+
+MFU = FLOPs per token (``GPT.flops_per_token``: ``6 N + 12 L C T``, nanoGPT's convention)
+x tokens/s / (peak x processes), against the dense bf16 peak of the GPU (``PEAK_FLOPS``);
+on CPU it is n/a.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import os
+import random
+import shutil
+import sys
+import time
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass, fields
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from corpus.atomic import atomic_path, write_atomically
+from model.checkpoint import (CHECKPOINT_FILE, HF_DIR, RUN_CONFIG_FILE, TOKENIZER_DIR, CheckpointError, clean_state_dict,
+                              load_checkpoint, save_checkpoint)
+from model.data import DataError, TokenLoader, TokenWindows, eval_indices, read_meta, split_paths, tokenizer_dir
+
+log = logging.getLogger("corpusforge.train")
+
+GPT2_BATCH_TOKENS = 512 * 1024  # GPT-2 section 2.3: batches of 512 sequences of 1024 tokens
+ADAM_EPS = 1e-8  # torch / nanoGPT default
+METRICS_FILE = "metrics.jsonl"
+LOSS_PLOT = "loss.png"
+# Dense (no sparsity) bf16 tensor-core peak FLOP/s, from NVIDIA's data sheets. First match
+# of the device name wins, so the PCIe H100 comes before the SXM one.
+PEAK_FLOPS = (
+    ("H100 PCIe", 756e12),  # H100 PCIe: 756 TFLOP/s bf16 dense
+    ("H200", 989e12),  # H200 SXM: 989 TFLOP/s bf16 dense (the H100 SXM's tensor cores)
+    ("H100", 989e12),  # H100 SXM: 989 TFLOP/s bf16 dense
+    ("A100", 312e12),  # A100: 312 TFLOP/s bf16 dense
+    ("V100", 125e12),  # V100: 125 TFLOP/s fp16 tensor cores (no bf16)
+)
+FALLBACK_PEAK = 312e12  # other GPUs: A100's peak, as nanoGPT's estimate_mfu assumes; override with --peak_tflops
+
+
+@dataclass
+class TrainConfig:
+    data: str = ""  # a `corpusforge tokenize` folder, a nanoGPT folder (train.bin/val.bin), or a glob of shards
+    out: str = "out"
+    val_data: str | None = None  # glob of validation shards (default: the data folder's val split)
+    vocab_size: int | None = None  # default: meta.json's, else GPT-2's 50257
+    model: str = "gpt2"  # a GPTConfig name (gpt1, gpt2, gpt2-medium, gpt2-large, gpt2-xl, 124M, ...)
+    n_layer: int | None = None
+    n_head: int | None = None
+    n_embd: int | None = None
+    block_size: int | None = None
+    dropout: float | None = None
+    batch_tokens: int = GPT2_BATCH_TOKENS
+    micro_batch: int = 8
+    max_steps: int = 1000
+    lr: float = 6e-4  # nanoGPT (GPT-3 paper's 125M rate)
+    min_lr: float | None = None  # default lr / 10 (nanoGPT, Chinchilla)
+    warmup_steps: int | None = None  # default min(2000, max_steps // 10); nanoGPT uses 2000
+    decay_steps: int | None = None  # default max_steps
+    weight_decay: float = 0.1
+    beta1: float = 0.9
+    beta2: float = 0.95
+    grad_clip: float = 1.0  # 0 disables clipping
+    eval_interval: int = 250
+    eval_windows: int = 256
+    ckpt_interval: int = 500
+    log_interval: int = 10
+    seed: int = 1337
+    device: str = "auto"
+    dtype: str = "auto"  # auto (bf16 on a bf16 GPU, else fp32), bf16, fp32
+    compile: bool = False
+    peak_tflops: float | None = None
+    resume: bool = False
+    stop_at: int | None = None  # stop (with a checkpoint) after this step, as if interrupted
+    hf_export: bool = True
+    quiet: bool = False
+
+    def resolved_warmup(self) -> int:
+        return self.warmup_steps if self.warmup_steps is not None else min(2000, self.max_steps // 10)
+
+    def resolved_min_lr(self) -> float:
+        return self.min_lr if self.min_lr is not None else self.lr / 10
+
+    def resolved_decay_steps(self) -> int:
+        return self.decay_steps if self.decay_steps is not None else self.max_steps
+
+
+class TrainError(ValueError):
+    """A training configuration or state that cannot be run: said plainly, before any work is lost."""
+
+
+# ---------------------------------------------------------------- schedule and optimizer
+
+def lr_at(step: int, lr: float, min_lr: float, warmup_steps: int, decay_steps: int) -> float:
+    """The learning rate of update ``step`` (0-based): linear warmup, cosine to ``min_lr``, then flat."""
+    if step < warmup_steps:
+        return lr * (step + 1) / warmup_steps
+    if step >= decay_steps:
+        return min_lr
+    progress = (step - warmup_steps) / max(1, decay_steps - warmup_steps)
+    return min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (lr - min_lr)
+
+
+class WarmupCosine:
+    """Sets the optimizer's learning rate each step from ``lr_at``; its state is the step count."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer, lr: float, min_lr: float, warmup_steps: int, decay_steps: int):
+        self.optimizer = optimizer
+        self.lr, self.min_lr, self.warmup_steps, self.decay_steps = lr, min_lr, warmup_steps, decay_steps
+        self.step_count = 0
+
+    def apply(self) -> float:
+        value = lr_at(self.step_count, self.lr, self.min_lr, self.warmup_steps, self.decay_steps)
+        for group in self.optimizer.param_groups:
+            group["lr"] = value
+        return value
+
+    def step(self) -> None:
+        self.step_count += 1
+
+    def state_dict(self) -> dict:
+        return {"step": self.step_count, "lr": self.lr, "min_lr": self.min_lr, "warmup_steps": self.warmup_steps,
+                "decay_steps": self.decay_steps}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.step_count = int(state["step"])
+
+
+def decay_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
+    """AdamW parameter groups: matrices (``dim >= 2``) decayed, vectors (biases, gains) not."""
+    decay, no_decay, seen = [], [], set()
+    for _, param in model.named_parameters():
+        if not param.requires_grad or id(param) in seen:
+            continue
+        seen.add(id(param))
+        (decay if param.dim() >= 2 else no_decay).append(param)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def make_optimizer(model: torch.nn.Module, cfg: TrainConfig, device: torch.device) -> torch.optim.AdamW:
+    extra = {"fused": True} if device.type == "cuda" else {}
+    return torch.optim.AdamW(decay_groups(model, cfg.weight_decay), lr=cfg.lr, betas=(cfg.beta1, cfg.beta2),
+                             eps=ADAM_EPS, **extra)
+
+
+# ---------------------------------------------------------------- devices, precision, MFU
+
+def peak_flops(device: torch.device, override_tflops: float | None = None) -> tuple[float | None, str]:
+    """``(peak FLOP/s of one device, how it was chosen)``; None on CPU."""
+    if override_tflops:
+        return override_tflops * 1e12, f"--peak_tflops {override_tflops:g}"
+    if device.type != "cuda":
+        return None, "CPU: MFU n/a"
+    return peak_for_name(torch.cuda.get_device_name(device))
+
+
+def peak_for_name(name: str) -> tuple[float, str]:
+    """The ``PEAK_FLOPS`` entry of a GPU name (``torch.cuda.get_device_name``), else the stated fallback."""
+    for key, value in PEAK_FLOPS:
+        if key.lower() in name.lower():
+            return value, f"{name}: {value / 1e12:g} TFLOP/s bf16 dense"
+    return FALLBACK_PEAK, f"{name}: not in the table, assuming A100's {FALLBACK_PEAK / 1e12:g} TFLOP/s (set --peak_tflops)"
+
+
+def resolve_device(cfg: TrainConfig, local_rank: int | None) -> torch.device:
+    if local_rank is not None and cfg.device in ("auto", "cuda") and torch.cuda.is_available():
+        return torch.device("cuda", local_rank)
+    if cfg.device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(cfg.device)
+
+
+def resolve_dtype(cfg: TrainConfig, device: torch.device) -> torch.dtype:
+    if cfg.dtype == "fp32":
+        return torch.float32
+    if cfg.dtype == "bf16":
+        if device.type == "cuda" and not torch.cuda.is_bf16_supported():
+            raise TrainError(f"{torch.cuda.get_device_name(device)} does not support bf16: use --dtype fp32")
+        return torch.bfloat16
+    if cfg.dtype != "auto":
+        raise TrainError(f"--dtype must be auto, bf16 or fp32, got {cfg.dtype!r}")
+    return torch.bfloat16 if device.type == "cuda" and torch.cuda.is_bf16_supported() else torch.float32
+
+
+# ---------------------------------------------------------------- RNG states
+
+def rng_state(device: torch.device) -> dict:
+    name, keys, pos, has_gauss, cached = np.random.get_state()
+    return {"torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
+            "numpy": {"name": name, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
+                      "has_gauss": int(has_gauss), "cached_gaussian": float(cached)},
+            "python": random.getstate()}
+
+
+def set_rng_state(state: dict, device: torch.device) -> None:
+    torch.set_rng_state(state["torch"])
+    if device.type == "cuda" and state.get("cuda") is not None:
+        torch.cuda.set_rng_state(state["cuda"], device)
+    n = state["numpy"]
+    np.random.set_state((n["name"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["cached_gaussian"]))
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+# ---------------------------------------------------------------- distributed
+
+@dataclass
+class Dist:
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def master(self) -> bool:
+        return self.rank == 0
+
+
+def init_distributed(device_kind: str) -> Dist:
+    """torchrun sets RANK/WORLD_SIZE/LOCAL_RANK: one process per GPU (nccl) or CPU process (gloo)."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return Dist()
+    import torch.distributed as dist
+
+    rank, local = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
+    use_cuda = device_kind in ("auto", "cuda") and torch.cuda.is_available()
+    if use_cuda:
+        torch.cuda.set_device(local)
+    if not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if use_cuda else "gloo")
+    return Dist(rank, world, local)
+
+
+def all_mean(value: torch.Tensor, dist_info: Dist) -> torch.Tensor:
+    if dist_info.enabled:
+        import torch.distributed as dist
+
+        value = value.clone()
+        dist.all_reduce(value, op=dist.ReduceOp.SUM)
+        value /= dist_info.world_size
+    return value
+
+
+def gather_objects(obj, dist_info: Dist) -> list:
+    if not dist_info.enabled:
+        return [obj]
+    import torch.distributed as dist
+
+    out = [None] * dist_info.world_size
+    dist.all_gather_object(out, obj)
+    return out
+
+
+# ---------------------------------------------------------------- metrics and the loss plot
+
+def read_metrics(path: str) -> list[dict]:
+    if not os.path.isfile(path):
+        return []
+    records = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if line:
+                try:
+                    records.append(json.loads(line))
+                except json.JSONDecodeError:
+                    break  # a line cut by a crash: everything before it is kept
+    return records
+
+
+def plot_losses(metrics_path: str, png_path: str, title: str = "") -> None:
+    """Train and validation loss against step, written atomically as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    records = read_metrics(metrics_path)
+    train = [(r["step"], r["loss"]) for r in records if "loss" in r]
+    val = [(r["step"], r["val_loss"]) for r in records if "val_loss" in r]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    if train:
+        ax.plot(*zip(*train), label="train", linewidth=1)
+    if val:
+        ax.plot(*zip(*val), "o-", label="validation", markersize=3)
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss (nats/token)")
+    ax.set_title(title or "loss")
+    ax.grid(alpha=0.3)
+    if train or val:
+        ax.legend()
+    fig.tight_layout()
+    with atomic_path(png_path) as temporary:
+        fig.savefig(temporary, format="png", dpi=100)
+    plt.close(fig)
+
+
+def format_count(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+# ---------------------------------------------------------------- building the run
+
+def model_config_for(cfg: TrainConfig, vocab_size: int):
+    from model.gpt import GPTConfig
+
+    overrides = {k: getattr(cfg, k) for k in ("n_layer", "n_head", "n_embd", "block_size", "dropout")
+                 if getattr(cfg, k) is not None}
+    return GPTConfig.named(cfg.model, vocab_size=vocab_size, **overrides)
+
+
+def resolve_vocab(cfg: TrainConfig) -> int:
+    if cfg.vocab_size is not None:
+        return cfg.vocab_size
+    meta = read_meta(cfg.data) if os.path.isdir(cfg.data) else None
+    if meta and "vocab_size" in meta:
+        return int(meta["vocab_size"])
+    from model.gpt import GPT2_VOCAB
+
+    log.info("no meta.json with vocab_size in %s: using GPT-2's %d (set --vocab_size)", cfg.data, GPT2_VOCAB)
+    return GPT2_VOCAB
+
+
+def validation_paths(cfg: TrainConfig) -> list[str]:
+    if cfg.val_data:
+        return split_paths(cfg.val_data, "val")
+    if os.path.isdir(cfg.data):
+        try:
+            return split_paths(cfg.data, "val")
+        except DataError:
+            return []
+    return []
+
+
+def accumulation_steps(cfg: TrainConfig, block_size: int, world_size: int) -> int:
+    per_micro = cfg.micro_batch * block_size * world_size
+    if cfg.batch_tokens % per_micro:
+        raise TrainError(f"--batch_tokens {cfg.batch_tokens:,} is not a multiple of micro_batch x block_size x processes "
+                         f"= {cfg.micro_batch} x {block_size} x {world_size} = {per_micro:,}: choose e.g. "
+                         f"{max(1, round(cfg.batch_tokens / per_micro)) * per_micro:,}")
+    return cfg.batch_tokens // per_micro
+
+
+def check_config(cfg: TrainConfig) -> None:
+    if not cfg.data:
+        raise TrainError("--data is required: a `corpusforge tokenize` folder, a folder with train.bin/val.bin, or a glob")
+    for name in ("batch_tokens", "micro_batch", "max_steps", "eval_interval", "ckpt_interval", "log_interval"):
+        if getattr(cfg, name) < 1:
+            raise TrainError(f"--{name} must be at least 1, got {getattr(cfg, name)}")
+    if cfg.lr <= 0 or cfg.resolved_min_lr() < 0 or cfg.resolved_min_lr() > cfg.lr:
+        raise TrainError(f"need 0 <= min_lr <= lr and lr > 0, got lr={cfg.lr} min_lr={cfg.resolved_min_lr()}")
+    if cfg.resolved_warmup() < 0 or cfg.grad_clip < 0 or cfg.weight_decay < 0:
+        raise TrainError("warmup_steps, grad_clip and weight_decay must not be negative")
+    if cfg.stop_at is not None and cfg.stop_at < 1:
+        raise TrainError(f"--stop_at must be at least 1, got {cfg.stop_at}")
+
+
+def evaluate(model, windows: TokenWindows, indices: np.ndarray, micro_batch: int, device, autocast,
+             vocab_size: int, dist_info: Dist) -> float:
+    """Mean loss over the fixed validation windows (all ranks' shares together)."""
+    was_training = model.training
+    model.eval()
+    total = torch.zeros(2, dtype=torch.float64, device=device)
+    with torch.no_grad():
+        for start in range(0, len(indices), micro_batch):
+            chunk = indices[start:start + micro_batch]
+            x, y = windows.batch(chunk, vocab_size)
+            with autocast():
+                _, loss = model(x.to(device), y.to(device), return_logits=False)
+            total[0] += loss.double() * len(chunk)
+            total[1] += len(chunk)
+    model.train(was_training)
+    if dist_info.enabled:
+        import torch.distributed as dist
+
+        dist.all_reduce(total, op=dist.ReduceOp.SUM)
+    return float(total[0] / total[1]) if total[1] > 0 else math.nan
+
+
+def train(cfg: TrainConfig) -> dict:
+    """Run (or resume) training; returns a summary: status, steps, losses, tokens/s, MFU, out dir."""
+    from model.gpt import GPT
+
+    check_config(cfg)
+    dist_info = init_distributed(cfg.device)
+    device = resolve_device(cfg, dist_info.local_rank)
+    dtype = resolve_dtype(cfg, device)
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    out = cfg.out
+    ckpt_file = os.path.join(out, CHECKPOINT_FILE)
+    metrics_file = os.path.join(out, METRICS_FILE)
+
+    state = None
+    if cfg.resume:
+        if not os.path.isfile(ckpt_file):
+            raise TrainError(f"--resume: there is no checkpoint at {ckpt_file}")
+        state = load_checkpoint(ckpt_file)
+    elif os.path.exists(ckpt_file):
+        raise TrainError(f"{ckpt_file} already exists: pass --resume to continue that run, or choose a new --out")
+
+    vocab_size = resolve_vocab(cfg)
+    model_config = model_config_for(cfg, vocab_size)
+    if state is not None and dict(state["model_config"]) != model_config.to_dict():
+        raise TrainError(f"--resume: the checkpoint's model config {dict(state['model_config'])} differs from this "
+                         f"run's {model_config.to_dict()}")
+    block = model_config.block_size
+    accumulation = accumulation_steps(cfg, block, dist_info.world_size)
+
+    train_windows = TokenWindows(split_paths(cfg.data, "train"), block)
+    val_paths = validation_paths(cfg)
+    val_windows = TokenWindows(val_paths, block) if val_paths else None
+    val_idx = (eval_indices(len(val_windows), cfg.eval_windows, dist_info.rank, dist_info.world_size)
+               if val_windows is not None and len(val_windows) else None)
+    loader = TokenLoader(train_windows, cfg.micro_batch, cfg.seed, dist_info.rank, dist_info.world_size, device,
+                         vocab_size)
+
+    seed_everything(cfg.seed)
+    raw_model = GPT(model_config)
+    if state is not None:
+        raw_model.load_state_dict(clean_state_dict(state["model"]))
+    raw_model.to(device)
+    optimizer = make_optimizer(raw_model, cfg, device)
+    schedule = WarmupCosine(optimizer, cfg.lr, cfg.resolved_min_lr(), cfg.resolved_warmup(), cfg.resolved_decay_steps())
+    step = 0
+    if state is not None:
+        optimizer.load_state_dict(state["optimizer"])
+        schedule.load_state_dict(state["scheduler"])
+        loader.load_state_dict(state["data"])
+        step = int(state["step"])
+        ranks = state["rng"]
+        if len(ranks) == dist_info.world_size:
+            set_rng_state(ranks[dist_info.rank], device)
+        else:
+            log.warning("the checkpoint holds RNG states of %d process(es), this run has %d: dropout streams restart",
+                        len(ranks), dist_info.world_size)
+            torch.manual_seed(cfg.seed + step + dist_info.rank)
+    elif dist_info.rank:
+        torch.manual_seed(cfg.seed + dist_info.rank)  # each rank its own dropout stream; init is rank 0's (DDP broadcast)
+
+    model = torch.compile(raw_model) if cfg.compile else raw_model
+    train_model = model
+    if dist_info.enabled:
+        from torch.nn.parallel import DistributedDataParallel
+
+        train_model = DistributedDataParallel(model, device_ids=[dist_info.local_rank] if device.type == "cuda" else None)
+
+    autocast = ((lambda: torch.autocast(device.type, dtype=torch.bfloat16)) if dtype == torch.bfloat16
+                else nullcontext)
+    flops_token = raw_model.flops_per_token(block)
+    peak, peak_note = peak_flops(device, cfg.peak_tflops)
+    tokens_per_step = cfg.batch_tokens
+
+    if dist_info.master:
+        os.makedirs(out, exist_ok=True)
+        run_config = {"train": asdict(cfg), "model": model_config.to_dict(), "world_size": dist_info.world_size,
+                      "accumulation": accumulation, "parameters": raw_model.num_parameters(),
+                      "flops_per_token": flops_token, "device": str(device), "dtype": str(dtype).replace("torch.", "")}
+        write_atomically(os.path.join(out, RUN_CONFIG_FILE), json.dumps(run_config, indent=2) + "\n")
+        source = tokenizer_dir(cfg.data)
+        if source and not os.path.exists(os.path.join(out, TOKENIZER_DIR)):
+            shutil.copytree(source, os.path.join(out, TOKENIZER_DIR))
+        kept = [r for r in read_metrics(metrics_file) if r.get("step", 0) <= step]
+        write_atomically(metrics_file, "".join(json.dumps(r) + "\n" for r in kept))
+        log.info("model %s (%s): %s parameters, %s FLOPs/token at T=%d; %s on %s x%d",
+                 cfg.model, model_config.arch, format_count(raw_model.num_parameters()), format_count(flops_token),
+                 block, str(dtype).replace("torch.", ""), device, dist_info.world_size)
+        log.info("batch %s tokens = micro_batch %d x block %d x %d process(es) x %d accumulation step(s); "
+                 "%s train windows, %s validation windows; MFU peak: %s",
+                 format_count(cfg.batch_tokens), cfg.micro_batch, block, dist_info.world_size, accumulation,
+                 format_count(len(train_windows)), format_count(len(val_windows) if val_windows else 0), peak_note)
+        if state is not None:
+            log.info("resuming %s at step %d (epoch %d, window %d)", ckpt_file, step, loader.sampler.cursor.epoch,
+                     loader.sampler.cursor.position)
+
+    def checkpoint(metrics: dict) -> None:
+        rngs = gather_objects(rng_state(device), dist_info)
+        if not dist_info.master:
+            return
+        save_checkpoint(ckpt_file, {
+            "model": raw_model.state_dict(), "model_config": model_config.to_dict(), "train_config": asdict(cfg),
+            "optimizer": optimizer.state_dict(), "scheduler": schedule.state_dict(), "step": step,
+            "data": loader.state_dict(), "rng": rngs, "metrics": metrics, "world_size": dist_info.world_size})
+        saved["step"] = step
+        plot_losses(metrics_file, os.path.join(out, LOSS_PLOT), title=f"{cfg.model} on {os.path.basename(cfg.data.rstrip('/'))}")
+
+    metrics_out = open(metrics_file, "a", encoding="utf-8") if dist_info.master else None
+    last = dict(state["metrics"]) if state is not None and state.get("metrics") else {}
+    saved = {"step": step if state is not None else None}
+    status, message = "finished", ""
+    timed_tokens, timed_seconds = 0, 0.0
+    end = cfg.max_steps if cfg.stop_at is None else min(cfg.max_steps, cfg.stop_at)
+    bar = tqdm(total=cfg.max_steps, initial=step, desc="train", unit="step",
+               disable=cfg.quiet or not dist_info.master, dynamic_ncols=True)
+    train_model.train()
+    try:
+        while step < end:
+            t0 = time.perf_counter()
+            lr = schedule.apply()
+            loss_sum = torch.zeros((), device=device)
+            for micro in range(accumulation):
+                x, y = loader.next_batch()
+                sync = nullcontext()
+                if dist_info.enabled and micro < accumulation - 1:
+                    sync = train_model.no_sync()
+                with sync:
+                    with autocast():
+                        _, loss = train_model(x, y, return_logits=False)
+                    (loss / accumulation).backward()
+                loss_sum += loss.detach().float()
+            loss_value = float(all_mean(loss_sum / accumulation, dist_info))
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(raw_model.parameters(), cfg.grad_clip if cfg.grad_clip > 0
+                                                             else float("inf")))
+            if not (math.isfinite(loss_value) and math.isfinite(grad_norm)):
+                kept = (f"the last good checkpoint (step {saved['step']}) is kept at {ckpt_file}"
+                        if saved["step"] is not None else "no checkpoint was written before it")
+                status = "nonfinite"
+                message = (f"step {step + 1}: loss {loss_value} / gradient norm {grad_norm} is not finite: stopped "
+                           f"before the update; {kept}")
+                break
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            schedule.step()
+            step += 1
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            dt = time.perf_counter() - t0
+            tokens_per_s = tokens_per_step / dt
+            if step > 1 or cfg.max_steps == 1:  # the first step pays for compilation and warm-up
+                timed_tokens += tokens_per_step
+                timed_seconds += dt
+            mfu = flops_token * tokens_per_s / (peak * dist_info.world_size) if peak else None
+            record = {"step": step, "loss": loss_value, "lr": lr, "grad_norm": grad_norm,
+                      "tokens": step * tokens_per_step, "tokens_per_s": tokens_per_s, "mfu": mfu}
+            last.update({"step": step, "train_loss": loss_value})
+            if metrics_out:
+                metrics_out.write(json.dumps(record) + "\n")
+                metrics_out.flush()
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss_value:.4f}", lr=f"{lr:.2e}", tok_s=f"{tokens_per_s:,.0f}",
+                            mfu=f"{mfu:.1%}" if mfu is not None else "n/a")
+            if dist_info.master and (step % cfg.log_interval == 0 or step == end):
+                log.info("step %d/%d | loss %.4f | lr %.3e | grad norm %.3f | %s tok/s | MFU %s", step, cfg.max_steps,
+                         loss_value, lr, grad_norm, format_count(tokens_per_s),
+                         f"{mfu:.2%}" if mfu is not None else "n/a")
+            if val_idx is not None and (step % cfg.eval_interval == 0 or step == cfg.max_steps):
+                val_loss = evaluate(model, val_windows, val_idx, cfg.micro_batch, device, autocast, vocab_size,
+                                    dist_info)
+                last["val_loss"] = val_loss
+                if metrics_out:
+                    metrics_out.write(json.dumps({"step": step, "val_loss": val_loss}) + "\n")
+                    metrics_out.flush()
+                if dist_info.master:
+                    log.info("step %d | validation loss %.4f (perplexity %.2f)", step, val_loss,
+                             math.exp(min(val_loss, 50)))
+            if step % cfg.ckpt_interval == 0 or step == end:
+                last["tokens"] = step * tokens_per_step
+                checkpoint(dict(last))
+    finally:
+        bar.close()
+        if metrics_out:
+            metrics_out.close()
+
+    if status == "finished" and step < cfg.max_steps:
+        status = "stopped"
+        message = f"stopped after step {step} (--stop_at); continue with --resume"
+    if status == "nonfinite" and dist_info.master:
+        log.error("%s", message)
+        if os.path.isfile(metrics_file):
+            plot_losses(metrics_file, os.path.join(out, LOSS_PLOT))
+    hf_dir = None
+    if status == "finished" and cfg.hf_export and dist_info.master:
+        meta = read_meta(cfg.data) if os.path.isdir(cfg.data) else None
+        hf_dir = export_hf(raw_model, out, eot_id=(meta or {}).get("eot_id"))
+    summary = {"status": status, "message": message, "steps": step, "max_steps": cfg.max_steps,
+               "train_loss": last.get("train_loss"), "val_loss": last.get("val_loss"),
+               "tokens": step * tokens_per_step, "tokens_per_s": timed_tokens / timed_seconds if timed_seconds else None,
+               "mfu": (flops_token * timed_tokens / timed_seconds / (peak * dist_info.world_size)
+                       if peak and timed_seconds else None),
+               "accumulation": accumulation, "world_size": dist_info.world_size, "device": str(device),
+               "out": out, "checkpoint": ckpt_file if os.path.isfile(ckpt_file) else None, "hf": hf_dir}
+    if dist_info.enabled:
+        import torch.distributed as dist
+
+        dist.barrier()
+        dist.destroy_process_group()
+    return summary
+
+
+def export_hf(model, out: str, eot_id: int | None = None) -> str | None:
+    """Write ``out/hf`` (a Hugging Face GPT-2 folder) when ``model.hf`` is available; None otherwise."""
+    try:
+        from model.hf import save_hf_dir
+    except ImportError:
+        log.info("model.hf is not available: no Hugging Face export")
+        return None
+    folder = os.path.join(out, HF_DIR)
+    tokenizer = os.path.join(out, TOKENIZER_DIR)
+    files = sorted(os.path.join(tokenizer, f) for f in os.listdir(tokenizer)) if os.path.isdir(tokenizer) else None
+    try:
+        save_hf_dir(model, folder, tokenizer_files=files, eot_token_id=eot_id)
+    except (ValueError, NotImplementedError) as exc:  # e.g. a GPT-1 model has no GPT-2 layout
+        log.warning("no Hugging Face export: %s", exc)
+        return None
+    return folder
+
+
+# ---------------------------------------------------------------- command line
+
+RESUME_OVERRIDABLE = {"max_steps", "stop_at", "eval_interval", "eval_windows", "ckpt_interval", "log_interval",
+                      "compile", "quiet", "device", "dtype", "peak_tflops", "hf_export", "resume", "out"}
+
+
+def build_parser(suppress_defaults: bool = False) -> argparse.ArgumentParser:
+    d = TrainConfig()
+
+    def default(value):
+        return argparse.SUPPRESS if suppress_defaults else value
+
+    p = argparse.ArgumentParser(prog="corpusforge train", description=(
+        "Train GPT-1/GPT-2 on token shards (CPU, GPU, or DDP under torchrun); checkpoints resume exactly."))
+    g = p.add_argument_group("data")
+    g.add_argument("--data", default=default(d.data),
+                   help="a `corpusforge tokenize` folder (meta.json + shards), a folder with train.bin/val.bin, or a glob of shards")
+    g.add_argument("--val_data", default=default(None), help="glob of validation shards (default: the folder's val split)")
+    g.add_argument("--out", default=default(d.out), help="run folder (default out)")
+    g.add_argument("--vocab_size", type=int, default=default(None), help="default: meta.json's, else 50257")
+    g = p.add_argument_group("model")
+    g.add_argument("--model", default=default(d.model), help="gpt1, gpt2 (124M), gpt2-medium, gpt2-large, gpt2-xl (default gpt2)")
+    for name in ("n_layer", "n_head", "n_embd", "block_size"):
+        g.add_argument(f"--{name}", type=int, default=default(None), help=f"override the named model's {name}")
+    g.add_argument("--dropout", type=float, default=default(None), help="override the named model's dropout")
+    g = p.add_argument_group("optimization")
+    g.add_argument("--batch_tokens", type=int, default=default(d.batch_tokens), help=f"tokens per optimizer step (default {d.batch_tokens:,}, GPT-2's 512 x 1024)")
+    g.add_argument("--micro_batch", type=int, default=default(d.micro_batch), help=f"sequences per forward pass per process (default {d.micro_batch})")
+    g.add_argument("--max_steps", type=int, default=default(d.max_steps), help=f"optimizer steps (default {d.max_steps})")
+    g.add_argument("--lr", type=float, default=default(d.lr), help=f"peak learning rate (default {d.lr:g})")
+    g.add_argument("--min_lr", type=float, default=default(None), help="final learning rate (default lr / 10)")
+    g.add_argument("--warmup_steps", type=int, default=default(None), help="linear warmup steps (default min(2000, max_steps // 10))")
+    g.add_argument("--decay_steps", type=int, default=default(None), help="step where the cosine reaches min_lr (default max_steps)")
+    g.add_argument("--weight_decay", type=float, default=default(d.weight_decay), help=f"AdamW decoupled weight decay on matrices (default {d.weight_decay:g})")
+    g.add_argument("--beta1", type=float, default=default(d.beta1), help=f"(default {d.beta1:g})")
+    g.add_argument("--beta2", type=float, default=default(d.beta2), help=f"(default {d.beta2:g})")
+    g.add_argument("--grad_clip", type=float, default=default(d.grad_clip), help=f"global gradient-norm clip, 0 = off (default {d.grad_clip:g})")
+    g.add_argument("--seed", type=int, default=default(d.seed), help=f"(default {d.seed})")
+    g = p.add_argument_group("run")
+    g.add_argument("--eval_interval", type=int, default=default(d.eval_interval), help=f"validation every N steps and at the end (default {d.eval_interval})")
+    g.add_argument("--eval_windows", type=int, default=default(d.eval_windows), help=f"validation windows per evaluation (default {d.eval_windows})")
+    g.add_argument("--ckpt_interval", type=int, default=default(d.ckpt_interval), help=f"checkpoint every N steps and at the end (default {d.ckpt_interval})")
+    g.add_argument("--log_interval", type=int, default=default(d.log_interval), help=f"log line every N steps (default {d.log_interval})")
+    g.add_argument("--device", default=default(d.device), help="auto, cpu, cuda, cuda:1 ... (default auto)")
+    g.add_argument("--dtype", default=default(d.dtype), choices=["auto", "bf16", "fp32"], help="autocast dtype (default auto: bf16 on a bf16 GPU, fp32 on CPU)")
+    g.add_argument("--compile", action="store_true", default=default(False), help="torch.compile the model")
+    g.add_argument("--peak_tflops", type=float, default=default(None), help="peak bf16 TFLOP/s of one device for MFU (default: from the GPU's name)")
+    g.add_argument("--resume", action="store_true", default=default(False), help="continue the run in --out from its ckpt.pt")
+    g.add_argument("--stop_at", type=int, default=default(None), help="stop after this step with a checkpoint (resume later)")
+    g.add_argument("--no_hf_export", dest="hf_export", action="store_false", default=default(True), help="do not write out/hf at the end")
+    g.add_argument("-q", "--quiet", action="store_true", default=default(False), help="no progress bar")
+    return p
+
+
+def config_from_args(argv: list[str]) -> TrainConfig:
+    args = build_parser().parse_args(argv)
+    cfg = TrainConfig(**vars(args))
+    if not cfg.resume:
+        return cfg
+    saved_path = os.path.join(cfg.out, RUN_CONFIG_FILE)
+    if not os.path.isfile(saved_path):
+        return cfg
+    with open(saved_path, encoding="utf-8") as f:
+        saved = json.load(f)["train"]
+    given = vars(build_parser(suppress_defaults=True).parse_args(argv))
+    changed = sorted(k for k, v in given.items() if k not in RESUME_OVERRIDABLE and saved.get(k) != v)
+    if changed:
+        raise TrainError(f"--resume continues {cfg.out} with its saved settings; these cannot change: "
+                         + ", ".join(f"--{k} (saved {saved.get(k)!r}, given {given[k]!r})" for k in changed))
+    names = {f.name for f in fields(TrainConfig)}
+    merged = {k: v for k, v in saved.items() if k in names}
+    merged.update({k: v for k, v in given.items() if k in RESUME_OVERRIDABLE})
+    merged["resume"] = True
+    merged["stop_at"] = given.get("stop_at")  # a stop is for one invocation, never inherited
+    return TrainConfig(**merged)
+
+
+def format_summary(summary: dict) -> str:
+    def num(value, spec):
+        return "n/a" if value is None else format(value, spec)
+
+    lines = [f"status       {summary['status']}" + (f": {summary['message']}" if summary["message"] else ""),
+             f"steps        {summary['steps']}/{summary['max_steps']} ({summary['tokens']:,} tokens, "
+             f"accumulation {summary['accumulation']}, {summary['world_size']} process(es) on {summary['device']})",
+             f"train loss   {num(summary['train_loss'], '.4f')}",
+             f"val loss     {num(summary['val_loss'], '.4f')}",
+             f"tokens/s     {num(summary['tokens_per_s'], ',.0f')}",
+             f"MFU          {num(summary['mfu'], '.2%')}",
+             f"run folder   {summary['out']}" + (f" (Hugging Face export: {summary['hf']})" if summary["hf"] else "")]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        cfg = config_from_args(argv)
+        from tqdm.contrib.logging import logging_redirect_tqdm
+
+        with logging_redirect_tqdm():
+            summary = train(cfg)
+    except (TrainError, DataError, CheckpointError, FileNotFoundError, ValueError) as exc:
+        log.error("%s", exc)
+        return 2
+    if int(os.environ.get("RANK", "0")) == 0:
+        print(format_summary(summary))
+    return 0 if summary["status"] in ("finished", "stopped") else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,365 @@
+"""model.train, model.checkpoint and model.sample: real tiny GPTs trained on real token shards.
+
+Every run here is a few steps of a 1-2 layer model on CPU; the CLI is exercised through
+``python -m pipelines.cli`` in a subprocess, DDP through a real ``torchrun`` with gloo.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import pickle
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from model.checkpoint import (CheckpointError, clean_state_dict, load_checkpoint, load_model, save_checkpoint,
+                              tokenizer_folder)
+from model.gpt import GPT, GPTConfig
+from model.sample import generate, top_k_mask, top_p_mask
+from model.tokens import shard_name, write_token_shard
+from model.train import (FALLBACK_PEAK, TrainConfig, decay_groups, lr_at, peak_for_name, read_metrics, train)
+
+torch.set_num_threads(1)
+REPO = Path(__file__).resolve().parents[1]
+TINY = dict(model="gpt2", n_layer=2, n_head=2, n_embd=32, block_size=32)
+TINY_FLAGS = ["--model", "gpt2", "--n_layer", "2", "--n_head", "2", "--n_embd", "32", "--block_size", "32"]
+
+
+def subprocess_env() -> dict:
+    return {**os.environ, "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg", "PYTHONPATH": str(REPO)}
+
+
+def corpusforge(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    result = subprocess.run([sys.executable, "-m", "pipelines.cli", *args], capture_output=True, text=True, timeout=300,
+                            cwd=REPO, env=subprocess_env())
+    if check and result.returncode != 0:
+        raise AssertionError(f"exit {result.returncode}\n{result.stderr[-3000:]}")
+    return result
+
+
+@pytest.fixture(scope="module")
+def pattern_data(tmp_path_factory) -> Path:
+    """A 64-token vocabulary; train and val are a fixed random 50-token phrase repeated (learnable)."""
+    folder = tmp_path_factory.mktemp("pattern")
+    phrase = np.random.default_rng(0).integers(0, 64, size=50)
+    write_token_shard(folder / shard_name("p", "train", 0), np.tile(phrase, 40))
+    write_token_shard(folder / shard_name("p", "train", 1), np.tile(np.roll(phrase, 7), 30))
+    write_token_shard(folder / shard_name("p", "val", 0), np.tile(phrase, 6))
+    (folder / "meta.json").write_text(json.dumps({"vocab_size": 64, "eot_id": 63, "tokenizer": "tokenizer",
+                                                  "splits": {"train": {"shards": 2}, "val": {"shards": 1}}}))
+    return folder
+
+
+SUBJECTS = ["the miller", "a sailor", "the old king", "my sister", "the baker", "a small dog", "the teacher"]
+VERBS = ["found", "painted", "carried", "sold", "watched", "forgot", "built"]
+OBJECTS = ["a red boat", "the bright lamp", "seven apples", "the long road", "a wooden chair", "the map"]
+PLACES = ["near the river", "in the market", "before dawn", "under the bridge", "at the harbour"]
+
+
+@pytest.fixture(scope="module")
+def text_data(tmp_path_factory) -> Path:
+    """A `corpusforge tokenize`-style folder: a byte-level BPE trained on generated sentences, shards, meta.json."""
+    from model.tokenizer import train_tokenizer
+
+    rng = np.random.default_rng(1)
+    docs = [" ".join(f"{rng.choice(SUBJECTS).capitalize()} {rng.choice(VERBS)} {rng.choice(OBJECTS)} "
+                     f"{rng.choice(PLACES)}." for _ in range(int(rng.integers(2, 6)))) for _ in range(400)]
+    tokenizer = train_tokenizer(docs, vocab_size=320, show_progress=False)
+    folder = tmp_path_factory.mktemp("tokenized")
+    tokenizer.save(folder / "tokenizer")
+    ids = {"train": [], "val": []}
+    for n, doc in enumerate(docs):
+        ids["val" if n % 10 == 0 else "train"] += [tokenizer.eot_id] + tokenizer.encode(doc)
+    for split, tokens in ids.items():
+        write_token_shard(folder / shard_name("toy", split, 0), tokens)
+    (folder / "meta.json").write_text(json.dumps({
+        "vocab_size": tokenizer.vocab_size, "eot_id": tokenizer.eot_id, "tokenizer": "tokenizer",
+        "splits": {s: {"shards": 1, "tokens": len(t), "documents": None} for s, t in ids.items()}}))
+    return folder
+
+
+def tiny_config(data: Path, out: Path, **overrides) -> TrainConfig:
+    base = dict(data=str(data), out=str(out), batch_tokens=2 * 4 * 32, micro_batch=4, max_steps=8, lr=3e-3,
+                warmup_steps=2, eval_interval=4, eval_windows=8, ckpt_interval=4, log_interval=100, quiet=True,
+                hf_export=False, **TINY)
+    base.update(overrides)
+    return TrainConfig(**base)
+
+
+def train_losses(out: Path) -> list[float]:
+    return [r["loss"] for r in read_metrics(str(out / "metrics.jsonl")) if "loss" in r]
+
+
+# ---------------------------------------------------------------- schedule, parameter groups, MFU table
+
+def test_learning_rate_warms_up_linearly_then_follows_a_cosine_to_min_lr():
+    lr, min_lr, warmup, decay = 6e-4, 6e-5, 10, 110
+    assert lr_at(0, lr, min_lr, warmup, decay) == pytest.approx(lr / 10)
+    assert lr_at(4, lr, min_lr, warmup, decay) == pytest.approx(lr * 5 / 10)
+    assert lr_at(9, lr, min_lr, warmup, decay) == pytest.approx(lr)
+    assert lr_at(10, lr, min_lr, warmup, decay) == pytest.approx(lr)  # the cosine starts at its top
+    assert lr_at(60, lr, min_lr, warmup, decay) == pytest.approx((lr + min_lr) / 2)  # halfway: cos(pi/2) = 0
+    assert lr_at(35, lr, min_lr, warmup, decay) == pytest.approx(min_lr + (lr - min_lr) * (1 + math.cos(math.pi / 4)) / 2)
+    assert lr_at(110, lr, min_lr, warmup, decay) == pytest.approx(min_lr)
+    assert lr_at(5000, lr, min_lr, warmup, decay) == pytest.approx(min_lr)
+    values = [lr_at(s, lr, min_lr, warmup, decay) for s in range(10, 111)]
+    assert all(a >= b for a, b in zip(values, values[1:]))
+
+
+def test_weight_decay_applies_to_matrices_only():
+    model = GPT(GPTConfig.named("gpt2", n_layer=2, n_head=2, n_embd=16, block_size=8, vocab_size=50))
+    decayed, plain = decay_groups(model, 0.1)
+    names = {id(p): n for n, p in model.named_parameters()}
+    decayed_names = sorted(names[id(p)] for p in decayed["params"])
+    plain_names = sorted(names[id(p)] for p in plain["params"])
+    assert decayed["weight_decay"] == 0.1 and plain["weight_decay"] == 0.0
+    assert all(model.get_parameter(n).dim() == 2 for n in decayed_names)
+    assert "transformer.wte.weight" in decayed_names and "transformer.h.0.attn.c_attn.weight" in decayed_names
+    assert all(n.endswith("bias") or ".ln_" in n for n in plain_names)
+    assert "transformer.ln_f.weight" in plain_names and "transformer.h.1.mlp.c_fc.bias" in plain_names
+    every = {id(p) for p in model.parameters()}
+    assert {id(p) for p in decayed["params"] + plain["params"]} == every  # each parameter once (tied included)
+
+
+def test_peak_flops_table():
+    assert peak_for_name("NVIDIA H200")[0] == 989e12
+    assert peak_for_name("NVIDIA H100 80GB HBM3")[0] == 989e12
+    assert peak_for_name("NVIDIA H100 PCIe")[0] == 756e12
+    assert peak_for_name("NVIDIA A100-SXM4-80GB")[0] == 312e12
+    value, note = peak_for_name("NVIDIA GeForce GTX 1080")
+    assert value == FALLBACK_PEAK and "assuming" in note
+
+
+# ---------------------------------------------------------------- training runs
+
+def test_a_tiny_model_overfits_a_tiny_shard(pattern_data, tmp_path):
+    summary = train(tiny_config(pattern_data, tmp_path / "run", max_steps=60, lr=1e-2, warmup_steps=5,
+                                eval_interval=30, ckpt_interval=60))
+    losses = train_losses(tmp_path / "run")
+    assert summary["status"] == "finished" and summary["steps"] == 60 and len(losses) == 60
+    assert losses[0] > 3.5  # about ln(64) = 4.16 at initialisation
+    assert max(losses[-5:]) < 0.5 and summary["val_loss"] < 0.5
+    assert summary["accumulation"] == 2 and summary["tokens"] == 60 * 256
+    assert summary["tokens_per_s"] > 0 and summary["mfu"] is None  # CPU: MFU n/a
+    files = {p.name for p in (tmp_path / "run").iterdir()}
+    assert {"config.json", "ckpt.pt", "metrics.jsonl", "loss.png"} <= files
+    assert (tmp_path / "run" / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["model"]["vocab_size"] == 64 and config["accumulation"] == 2  # vocab from meta.json
+
+
+def test_stopped_and_resumed_equals_uninterrupted(pattern_data, tmp_path):
+    # dropout on, so the restored RNG matters; accumulation 2; evaluation and checkpoint in between
+    cfg = tiny_config(pattern_data, tmp_path / "whole", dropout=0.1, max_steps=10, ckpt_interval=3, eval_interval=2)
+    whole = train(cfg)
+    first = train(replace(cfg, out=str(tmp_path / "split"), stop_at=5))
+    assert first["status"] == "stopped" and first["steps"] == 5
+    assert load_checkpoint(tmp_path / "split" / "ckpt.pt")["step"] == 5
+    resumed = train(replace(cfg, out=str(tmp_path / "split"), resume=True))
+    assert resumed["steps"] == 10
+    assert train_losses(tmp_path / "split") == train_losses(tmp_path / "whole")  # bit for bit on CPU
+    assert len(train_losses(tmp_path / "whole")) == 10
+    val = [[r["val_loss"] for r in read_metrics(str(tmp_path / d / "metrics.jsonl")) if "val_loss" in r]
+           for d in ("whole", "split")]
+    assert val[0] == val[1] and len(val[0]) == 5
+    a, b = (load_checkpoint(tmp_path / d / "ckpt.pt") for d in ("whole", "split"))
+    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+    assert a["data"] == b["data"] and whole["val_loss"] == resumed["val_loss"]
+    # a different seed gives different losses (the equality above is not vacuous)
+    other = train(replace(cfg, out=str(tmp_path / "other"), seed=5, max_steps=3))
+    assert train_losses(tmp_path / "other") != train_losses(tmp_path / "whole")[:3] and other["steps"] == 3
+
+
+def test_a_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(pattern_data, tmp_path, monkeypatch):
+    forward = GPT.forward
+    calls = {"n": 0}
+
+    def failing_forward(self, idx, targets=None, **kwargs):
+        logits, loss = forward(self, idx, targets, **kwargs)
+        if self.training:
+            calls["n"] += 1
+            if calls["n"] > 2 * 5:  # the 6th step (2 micro-batches each) produces NaN
+                loss = loss * float("nan")
+        return logits, loss
+
+    monkeypatch.setattr(GPT, "forward", failing_forward)
+    summary = train(tiny_config(pattern_data, tmp_path / "run", max_steps=10, ckpt_interval=4))
+    assert summary["status"] == "nonfinite" and summary["steps"] == 5
+    assert "step 6" in summary["message"] and "last good checkpoint (step 4)" in summary["message"]
+    state = load_checkpoint(tmp_path / "run" / "ckpt.pt")
+    assert state["step"] == 4
+    assert all(torch.isfinite(v).all() for v in state["model"].values())
+    assert len(train_losses(tmp_path / "run")) == 5 and all(math.isfinite(x) for x in train_losses(tmp_path / "run"))
+
+
+def test_an_existing_run_is_not_overwritten_without_resume(pattern_data, tmp_path):
+    from model.train import TrainError
+
+    train(tiny_config(pattern_data, tmp_path / "run", max_steps=2))
+    before = (tmp_path / "run" / "ckpt.pt").read_bytes()
+    with pytest.raises(TrainError, match="already exists: pass --resume"):
+        train(tiny_config(pattern_data, tmp_path / "run", max_steps=2))
+    assert (tmp_path / "run" / "ckpt.pt").read_bytes() == before
+    with pytest.raises(TrainError, match="not a multiple of micro_batch x block_size"):
+        train(tiny_config(pattern_data, tmp_path / "other", batch_tokens=100))
+
+
+# ---------------------------------------------------------------- checkpoints
+
+class NotAllowed:
+    def __init__(self):
+        self.value = 1
+
+
+def test_corrupted_truncated_and_foreign_checkpoints_are_refused_clearly(tmp_path):
+    model = GPT(GPTConfig.named("gpt2", n_layer=1, n_head=2, n_embd=16, block_size=8, vocab_size=40))
+    good = tmp_path / "ckpt.pt"
+    save_checkpoint(good, {"model": model.state_dict(), "model_config": model.config.to_dict(), "step": 3})
+    assert load_checkpoint(good)["step"] == 3
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary left behind
+    data = good.read_bytes()
+    (tmp_path / "cut.pt").write_bytes(data[: len(data) // 2])
+    with pytest.raises(CheckpointError, match="truncated, corrupted"):
+        load_checkpoint(tmp_path / "cut.pt")
+    (tmp_path / "empty.pt").write_bytes(b"")
+    with pytest.raises(CheckpointError, match="empty"):
+        load_checkpoint(tmp_path / "empty.pt")
+    (tmp_path / "noise.pt").write_bytes(os.urandom(4096))
+    with pytest.raises(CheckpointError, match="cannot read the checkpoint"):
+        load_checkpoint(tmp_path / "noise.pt")
+    torch.save({"format": "corpusforge-checkpoint", "evil": NotAllowed()}, tmp_path / "pickle.pt")
+    with pytest.raises(CheckpointError, match="weights_only=True"):
+        load_checkpoint(tmp_path / "pickle.pt")
+    with open(tmp_path / "plain.pkl", "wb") as f:
+        pickle.dump({"a": 1}, f)
+    with pytest.raises(CheckpointError):
+        load_checkpoint(tmp_path / "plain.pkl")
+    torch.save(model.state_dict(), tmp_path / "weights.pt")
+    with pytest.raises(CheckpointError, match="not a corpusforge checkpoint"):
+        load_checkpoint(tmp_path / "weights.pt")
+    with pytest.raises(CheckpointError, match="no such checkpoint"):
+        load_checkpoint(tmp_path / "missing.pt")
+
+
+def test_compile_and_ddp_prefixes_never_reach_the_file(tmp_path):
+    model = GPT(GPTConfig.named("gpt2", n_layer=1, n_head=2, n_embd=16, block_size=8, vocab_size=40))
+    compiled = torch.compile(model)  # not run: only its state-dict keys matter here
+    keys = list(compiled.state_dict())
+    assert keys[0].startswith("_orig_mod.")
+    assert list(clean_state_dict({"module._orig_mod.a.b": 1})) == ["a.b"]
+    save_checkpoint(tmp_path / "c.pt", {"model": compiled.state_dict(), "model_config": model.config.to_dict()})
+    loaded = load_checkpoint(tmp_path / "c.pt")["model"]
+    assert set(loaded) == set(model.state_dict())
+    restored = load_model(tmp_path / "c.pt")
+    idx = torch.tensor([[1, 2, 3]])
+    assert torch.equal(restored(idx)[0], model.eval()(idx)[0])
+
+
+# ---------------------------------------------------------------- the command line, export, sampling
+
+def test_cli_trains_resumes_samples_and_exports(text_data, tmp_path, caplog, capsys):
+    from model.sample import main as sample_main
+    from model.train import main as train_main
+
+    run = tmp_path / "run"
+    result = corpusforge("train", "--data", str(text_data), "--out", str(run), *TINY_FLAGS, "--batch_tokens", "256",
+                         "--micro_batch", "8", "--lr", "3e-3", "--warmup_steps", "2", "--eval_interval", "3",
+                         "--ckpt_interval", "3", "-q", "--max_steps", "6", "--stop_at", "3")
+    assert "status       stopped" in result.stdout and "steps        3/6" in result.stdout
+    assert "1 accumulation step(s)" in result.stderr and "MFU n/a" in result.stderr
+    assert train_main(["--out", str(run), "--resume", "--n_layer", "3"]) == 2
+    assert "--n_layer (saved 2, given 3)" in caplog.text
+    capsys.readouterr()
+    assert train_main(["--out", str(run), "--resume", "-q"]) == 0  # the saved settings, continued
+    out = capsys.readouterr().out
+    assert "status       finished" in out and "steps        6/6" in out
+    assert [r["step"] for r in read_metrics(str(run / "metrics.jsonl")) if "loss" in r] == [1, 2, 3, 4, 5, 6]
+    assert tokenizer_folder(run) == str(run / "tokenizer")
+    assert (run / "hf" / "model.safetensors").is_file() and tokenizer_folder(run / "hf") == str(run / "hf")
+
+    from_run, from_hf = load_model(run), load_model(run / "hf")
+    idx = torch.tensor([[5, 17, 42, 99]])
+    assert torch.allclose(from_run(idx)[0], from_hf(idx)[0], atol=1e-5)
+
+    args = ["--model", str(run), "--prompt", "The miller", "--max_new_tokens", "12", "--num_samples", "2",
+            "--top_k", "20", "--top_p", "0.9", "--seed", "3"]
+    sampled = corpusforge("sample", *args)
+    assert sampled.stdout.count("--- sample") == 2
+    assert all(line.startswith("The miller") for line in sampled.stdout.splitlines() if not line.startswith("---"))
+    assert sample_main(args) == 0
+    assert capsys.readouterr().out == sampled.stdout  # seeded: the same text in and out of process
+    assert sample_main(["--model", str(tmp_path / "nowhere"), "--prompt", "x"]) == 2
+    assert "no such file or folder" in caplog.text
+    (run / "ckpt.pt").write_bytes((run / "ckpt.pt").read_bytes()[:1000])
+    assert train_main(["--out", str(run), "--resume", "--max_steps", "8", "-q"]) == 2
+    assert "truncated, corrupted" in caplog.text
+
+
+def test_torchrun_ranks_share_the_batch_like_one_process_with_accumulation(pattern_data, tmp_path):
+    """Two gloo processes, one micro-batch each, read exactly one process's two micro-batches."""
+    single = train(tiny_config(pattern_data, tmp_path / "one", max_steps=4, warmup_steps=1, ckpt_interval=4))
+    assert single["accumulation"] == 2
+    flags = ["--data", str(pattern_data), *TINY_FLAGS, "--micro_batch", "4", "--batch_tokens", "256", "--max_steps", "4",
+             "--lr", "3e-3", "--warmup_steps", "1", "--eval_interval", "4", "--eval_windows", "8",
+             "--ckpt_interval", "4", "-q", "--no_hf_export"]
+    ddp = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                          "-m", "pipelines.cli", "train", "--out", str(tmp_path / "two"), *flags],
+                         capture_output=True, text=True, timeout=300, cwd=REPO, env=subprocess_env())
+    assert ddp.returncode == 0, ddp.stderr[-3000:]
+    assert ddp.stdout.count("status       finished") == 1  # rank 0 alone reports
+    assert "accumulation 1, 2 process(es)" in ddp.stdout
+    one, two = train_losses(tmp_path / "one"), train_losses(tmp_path / "two")
+    assert len(one) == len(two) == 4
+    np.testing.assert_allclose(two, one, rtol=0, atol=2e-5)  # same windows; only the summation order differs
+    val = [[r["val_loss"] for r in read_metrics(str(tmp_path / d / "metrics.jsonl")) if "val_loss" in r]
+           for d in ("one", "two")]
+    np.testing.assert_allclose(val[1], val[0], rtol=0, atol=2e-5)  # validation split across ranks, summed back
+    state = load_checkpoint(tmp_path / "two" / "ckpt.pt")
+    assert state["world_size"] == 2 and len(state["rng"]) == 2
+    assert not any(k.startswith("module.") for k in state["model"])
+
+
+def test_top_k_and_top_p_masks_match_transformers():
+    from transformers.generation.logits_process import TopKLogitsWarper, TopPLogitsWarper
+
+    logits = torch.randn(4, 50, generator=torch.Generator().manual_seed(0))
+    for k in (1, 5, 49):
+        ours = top_k_mask(logits, k)
+        assert torch.equal(torch.isfinite(ours).sum(-1), torch.full((4,), k))
+        assert torch.equal(torch.isinf(ours), torch.isinf(TopKLogitsWarper(k)(None, logits.clone())))
+    for p in (0.1, 0.5, 0.9):
+        ours = top_p_mask(logits, p)
+        theirs = TopPLogitsWarper(p, min_tokens_to_keep=1)(None, logits.clone())
+        assert torch.equal(torch.isinf(ours), torch.isinf(theirs))
+    probs = torch.log(torch.tensor([[0.05, 0.5, 0.15, 0.3]]))
+    assert torch.isfinite(top_p_mask(probs, 0.7)).tolist() == [[False, True, False, True]]
+    assert torch.isfinite(top_p_mask(probs, 0.5)).tolist() == [[False, True, False, False]]
+    assert torch.isfinite(top_p_mask(probs, 0.81)).tolist() == [[False, True, True, True]]
+    with pytest.raises(ValueError, match="top_p"):
+        top_p_mask(probs, 0.0)
+
+
+def test_generate_greedy_seeded_and_past_the_context():
+    torch.manual_seed(0)
+    model = GPT(GPTConfig.named("gpt2", n_layer=1, n_head=2, n_embd=16, block_size=8, vocab_size=30)).eval()
+    start = torch.tensor([[1, 2, 3]])
+    greedy = generate(model, start, 10, temperature=0)
+    expected = start
+    for _ in range(10):  # argmax one token at a time, the context cropped to block_size
+        logits, _ = model(expected[:, -8:])
+        expected = torch.cat([expected, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+    assert torch.equal(greedy, expected) and greedy.shape == (1, 13)
+    assert torch.equal(generate(model, start, 10, top_k=1), greedy)  # top-1 sampling is greedy
+    a = generate(model, start.repeat(3, 1), 6, generator=torch.Generator().manual_seed(1))
+    b = generate(model, start.repeat(3, 1), 6, generator=torch.Generator().manual_seed(1))
+    c = generate(model, start.repeat(3, 1), 6, generator=torch.Generator().manual_seed(2))
+    assert torch.equal(a, b) and not torch.equal(a, c)
+    stopped = generate(model, start, 10, temperature=0, stop_token=int(greedy[0, 3]))
+    assert stopped.shape == (1, 4)
