@@ -33,6 +33,9 @@ bench: $(STAMP)
 	$(PY) benchmarks/webtext_fetch.py
 	$(PY) benchmarks/bloom.py
 	$(PY) benchmarks/tokenizer_speed.py
+	$(PY) benchmarks/train_step.py
+	$(PY) benchmarks/eval_speed.py
+	$(PY) benchmarks/contamination_cost.py
 
 clean:
 	rm -rf $(VENV) $(DEMO_OUT) build dist *.egg-info

@@ -26,28 +26,51 @@ part: ``partition_of`` again) or, when one part is itself built over several sha
 seed-mixed copy of the key (below), keys of one part still spread over all of its bits.
 ``split_by_part`` groups a key array by part.
 
-Probes (double hashing, Kirsch & Mitzenmacher 2006, "Less hashing, same performance"): from
-ONE 64-bit key, ``h1 = fmix(key ^ s1) mod m`` and ``h2 = (fmix(key ^ s2) mod m) | 1``
-(odd, so never 0; ``m`` is even so ``h2 < m``), where ``fmix`` is the SplitMix64
-finaliser and ``s1, s2`` are derived from ``seed``. Probe ``i < k`` is bit
-``(h1 + i * h2) mod m``, computed exactly in uint64 (``h1 + 26 * h2 < 27 m``, hence the
-limit ``m < 2^58``). Plain double hashing, not the "enhanced" variant: its extra FP rate
-is negligible at the sizes used here (the tests measure it).
+Probes (triple hashing, Dillinger & Manolios 2004, "Bloom filters in probabilistic
+verification"; the k-probes-from-few-hashes idea of Kirsch & Mitzenmacher 2006): from ONE
+64-bit key, ``h1 = fmix(key ^ s1) mod m``, ``h2 = (fmix(key ^ s2) mod m) | 1`` (odd; ``m``
+is even so ``h2 < m``) and ``h3 = ((a3 * key + c3) mod 2^64) >> (64 - b)`` with ``b =
+floor(log2 m)`` (multiply-shift, Dietzfelbinger et al. 1997: two keys get the same ``h3``
+with chance <= 2/2^b, and ``h3 < 2^b <= m``), where ``fmix`` is the SplitMix64 finaliser
+and ``s1, s2, c3`` and the odd ``a3`` are derived from ``seed``. ``h3`` needs neither a
+finaliser nor a modulo (~1 ns a key instead of ~9): only its collisions matter, the
+position comes from ``h1`` and ``h2``. Probe ``i < k`` is bit
+
+    (h1 + i * h2 + i(i-1)/2 * h3) mod m
+
+computed incrementally: ``pos_0 = h1``, ``stride_1 = h2``, ``pos_i = pos_(i-1) +
+stride_i`` and ``stride_(i+1) = stride_i + h3``, each reduced below ``m`` by one
+subtraction (no modulo). Why not plain double hashing ``(h1 + i * h2) mod m`` (format
+version 1): two keys with the same ``h2`` (chance ~2/m) whose ``h1`` differ by ``s * h2``
+for a small ``s`` share ``k - |s|`` of their probes, so a pair of added keys can cover most
+probes of a third key and the real false-positive rate gains a term of order ``n / m^2``
+that ``fill^k`` does not see — negligible for 1e9 keys, dominant for small filters.
+Measured with version 1 at p = 1e-8 (n random keys added, 4M random queries): 1,500 keys
+(m = 57,536) 34 hits = 8.5e-6, 20,000 keys 3 hits = 7.5e-7; at p = 1e-5 and 1,500 keys
+110 hits = 2.8e-5 (2.6x fill^k). With triple hashing, two keys share more than two probes
+only when their ``h3`` agree AND their ``h2`` align (chance of order 1/m^2 per pair:
+probe positions are a quadratic in i), and the same shapes give 0 hits in 40M queries at 1e-8
+for both sizes (rule-of-three bound 7.5e-8; fill^k 9.4e-9 and 1.0e-8) and 36 hits in 4M
+= 9.0e-6 at 1e-5 (fill^k 1.02e-5); ``tests/test_bloom.py`` checks these shapes.
+Exactness needs ``m < 2^53`` (``contains`` finishes the last keys with ``pos + j * stride
++ j(j-1)/2 * h3``, below ``2017 m`` for ``j < 64``): 2^50 bytes, far beyond any audit.
 
 Bit layout: bit ``j`` is bit ``j % 8`` (least significant first) of byte ``j // 8``, which
 is also bit ``j % 64`` of little-endian uint64 word ``j // 64``.
 
 Speed (numpy, one core): ``add`` computes all ``k`` probes of a step of keys as one
 ``(k, step)`` matrix (``step = min(block, 2^17 // k)`` keys), each probe row from the
-previous one by an add and a wrap (``min(p, p - m)`` in uint64; no modulo), and writes the
-whole matrix with one fancy-indexed OR; the few probes whose byte another probe of the same
-step overwrote with a different bit are written again until none is left. Its work arrays
-(~1 MB) are allocated once per call and reused by every step: fresh temporaries of that
-size are new pages from the kernel each time, and their page faults cost more than the
-probes. ``contains`` (``block`` keys at a time, default 2^15) checks probe 0 for all keys,
-computes ``h2`` only for the keys that pass it, then checks probe 1 only for the keys
-still possibly present, and so on (probe ``i`` from probe ``i - 1`` the same way); once at
-most 256 keys are left it checks all their remaining probes as one matrix. A key that is
+previous one by two adds and two wraps (``min(p, p - m)`` in uint64, no modulo: the
+stride, then the position), and writes the whole matrix with one fancy-indexed OR; the few
+probes whose byte another probe of the same step overwrote with a different bit are
+written again until none is left. Its work arrays (~1 MB) are allocated once per call and
+reused by every step: fresh temporaries of that size are new pages from the kernel each
+time, and their page faults cost more than the probes. ``contains`` (``block`` keys at a
+time, default 2^15) checks probe 0 for all keys, computes ``h2`` only for the keys that
+pass it, then checks probe 1 only for the keys still possibly present, computes ``h3``
+only for those that pass probe 1, and so on (survivors carry their position and stride;
+probe ``i`` from probe ``i - 1``); once at most 256 keys are left it checks all their
+remaining probes as one matrix. A key that is
 absent (most n-grams of a test set) costs about 2 probes, not 27.
 
 ``count`` is the number of keys passed to ``add`` (duplicates included, so an upper bound
@@ -57,11 +80,13 @@ bits-set estimate of distinct keys, ``-(m/k) ln(1 - fill)`` (Swamidass & Baldi 2
 ``empirical_fp_rate`` queries random never-added keys and reports found / N with a 95%
 upper bound (3/N when none found: 1M queries with none found only show FPR < 3e-6).
 
-File format, version 1 (all little-endian; ``FILE_HEADER``):
+File format, version 2 (all little-endian; ``FILE_HEADER``). Version 1 had the same
+layout but plain double hashing, so its bits mean other positions: ``load`` refuses it
+with a message to rebuild the filter from its keys.
 
     offset  size  field
     0       8     magic b"CFBLOOM\\0"
-    8       4     format version (uint32) = 1
+    8       4     format version (uint32) = 2 (the probe scheme above)
     12      4     header size = offset of the bit array (uint32, multiple of 4096)
     16      8     m, bits (uint64, multiple of 64)
     24      4     k (uint32)
@@ -110,11 +135,11 @@ import numpy as np
 from corpus.atomic import atomic_path
 
 MAGIC = b"CFBLOOM\x00"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: triple hashing; 1: plain double hashing (refused: rebuild)
 FILE_HEADER = struct.Struct("<8sIIQIIQQQd32s")  # fixed part; meta JSON follows
 _CHECKSUM_OFFSET = 64
 _ALIGN = 4096  # bit array starts on a page boundary, for np.memmap
-_MAX_BITS = 1 << 58  # (h1 + (k-1) * h2) must stay below 2**64 with k <= 64
+_MAX_BITS = 1 << 53  # contains' finish: pos + j*stride + j(j-1)/2*h3 < 2017 m < 2**64 for j <= 63
 _MAX_K = 64
 _HASH_CHUNK = 1 << 26  # bytes per blake2b / popcount step over a (memory-mapped) array
 DEFAULT_ERROR_RATE = 1e-8  # GPT-2 section 4: "false positive rate upper-bounded by 1/10^8"
@@ -168,6 +193,11 @@ def _fmix(x: np.ndarray) -> np.ndarray:
     x *= _FMIX_C2
     x ^= x >> np.uint64(31)
     return x
+
+
+def _wrap(p: np.ndarray, m: np.uint64) -> np.ndarray:
+    """``p mod m`` for uint64 ``p < 2m``: ``p - m`` wraps above 2**63 > m when p < m."""
+    return np.minimum(p, p - m)
 
 
 def _as_keys(keys: Any) -> np.ndarray:
@@ -256,7 +286,7 @@ class BloomFilter:
 
     def _setup(self, m: int, k: int, seed: int, meta: dict | None, capacity: int, error_rate: float, block: int) -> None:
         if m % 64 or not 64 <= m < _MAX_BITS:
-            raise ValueError(f"m must be a multiple of 64 in [64, 2^58), got {m}")
+            raise ValueError(f"m must be a multiple of 64 in [64, 2^53), got {m}")
         if not 1 <= k <= _MAX_K:
             raise ValueError(f"k must be in [1, {_MAX_K}], got {k}")
         if not 0 <= seed <= _M64:
@@ -268,6 +298,9 @@ class BloomFilter:
         self._m64 = np.uint64(self.m)
         self._s1 = np.uint64(_fmix_scalar(self.seed ^ 0x9E3779B97F4A7C15))
         self._s2 = np.uint64(_fmix_scalar(self.seed ^ 0xD1B54A32D192ED03))
+        self._a3 = np.uint64(_fmix_scalar(self.seed ^ 0x8CB92BA72F3D8DD7) | 1)  # odd multiplier
+        self._c3 = np.uint64(_fmix_scalar(self.seed ^ 0x2545F4914F6CDD1D))
+        self._shift3 = np.uint64(64 - (self.m.bit_length() - 1))  # h3 < 2^floor(log2 m) <= m
 
     # -- probes ---------------------------------------------------------------------------
 
@@ -282,14 +315,26 @@ class BloomFilter:
         h2 |= np.uint64(1)
         return h2
 
-    def _h1_h2(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return self._h1(keys), self._h2(keys)
+    def _h3(self, keys: np.ndarray) -> np.ndarray:
+        # Multiply-shift (Dietzfelbinger et al. 1997): the top b bits of a3 * key + c3 mod
+        # 2^64, a3 odd; two keys agree with chance <= 2/2^b. No fmix, no modulo: ~1 ns a key.
+        h3 = keys * self._a3
+        h3 += self._c3
+        h3 >>= self._shift3
+        return h3
 
     def positions(self, keys: Any) -> np.ndarray:
-        """The k bit positions of each key, shape (len(keys), k) — for inspection and tests."""
-        h1, h2 = self._h1_h2(_as_keys(keys))
-        i = np.arange(self.k, dtype=np.uint64)
-        return (h1[:, None] + i[None, :] * h2[:, None]) % self._m64
+        """The k bit positions of each key, shape (len(keys), k) — for inspection and tests:
+        probe ``i`` is ``(h1 + i*h2 + i(i-1)/2 * h3) mod m``."""
+        keys = _as_keys(keys)
+        h1, h2, h3 = self._h1(keys), self._h2(keys), self._h3(keys)
+        out = np.empty((keys.size, self.k), dtype=np.uint64)
+        out[:, 0] = h1
+        step = h2
+        for i in range(1, self.k):
+            out[:, i] = _wrap(out[:, i - 1] + step, self._m64)
+            step = _wrap(step + h3, self._m64)
+        return out
 
     def add(self, keys: Any) -> None:
         """Add a batch of uint64 keys (int64 reinterpreted); ``count`` grows by len(keys)."""
@@ -307,21 +352,27 @@ class BloomFilter:
         got = np.empty(k * step, dtype=np.uint8)
         missing = np.empty(k * step, dtype=bool)
         for start in range(0, keys.size, step):
-            h1, h2 = self._h1_h2(keys[start : start + step])
+            chunk = keys[start : start + step]
+            h1, stride, h3 = self._h1(chunk), self._h2(chunk), self._h3(chunk)
             size, total = h1.size, h1.size * k
             # All k probe rows of the step at once, without a modulo: row i is row i-1 plus
-            # h2, minus m when that reaches m. Both are < m, so in uint64 ``p - m`` wraps
-            # above 2**63 > m exactly when p < m, and min(p, p - m) is (h1 + i*h2) mod m.
+            # the stride, and the stride grows by h3 after each row. All are < m, so in
+            # uint64 ``p - m`` wraps above 2**63 > m exactly when p < m, and min(p, p - m)
+            # is p mod m for p < 2m.
             pos = probes[:total].reshape(k, size)
             pos[0] = h1
             wrapped = spare[:size]
             for i in range(1, k):
                 row = pos[i]
-                np.add(pos[i - 1], h2, out=row)
+                np.add(pos[i - 1], stride, out=row)
                 np.subtract(row, m, out=wrapped)
                 np.minimum(row, wrapped, out=row)
+                if i + 1 < k:
+                    stride += h3
+                    np.subtract(stride, m, out=wrapped)
+                    np.minimum(stride, wrapped, out=stride)
             pos = pos.reshape(-1)
-            byte = np.right_shift(pos, _THREE, out=index[:total]).view(np.int64)  # < 2**55: a valid index
+            byte = np.right_shift(pos, _THREE, out=index[:total]).view(np.int64)  # < 2**50: a valid index
             bit = np.bitwise_and(pos, _SEVEN, out=pos).view(np.int64)
             bit_mask = np.take(_BIT, bit, out=mask[:total], mode="clip")
             gathered = got[:total]
@@ -353,30 +404,43 @@ class BloomFilter:
     def _contains_block(self, keys: np.ndarray) -> np.ndarray:
         """``contains`` for one block: probe 0 for every key, then each next probe only for
         the keys whose probes so far were all set (compressing the arrays each time); ``h2``
-        is only computed for the keys that pass probe 0. Once few keys are left, all their
-        remaining probes are checked at once (``(k - i, alive)`` matrix)."""
+        is only computed for the keys that pass probe 0 and ``h3`` for those that pass
+        probe 1. Once few keys are left, all their remaining probes are checked at once
+        (``(k - i, alive)`` matrix)."""
         bits, m, k = self._bits, self._m64, self.k
         out = np.zeros(keys.size, dtype=bool)
-        h1 = self._h1(keys)
-        hit = _bit_is_set(bits, h1)
+        pos = self._h1(keys)
+        hit = _bit_is_set(bits, pos)
         if hit.all():
-            alive, h2 = np.arange(keys.size), self._h2(keys)
+            alive, stride = np.arange(keys.size), self._h2(keys)
         else:
             alive = np.flatnonzero(hit)
-            h1, h2 = h1[alive], self._h2(keys[alive])
+            pos, stride = pos[alive], self._h2(keys[alive])
+        h3 = None  # computed after probe 1, for its survivors only
         for i in range(1, k):
+            # Here pos is probe i-1 and stride the step to probe i (h2 + (i-1)*h3 mod m).
             if alive.size <= _FINISH_KEYS:
-                steps = np.arange(1, k - i + 1, dtype=np.uint64)[:, None]
-                rest = (h1[None, :] + steps * h2[None, :]) % m  # probes i .. k-1
+                if h3 is None:
+                    h3 = self._h3(keys[alive])
+                # probe i-1+j = pos + j*stride + j(j-1)/2 * h3, j = 1..k-i: below 2017 m < 2^64.
+                j = np.arange(1, k - i + 1, dtype=np.uint64)[:, None]
+                triangle = (j * (j - np.uint64(1))) >> np.uint64(1)
+                rest = (pos[None, :] + j * stride[None, :] + triangle * h3[None, :]) % m
                 alive = alive[_bit_is_set(bits, rest.reshape(-1)).reshape(rest.shape).all(axis=0)]
                 break
-            # h1 becomes probe i, (h1 + i*h2) mod m, kept below m by subtracting m (see add).
-            h1 += h2
-            np.minimum(h1, h1 - m, out=h1)
-            hit = _bit_is_set(bits, h1)
+            pos += stride  # probe i, kept below m by subtracting m (see add)
+            np.minimum(pos, pos - m, out=pos)
+            hit = _bit_is_set(bits, pos)
             if not hit.all():
                 keep = np.flatnonzero(hit)
-                alive, h1, h2 = alive[keep], h1[keep], h2[keep]
+                alive, pos, stride = alive[keep], pos[keep], stride[keep]
+                if h3 is not None:
+                    h3 = h3[keep]
+            if i + 1 < k:
+                if h3 is None:
+                    h3 = self._h3(keys[alive])
+                stride += h3
+                np.minimum(stride, stride - m, out=stride)
         out[alive] = True
         return out
 
@@ -406,7 +470,7 @@ class BloomFilter:
 
     def estimated_fp_rate(self) -> float:
         """``fill_ratio() ** k``: the chance that k probes of a never-added key all hit set
-        bits (the probes of one key are distinct positions; treated as independent)."""
+        bits (the k probes treated as independent positions)."""
         return self.fill_ratio() ** self.k
 
     def estimated_count(self) -> float:
@@ -546,6 +610,12 @@ class BloomFilter:
                 (_, version, header_size, m, k, meta_len, seed, count, capacity, error_rate, stored) = (
                     FILE_HEADER.unpack(fixed)
                 )
+                if version == 1:
+                    raise fail(
+                        f"format version 1 was written by an older probe scheme (plain double hashing, "
+                        f"whose real false-positive rate exceeds its bound in small filters); this code "
+                        f"reads version {FORMAT_VERSION}: rebuild the filter from its keys"
+                    )
                 if version != FORMAT_VERSION:
                     raise fail(f"format version {version}, this code reads version {FORMAT_VERSION}")
                 if header_size < FILE_HEADER.size + meta_len or header_size % _ALIGN:

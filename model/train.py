@@ -643,7 +643,7 @@ def export_hf(model, out: str, eot_id: int | None = None) -> str | None:
     files = sorted(os.path.join(tokenizer, f) for f in os.listdir(tokenizer)) if os.path.isdir(tokenizer) else None
     try:
         save_hf_dir(model, folder, tokenizer_files=files, eot_token_id=eot_id)
-    except (ValueError, NotImplementedError) as exc:  # e.g. a GPT-1 model has no GPT-2 layout
+    except (ValueError, NotImplementedError) as exc:  # a shape the Hugging Face classes cannot hold
         log.warning("no Hugging Face export: %s", exc)
         return None
     return folder

@@ -73,20 +73,47 @@ def test_memory_is_the_optimum_bits_per_element():
 # -- probes ---------------------------------------------------------------------------------
 
 
-def test_probe_positions_are_pinned_double_hashing():
+def _fmix_reference(x: int) -> int:
+    # SplitMix64 finaliser over Python ints (Steele et al. 2014), independent of numpy.
+    mask = (1 << 64) - 1
+    x ^= x >> 30
+    x = (x * 0xBF58476D1CE4E5B9) & mask
+    x ^= x >> 27
+    x = (x * 0x94D049BB133111EB) & mask
+    return x ^ (x >> 31)
+
+
+def test_probe_positions_are_pinned_triple_hashing():
     bloom = BloomFilter(1000, 1e-3, seed=0)
     assert (bloom.m, bloom.k) == (14400, 10)
-    pos = bloom.positions(np.array([0, 1, 2**64 - 1], dtype=np.uint64))
-    assert pos.shape == (3, 10)
-    step = (pos[:, 1].astype(np.int64) - pos[:, 0].astype(np.int64)) % bloom.m
-    assert np.all(step % 2 == 1)  # h2 is odd
-    for row, h2 in zip(pos.astype(np.int64), step):  # (h1 + i*h2) mod m
-        assert list(row) == [(int(row[0]) + i * int(h2)) % bloom.m for i in range(10)]
+    keys = [0, 1, 2**64 - 1, 123456789]
+    pos = bloom.positions(np.array(keys, dtype=np.uint64))
+    assert pos.shape == (4, 10)
+    m = bloom.m
+    for key, row in zip(keys, pos.tolist()):
+        # (h1 + i*h2 + i(i-1)/2 * h3) mod m in exact integer arithmetic, from the three
+        # seeded hashes of the key.
+        h1 = _fmix_reference(key ^ int(bloom._s1)) % m
+        h2 = (_fmix_reference(key ^ int(bloom._s2)) % m) | 1
+        h3 = ((key * int(bloom._a3) + int(bloom._c3)) % 2**64) >> (64 - (m.bit_length() - 1))
+        assert row == [(h1 + i * h2 + i * (i - 1) // 2 * h3) % m for i in range(10)]
+        assert len({h1, h2, h3}) == 3
     assert pos[0].tolist() == PINNED_KEY0_SEED0
     assert not np.array_equal(BloomFilter(1000, 1e-3, seed=1).positions([0]), pos[:1])
 
 
-PINNED_KEY0_SEED0 = [11071, 10110, 9149, 8188, 7227, 6266, 5305, 4344, 3383, 2422]
+def test_probes_are_not_plain_double_hashing():
+    # The defect of format version 1: probe i = (h1 + i*h2) mod m, a constant stride.
+    # Triple hashing's stride grows by h3, so second differences are h3 (almost never 0).
+    bloom = BloomFilter(50_000, 1e-8, seed=4)
+    pos = bloom.positions(random_keys(1000, seed=13)).astype(np.int64)
+    second = np.diff(pos, n=2, axis=1) % bloom.m
+    assert (second == second[:, :1]).all()  # the same h3 at every probe of a key
+    assert np.count_nonzero(second[:, 0]) >= 999
+    assert len(np.unique(second[:, 0])) >= 990  # a different h3 per key
+
+
+PINNED_KEY0_SEED0 = [11071, 10110, 13922, 8107, 7065, 10796, 4900, 3777, 7427, 1450]
 
 
 def test_add_sets_exactly_the_probe_bits():
@@ -110,7 +137,10 @@ def test_no_false_negatives_on_a_million_random_keys():
     assert bloom.contains(keys[::-1]).all()
 
 
-@pytest.mark.parametrize("capacity, error_rate, block", [(5000, 1e-8, 1 << 15), (5000, 1e-3, 777), (300, 1e-2, 64)])
+@pytest.mark.parametrize(
+    "capacity, error_rate, block",
+    [(5000, 1e-8, 1 << 15), (5000, 1e-3, 777), (300, 1e-2, 64), (2000, 0.3, 1 << 15), (2000, 0.6, 100)],
+)
 def test_add_and_contains_agree_with_the_probe_positions(capacity, error_rate, block):
     # add (reused buffers, partial last step) sets exactly the probe bits; contains (early
     # exit, compressed survivors, the all-at-once finish) says True exactly when all k are set.
@@ -174,6 +204,40 @@ def test_measured_fp_rate_within_bound_and_close_to_fill_estimate(error_rate):
     assert abs(estimate - theoretical_fp(bloom, n)) <= 0.05 * estimate
     assert measured.upper_95 > measured.rate
     assert abs(bloom.estimated_count() - n) < 0.01 * n
+
+
+def wilson_interval(found: int, queries: int, z: float) -> tuple[float, float]:
+    """Two-sided Wilson score interval of a binomial rate (Wilson 1927)."""
+    p, n = found / queries, queries
+    centre = p + z * z / (2 * n)
+    spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return (centre - spread) / (1 + z * z / n), (centre + spread) / (1 + z * z / n)
+
+
+@pytest.mark.parametrize("n, error_rate", [(300, 1e-5), (1500, 1e-5), (1500, 1e-6)])
+def test_small_filters_meet_their_bound_on_4m_queries(n, error_rate):
+    # Plain double hashing (format version 1) fails this: two keys with equal h2 and
+    # aligned h1 share most probes, an excess of order n/m^2 over fill^k that is large in
+    # small filters (measured: 325 hits at n=300, 110 at n=1500, p=1e-5; 35 at p=1e-6).
+    queries = 4_000_000
+    bloom = BloomFilter(n, error_rate, seed=3)
+    bloom.add(random_keys(n, seed=21))
+    measured = bloom.empirical_fp_rate(queries, seed=8)
+    low, high = wilson_interval(measured.found, queries, z=3.0)
+    assert measured.found > 0  # countable at this p
+    assert low < error_rate  # the observed rate is consistent with the bound
+    estimate = bloom.estimated_fp_rate()  # ... and with fill^k (no hidden excess)
+    assert low < estimate < high
+
+
+@pytest.mark.parametrize("n", [1500, 20_000])
+def test_no_false_positive_at_1e_8_in_small_filters(n):
+    # Plain double hashing: 34 hits / 4M at 1,500 keys, 3 / 4M at 20,000 keys.
+    bloom = BloomFilter(n, 1e-8, seed=6)
+    bloom.add(random_keys(n, seed=22))
+    measured = bloom.empirical_fp_rate(4_000_000, seed=9)
+    assert (measured.found, measured.queries) == (0, 4_000_000)
+    assert bloom.estimated_fp_rate() < 2e-8
 
 
 def test_empirical_fp_rate_with_strings_and_zero_found():
@@ -287,8 +351,15 @@ def test_wrong_magic_and_version_are_refused(saved, tmp_path):
         BloomFilter.load(path)
     path.write_bytes(original)
     _rewrite(path, lambda raw: raw.__setitem__(slice(8, 12), struct.pack("<I", FORMAT_VERSION + 1)))
-    with pytest.raises(BloomFileError, match=f"format version {FORMAT_VERSION + 1}, this code reads version 1"):
+    with pytest.raises(BloomFileError, match=f"format version {FORMAT_VERSION + 1}, this code reads version 2"):
         BloomFilter.load(path)
+    # Version 1 (plain double hashing) has the same layout but other probe positions.
+    assert FORMAT_VERSION == 2
+    path.write_bytes(original)
+    _rewrite(path, lambda raw: raw.__setitem__(slice(8, 12), struct.pack("<I", 1)))
+    with pytest.raises(BloomFileError, match="older probe scheme.*rebuild the filter") as error:
+        BloomFilter.load(path, verify=False)
+    assert str(path) in str(error.value)
     empty = tmp_path / "empty.bloom"
     empty.write_bytes(b"")
     with pytest.raises(BloomFileError, match="magic"):

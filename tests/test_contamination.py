@@ -56,9 +56,7 @@ def planted_corpus(lambada, tmp_path_factory):
 
 def _write_bloom(shards, path, config):
     keys = np.concatenate([ngram_hashes(doc.text, config) for doc in read_documents(shards)])
-    # Sized for 1M n-grams: a filter of only ~1,500 keys (57,536 bits) answers ~4e-6 false
-    # positives with plain double hashing (measured), far above its fill^k estimate of 1e-8.
-    bloom = BloomFilter(max(len(keys), 1_000_000), 1e-8, meta=ngram_meta(config))
+    bloom = BloomFilter(len(keys), 1e-8, meta=ngram_meta(config))  # sized for exactly these n-grams
     bloom.add(keys)
     bloom.save(path)
     return path
