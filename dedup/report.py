@@ -240,13 +240,13 @@ def render_markdown(reports, corpus_name: str | None = None, title: str = "Bench
 
 # ----------------------------------------------------------------------------- HTML
 
-def _e(text) -> str:
+def html_escape(text) -> str:
     return html.escape(str(text), quote=True)
 
 
-def _html_table(header: list[str], rows: list[list[str]], cls: str) -> str:
-    head = "".join(f"<th>{_e(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>" for row in rows)
+def html_table(header: list[str], rows: list[list[str]], cls: str) -> str:
+    head = "".join(f"<th>{html_escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{html_escape(c)}</td>" for c in row) + "</tr>" for row in rows)
     return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
@@ -286,13 +286,13 @@ def render_svg_chart(reports: list[dict]) -> str:
         top = 10 + index * CHART_ROW_HEIGHT
         name = display_name(report["name"])
         parts.append(f'<text x="{CHART_LABEL_WIDTH - 8}" y="{top + CHART_BAR_HEIGHT + 4}" text-anchor="end" '
-                     f'class="label">{_e(name)}</text>')
+                     f'class="label">{html_escape(name)}</text>')
         for offset, key, cls in ((0, "percent_found", "bar-unique"), (CHART_BAR_HEIGHT + 2, "token_weighted_percent", "bar-token")):
             value = report[key] if _finite(report[key]) else 0.0
             bar_width = x(value) - CHART_LABEL_WIDTH
             kind = "unique" if key == "percent_found" else "token-weighted"
             parts.append(f'<rect class="bar {cls}" x="{CHART_LABEL_WIDTH}" y="{top + offset}" width="{bar_width:.2f}" '
-                         f'height="{CHART_BAR_HEIGHT}"><title>{_e(name)}: {fmt_percent(report[key])}% ({kind})</title></rect>')
+                         f'height="{CHART_BAR_HEIGHT}"><title>{html_escape(name)}: {fmt_percent(report[key])}% ({kind})</title></rect>')
             parts.append(f'<text x="{x(value) + 4:.2f}" y="{top + offset + CHART_BAR_HEIGHT - 3}" class="value">'
                          f'{fmt_percent(report[key])}</text>')
         paper = GPT2_TABLE6.get(report["name"], {}).get("webtext")
@@ -325,30 +325,30 @@ def html_report(reports, title: str = "Benchmark contamination audit", corpus_na
                 top: int = TOP_DIRTY) -> str:
     """The self-contained HTML (also well-formed XML: every tag closed, no named entities)."""
     reports = validate_reports(reports)
-    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8"/>', f"<title>{_e(title)}</title>",
-           f"<style>{_CSS}</style></head><body>", f"<h1>{_e(title)}</h1>"]
+    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8"/>', f"<title>{html_escape(title)}</title>",
+           f"<style>{_CSS}</style></head><body>", f"<h1>{html_escape(title)}</h1>"]
     if not reports:
         out.append("<p>No benchmarks.</p></body></html>")
         return "\n".join(out) + "\n"
-    out.append(f"<h2>% of each test set's {_e(_n_label(reports))} found in the training data</h2>")
-    header = "<tr><th></th>" + "".join(f"<th>{_e(h)}</th>" for h in _headers(reports)) + "</tr>"
+    out.append(f"<h2>% of each test set's {html_escape(_n_label(reports))} found in the training data</h2>")
+    header = "<tr><th></th>" + "".join(f"<th>{html_escape(h)}</th>" for h in _headers(reports)) + "</tr>"
     body = []
     for label, values in table_rows(reports, corpus_name):
         cls = ' class="paper"' if label in (PAPER_OWN_ROW, PAPER_WEBTEXT_ROW) else ""
-        body.append(f"<tr{cls}><td>{_e(label)}</td>" + "".join(f"<td>{_e(v)}</td>" for v in values) + "</tr>")
+        body.append(f"<tr{cls}><td>{html_escape(label)}</td>" + "".join(f"<td>{html_escape(v)}</td>" for v in values) + "</tr>")
     out.append(f'<table class="table6"><thead>{header}</thead><tbody>{"".join(body)}</tbody></table>')
     out.append("<p>Rows marked <em>(GPT-2 paper)</em> are the published numbers of Radford et al. 2019, "
                "Table 6 (8-grams, WebText), for reference; \u2013 = not available.</p>")
-    out.append("<ul>" + "".join(f"<li>GPT-2 paper: {_e(note)}</li>" for note in GPT2_NOTES) + "</ul>")
+    out.append("<ul>" + "".join(f"<li>GPT-2 paper: {html_escape(note)}</li>" for note in GPT2_NOTES) + "</ul>")
     out.append("<h2>% of n-grams found</h2>")
     out.append('<p class="legend"><span style="background:#3b6fb6"></span>unique n-grams '
                '<span style="background:#9fbde6"></span>token-weighted '
                '<span style="background:#c0392b;width:2px"></span>GPT-2 paper, WebText train</p>')
     out.append(render_svg_chart(reports))
     out.append("<h2>Per-benchmark summary</h2>")
-    out.append(_html_table(*summary_rows(reports), "summary"))
+    out.append(html_table(*summary_rows(reports), "summary"))
     out.append("<h2>False-positive evidence</h2>")
-    out.append(_html_table(*fp_rows(reports), "fp"))
+    out.append(html_table(*fp_rows(reports), "fp"))
     out.append("<h2>Dirty examples</h2>")
     for report in reports:
         rows = top_dirty(report, top)
@@ -356,9 +356,9 @@ def html_report(reports, title: str = "Benchmark contamination audit", corpus_na
         summary = f"{display_name(report['name'])}: {fmt_int(dirty)} dirty of {fmt_int(report['examples'])} examples"
         if rows:
             summary += f" (top {len(rows)} shown)"
-        content = (_html_table(DIRTY_HEADER, [dirty_cells(row) for row in rows], "dirty") if rows
+        content = (html_table(DIRTY_HEADER, [dirty_cells(row) for row in rows], "dirty") if rows
                    else "<p>No dirty examples listed.</p>")
-        out.append(f'<details class="dirty-list"><summary>{_e(summary)}</summary>{content}</details>')
+        out.append(f'<details class="dirty-list"><summary>{html_escape(summary)}</summary>{content}</details>')
     out.append("</body></html>")
     return "\n".join(out) + "\n"
 

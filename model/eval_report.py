@@ -29,13 +29,13 @@ a half-written report.
 from __future__ import annotations
 
 import base64
-import html
 import io
 import json
 import math
 import os
 
 from corpus.atomic import write_atomically
+from dedup.report import html_escape, html_table
 
 FORMAT = "corpusforge-eval-report"
 VERSION = 1
@@ -258,16 +258,6 @@ def render_markdown(document: dict) -> str:
 
 # ----------------------------------------------------------------------------- HTML
 
-def _e(text) -> str:
-    return html.escape(str(text), quote=True)
-
-
-def _html_table(header: list[str], rows: list[list[str]], cls: str) -> str:
-    head = "".join(f"<th>{_e(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>" for row in rows)
-    return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
-
-
 def plot_buckets(entry: dict) -> bytes | None:
     """PNG: each metric against the overlap bucket (bootstrap intervals as error bars, the
     all-examples value as a dashed line, counts under the x labels); None without buckets."""
@@ -327,26 +317,26 @@ def render_html(document: dict) -> str:
     """The self-contained page: per benchmark a ``results`` table, a ``buckets`` table and
     its plot (``<img class="plot">``, a data: URI)."""
     title = _title(document)
-    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8"/>', f"<title>{_e(title)}</title>",
-           f"<style>{_CSS}</style></head><body>", f"<h1>{_e(title)}</h1>",
-           f"<p>{_e(_training_line(document))}</p>", f"<p>{_e(_settings_line(document))}</p>"]
+    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8"/>', f"<title>{html_escape(title)}</title>",
+           f"<style>{_CSS}</style></head><body>", f"<h1>{html_escape(title)}</h1>",
+           f"<p>{html_escape(_training_line(document))}</p>", f"<p>{html_escape(_settings_line(document))}</p>"]
     if document.get("notes"):
-        out.append("<ul>" + "".join(f"<li>{_e(note)}</li>" for note in document["notes"]) + "</ul>")
+        out.append("<ul>" + "".join(f"<li>{html_escape(note)}</li>" for note in document["notes"]) + "</ul>")
     for entry in document["benchmarks"]:
-        out.append(f'<section class="benchmark" id="{_e(entry["name"])}"><h2>{_e(entry["name"])}</h2>')
-        out.append(f"<p>{_e(contamination_line(entry))}</p>")
-        out.append(_html_table(*result_rows(entry), "results"))
+        out.append(f'<section class="benchmark" id="{html_escape(entry["name"])}"><h2>{html_escape(entry["name"])}</h2>')
+        out.append(f"<p>{html_escape(contamination_line(entry))}</p>")
+        out.append(html_table(*result_rows(entry), "results"))
         header, rows = bucket_rows(entry)
         if rows:
-            out.append(_html_table(header, rows, "buckets"))
+            out.append(html_table(header, rows, "buckets"))
             png = plot_buckets(entry)
             if png:
                 data = base64.b64encode(png).decode("ascii")
-                out.append(f'<img class="plot" alt="{_e(entry["name"])}: metric by overlap fraction" '
+                out.append(f'<img class="plot" alt="{html_escape(entry["name"])}: metric by overlap fraction" '
                            f'src="data:image/png;base64,{data}"/>')
         dirty = _dirty_preview(entry)
         if dirty:
-            out.append("<p>Dirty examples (first 10): " + ", ".join(f"<code>{_e(i)}</code>" for i in dirty) + "</p>")
+            out.append("<p>Dirty examples (first 10): " + ", ".join(f"<code>{html_escape(i)}</code>" for i in dirty) + "</p>")
         out.append("</section>")
     out.append("</body></html>")
     return "\n".join(out) + "\n"

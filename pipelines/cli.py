@@ -106,28 +106,15 @@ def cmd_decontaminate(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_tokenize(args: argparse.Namespace) -> int:
-    from pipelines.tokenize import main as tokenize_main
+def delegate(module: str):
+    """A command whose module parses its own options: ``module.main(argv) -> exit status``."""
 
-    return tokenize_main(args.sub_argv)
+    def cmd(args: argparse.Namespace) -> int:
+        import importlib
 
+        return importlib.import_module(module).main(args.sub_argv)
 
-def cmd_train(args: argparse.Namespace) -> int:
-    from model.train import main as train_main
-
-    return train_main(args.sub_argv)
-
-
-def cmd_sample(args: argparse.Namespace) -> int:
-    from model.sample import main as sample_main
-
-    return sample_main(args.sub_argv)
-
-
-def cmd_eval(args: argparse.Namespace) -> int:
-    from model.harness import main as eval_main
-
-    return eval_main(args.sub_argv)
+    return cmd
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -135,6 +122,20 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     run_demo(args.out, seed=args.seed, pages=args.pages)
     return 0
+
+
+JOBS = [
+    ("read", "read WARC/WET files into document shards with Apache Beam (no filtering)", cmd_read),
+    ("c4", "build C4 (en, en.noclean, en.noblocklist, realnewslike, webtextlike) from Common Crawl with Apache Beam", cmd_c4),
+    ("webtext", "build WebText from Reddit links (>= 3 karma): safe live fetch or a Common Crawl join", cmd_webtext),
+    ("audit", "8-gram overlap of benchmarks with a training corpus: Bloom filter (1e-8) and exact index, reports", cmd_audit),
+    ("decontaminate", "remove benchmark overlaps from training shards (GPT-3 spans, drop or mask)", cmd_decontaminate),
+    ("tokenize", "train byte-level BPE on shards and write llm.c token shards (train/val) with Apache Beam",
+     delegate("pipelines.tokenize")),
+    ("train", "train GPT-1/GPT-2 on token shards (CPU, GPU, torchrun DDP); exact resume", delegate("model.train")),
+    ("sample", "generate text from a checkpoint (top-k / top-p / temperature)", delegate("model.sample")),
+    ("eval", "zero-shot GPT-2 benchmarks, each reported on all / clean / contaminated examples", delegate("model.harness")),
+]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -158,32 +159,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_stats)
 
-    p = sub.add_parser("read", help="read WARC/WET files into document shards with Apache Beam (no filtering)", add_help=False)
-    p.set_defaults(func=cmd_read)
-
-    p = sub.add_parser("c4", help="build C4 (en, en.noclean, en.noblocklist, realnewslike, webtextlike) from Common Crawl with Apache Beam", add_help=False)
-    p.set_defaults(func=cmd_c4)
-
-    p = sub.add_parser("webtext", help="build WebText from Reddit links (>= 3 karma): safe live fetch or a Common Crawl join", add_help=False)
-    p.set_defaults(func=cmd_webtext)
-
-    p = sub.add_parser("audit", help="8-gram overlap of benchmarks with a training corpus: Bloom filter (1e-8) and exact index, reports", add_help=False)
-    p.set_defaults(func=cmd_audit)
-
-    p = sub.add_parser("decontaminate", help="remove benchmark overlaps from training shards (GPT-3 spans, drop or mask)", add_help=False)
-    p.set_defaults(func=cmd_decontaminate)
-
-    p = sub.add_parser("tokenize", help="train byte-level BPE on shards and write llm.c token shards (train/val) with Apache Beam", add_help=False)
-    p.set_defaults(func=cmd_tokenize)
-
-    p = sub.add_parser("train", help="train GPT-1/GPT-2 on token shards (CPU, GPU, torchrun DDP); exact resume", add_help=False)
-    p.set_defaults(func=cmd_train)
-
-    p = sub.add_parser("sample", help="generate text from a checkpoint (top-k / top-p / temperature)", add_help=False)
-    p.set_defaults(func=cmd_sample)
-
-    p = sub.add_parser("eval", help="zero-shot GPT-2 benchmarks, each reported on all / clean / contaminated examples", add_help=False)
-    p.set_defaults(func=cmd_eval)
+    for name, help_text, func in JOBS:  # jobs that own their options (each has its own --help)
+        sub.add_parser(name, help=help_text, add_help=False).set_defaults(func=func)
 
     p = sub.add_parser("demo", help="generate the bundled sample crawl and run every working job on it")
     p.add_argument("--out", default="demo-out", help="output folder (default demo-out)")
@@ -197,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
-    if args.command in ("read", "c4", "webtext", "audit", "decontaminate", "tokenize", "train", "sample", "eval"):
+    if args.command in {name for name, _, _ in JOBS}:
         args.sub_argv = rest  # the job owns its options and passes Beam's through
     elif rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")

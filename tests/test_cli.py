@@ -20,7 +20,7 @@ def corpusforge(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     return result
 
 
-@pytest.mark.parametrize("command", ["inspect", "stats", "read", "demo"])
+@pytest.mark.parametrize("command", ["inspect", "stats", "read", "tokenize", "train", "sample", "eval", "demo"])
 def test_every_subcommand_has_help(command):
     out = corpusforge(command, "--help").stdout
     assert out.startswith("usage: corpusforge " + command)
