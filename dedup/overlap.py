@@ -39,7 +39,8 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from dedup.ngrams import DEFAULT, HASH_ID, NgramConfig, ngram_char_spans, ngram_hashes, ngram_hashes_many, word_spans
+from dedup.ngrams import (DEFAULT, HASH_ID, NgramConfig, ngram_char_spans, ngram_hashes, ngram_hashes_batch,
+                          ngram_hashes_many, word_spans)
 
 GPT3_MAX_DOC_COUNT = 10  # GPT-3 appendix C: ignore n-grams found in more than 10 training documents
 DEFAULT_MAX_DOC_IDS = 3  # training doc ids kept per benchmark n-gram (the smallest, so merges are exact)
@@ -216,8 +217,21 @@ class BenchmarkIndex:
     def scan(self, doc_id: str, text: str) -> DocHits:
         """The benchmark n-grams that occur in one training document."""
         hashes = ngram_hashes(text, self.config)
-        hits = DocHits(doc_id, len(hashes), text=text, config=self.config)
-        positions, idx = self._find(hashes)
+        return self._hits(doc_id, text, *self._find(hashes), len(hashes))
+
+    def scan_many(self, docs: Sequence[tuple[str, str]]) -> list[DocHits]:
+        """``[scan(doc_id, text) for doc_id, text in docs]``, hashed and looked up as one batch
+        (``ngram_hashes_batch``): no fixed per-document cost, which dominates short documents."""
+        docs = docs if isinstance(docs, list) else list(docs)
+        keys, counts = ngram_hashes_batch([text for _, text in docs], self.config)
+        positions, idx = self._find(keys)
+        starts = np.concatenate([[0], np.cumsum(counts)])
+        cut = np.searchsorted(positions, starts)  # positions are in order: each document's hits are one slice
+        return [self._hits(doc_id, text, positions[cut[i]:cut[i + 1]] - starts[i], idx[cut[i]:cut[i + 1]], int(counts[i]))
+                for i, (doc_id, text) in enumerate(docs)]
+
+    def _hits(self, doc_id: str, text: str, positions: np.ndarray, idx: np.ndarray, count: int) -> DocHits:
+        hits = DocHits(doc_id, count, text=text, config=self.config)
         if len(positions):
             hits.positions, hits.unique_index = positions, idx
             hits.examples = np.unique(np.concatenate([self.examples_of(u) for u in hits.matched.tolist()]))
@@ -249,6 +263,13 @@ class OverlapCounter:
     def add(self, doc_id: str, text: str) -> DocHits:
         hits = self.index.scan(doc_id, text)
         self.add_hits(hits)
+        return hits
+
+    def add_many(self, docs: Sequence[tuple[str, str]]) -> list[DocHits]:
+        """``add`` for a batch of ``(doc_id, text)``, hashed in one pass (the fast way to stream)."""
+        hits = self.index.scan_many(docs)
+        for h in hits:
+            self.add_hits(h)
         return hits
 
     def add_hits(self, hits: DocHits) -> None:

@@ -49,6 +49,7 @@ from tqdm import tqdm
 from model.scores import LN2, ExampleScore, compute_metric
 
 log = logging.getLogger(__name__)
+SCAN_BATCH = 256  # training documents hashed together (one numpy pass, no per-document fixed cost)
 
 DEFAULT_N = 8  # GPT-2 section 4: 8-grams (GPT-3 appendix C / lm-evaluation-harness: 13)
 DEFAULT_THRESHOLD = 0.0  # dirty with any overlap (GPT-2 LAMBADA study, GPT-3 Table C.1)
@@ -350,9 +351,14 @@ def mark_benchmarks(benches: Sequence, source, *, n: int = DEFAULT_N, threshold:
         counter = OverlapCounter(combined)
         from corpus.shards import read_documents
 
+        batch = []
         for number, doc in enumerate(tqdm(read_documents(src.files), desc="contamination (exact)", unit="doc",
                                           disable=not progress)):
-            counter.add(doc.url or f"doc-{number}", doc.text)
+            batch.append((doc.url or f"doc-{number}", doc.text))
+            if len(batch) == SCAN_BATCH:
+                counter.add_many(batch)
+                batch = []
+        counter.add_many(batch)
         for bench in pending:
             index = indexes[bench.name]
             where = combined.lookup(index.hashes)

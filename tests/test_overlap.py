@@ -221,3 +221,24 @@ def test_merge_spans():
     assert merge_spans([], []) == []
     assert merge_spans([0, 2, 10], [5, 7, 12]) == [(0, 7), (10, 12)]
     assert merge_spans([0, 5], [5, 9]) == [(0, 9)]  # touching spans merge
+
+
+def test_batched_scan_equals_one_document_at_a_time(real_data):
+    from dedup.benchmark_sets import load_benchmark
+
+    lambada = load_benchmark(f"lambada:{real_data / 'lm_benchmarks/lambada/lambada_test.jsonl'}")
+    index = BenchmarkIndex.build([(e.id, e.text) for e in lambada.examples[:300]], name="lambada")
+    # Short and long documents, some holding benchmark passages, some with no n-gram at all.
+    docs = [(f"d{i}", e.text) for i, e in enumerate(lambada.examples[250:350])]
+    docs += [("short", "too few words"), ("empty", ""), ("mixed", "Zürich " + lambada.examples[3].text + " ¿qué?")]
+    one, counter_one = [index.scan(d, t) for d, t in docs], OverlapCounter(index)
+    for d, t in docs:
+        counter_one.add(d, t)
+    counter_many = OverlapCounter(index)
+    many = counter_many.add_many(docs)
+    assert sum(bool(h) for h in many) >= 51  # the 50 shared passages and the planted one
+    for a, b in zip(one, many):
+        assert (a.doc_id, a.num_ngrams) == (b.doc_id, b.num_ngrams)
+        assert a.positions.tolist() == b.positions.tolist() and a.unique_index.tolist() == b.unique_index.tolist()
+        assert a.examples.tolist() == b.examples.tolist() and a.spans == b.spans
+    assert counter_one.to_dict() == counter_many.to_dict()
