@@ -27,7 +27,7 @@ optimum -ln p / (ln 2)^2 = 38.34. At the end the run checks that both sides foun
 same number of 8-grams in each query set (a difference would be a false positive at 1e-8,
 or a bug) and exits 1 otherwise.
 
-    python benchmarks/bloom.py [--data /work/shared/data] [--copies 10] [--repeat 1]
+    python benchmarks/bloom.py [--data ../shared/data] [--copies 10] [--repeat 1]
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ lines). Times: best of --repeat runs, one process. The exact path's cost grows w
 corpus (it reads it); the Bloom path's does not (it reads only the bits it probes).
 At the end the run checks that Bloom and exact mark the same examples dirty, exit 1 if not.
 
-    python benchmarks/contamination_cost.py [--data /work/shared/data] [--copies 4] [--repeat 3]
+    python benchmarks/contamination_cost.py [--data ../shared/data] [--copies 4] [--repeat 3]
 """
 
 from __future__ import annotations

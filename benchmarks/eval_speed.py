@@ -18,7 +18,7 @@ The model is randomly initialised from a named size (--config, default GPT-2 124
 tokenizer). Without --model, a byte-level BPE is trained on the text itself (the speed
 does not depend on the vocabulary's contents; the model keeps GPT-2's 50,257 outputs).
 
-    python benchmarks/eval_speed.py [--data /work/shared/data] [--tokens 8192] [--stride 512]
+    python benchmarks/eval_speed.py [--data ../shared/data] [--tokens 8192] [--stride 512]
         [--config gpt2] [--batch-size 8] [--device cpu] [--repeat 2] [--threads N]
 """
 

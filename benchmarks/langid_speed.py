@@ -16,7 +16,7 @@ Without a data folder, the bundled sample crawl's WET documents are used. At the
 run checks that both gave identical results on every text; on a mismatch it prints the
 first differing text and exits with status 1.
 
-    python benchmarks/langid_speed.py [--data /work/shared/data] [--repeat 3]
+    python benchmarks/langid_speed.py [--data ../shared/data] [--repeat 3]
 """
 
 from __future__ import annotations

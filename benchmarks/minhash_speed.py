@@ -18,7 +18,7 @@ Without a data folder, the bundled sample crawl's WET documents are used. At the
 run checks that both gave identical signatures on every text; on a mismatch it prints the
 first differing text and exits with status 1.
 
-    python benchmarks/minhash_speed.py [--data /work/shared/data] [--repeat 3] [--num-perm 96] [--limit 600]
+    python benchmarks/minhash_speed.py [--data ../shared/data] [--repeat 3] [--num-perm 96] [--limit 600]
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ trained on it once. Each line of the table is the best of --repeat passes (the t
 tokenizers interleaved); MB/s counts UTF-8 bytes of input. The run then checks that the
 three give identical ids on every document and exits with status 1 if not.
 
-    python benchmarks/tokenizer_speed.py [--data /work/shared/data] [--vocab_size 16384] [--repeat 6]
+    python benchmarks/tokenizer_speed.py [--data ../shared/data] [--vocab_size 16384] [--repeat 6]
 """
 
 from __future__ import annotations

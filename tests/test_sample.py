@@ -25,7 +25,7 @@ from corpus.sample import PAGE_KINDS, SUBMISSION_KINDS, SampleCrawl, main, write
 END_MARKS = (".", "?", "!", '"')
 # C4's policy phrases (c4_utils.py); lines holding them are boilerplate, not prose.
 POLICY_PHRASES = ("terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies", "use cookies")
-# Kinds the brief asks to see "at least a few times".
+# Kinds of page the sample must show "at least a few times".
 REPEATED_KINDS = ("english", "article", "realnews", "menu", "ellipsis", "policy", "lorem_ipsum", "curly_brace",
                   "javascript", "citation", "long_word", "non_english", "de", "fr", "es", "exact_duplicate",
                   "same_url_recrawl", "url_variant", "near_duplicate", "shared_line", "badword", "wikipedia",
