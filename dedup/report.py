@@ -171,13 +171,13 @@ def dirty_cells(row: dict) -> list[str]:
 
 # ----------------------------------------------------------------------------- JSON
 
-def _json_safe(value):
+def json_safe(value):
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
+        return {str(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
+        return [json_safe(v) for v in value]
     return value
 
 
@@ -185,7 +185,7 @@ def render_json(reports, path: str | os.PathLike) -> None:
     """Write ``{"format", "version", "reports", "gpt2_table6"}`` (sorted keys, 2-space
     indent, UTF-8); non-finite floats become ``null``. ``load_json`` reads it back."""
     reports = validate_reports(reports)
-    document = {"format": JSON_FORMAT, "version": JSON_VERSION, "reports": _json_safe(reports),
+    document = {"format": JSON_FORMAT, "version": JSON_VERSION, "reports": json_safe(reports),
                 "gpt2_table6": GPT2_TABLE6}
     write_atomically(path, json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n")
 

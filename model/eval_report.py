@@ -35,7 +35,7 @@ import math
 import os
 
 from corpus.atomic import write_atomically
-from dedup.report import html_escape, html_table
+from dedup.report import html_escape, html_table, json_safe
 
 FORMAT = "corpusforge-eval-report"
 VERSION = 1
@@ -93,16 +93,6 @@ def fmt_subset(metric: str, subset: dict | None) -> str:
 
 def fmt_relative(value) -> str:
     return f"{value:+.2f}%" if _finite(value) else MISSING
-
-
-def json_safe(value):
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {str(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    return value
 
 
 # ----------------------------------------------------------------------------- document
