@@ -219,11 +219,15 @@ class BenchmarkIndex:
         hashes = ngram_hashes(text, self.config)
         return self._hits(doc_id, text, *self._find(hashes), len(hashes))
 
-    def scan_many(self, docs: Sequence[tuple[str, str]]) -> list[DocHits]:
+    def scan_many(self, docs: Sequence[tuple[str, str]], hashed: tuple[np.ndarray, np.ndarray] | None = None) -> list[DocHits]:
         """``[scan(doc_id, text) for doc_id, text in docs]``, hashed and looked up as one batch
-        (``ngram_hashes_batch``): no fixed per-document cost, which dominates short documents."""
+        (``ngram_hashes_batch``): no fixed per-document cost, which dominates short documents.
+        ``hashed``: the batch's ``ngram_hashes_batch(texts, self.config)`` when already computed
+        (several indexes with one config scanning the same documents hash them once)."""
         docs = docs if isinstance(docs, list) else list(docs)
-        keys, counts = ngram_hashes_batch([text for _, text in docs], self.config)
+        keys, counts = hashed if hashed is not None else ngram_hashes_batch([text for _, text in docs], self.config)
+        if len(counts) != len(docs):
+            raise ValueError(f"hashed holds {len(counts)} documents' n-grams, the batch has {len(docs)}")
         positions, idx = self._find(keys)
         starts = np.concatenate([[0], np.cumsum(counts)])
         cut = np.searchsorted(positions, starts)  # positions are in order: each document's hits are one slice
@@ -265,9 +269,10 @@ class OverlapCounter:
         self.add_hits(hits)
         return hits
 
-    def add_many(self, docs: Sequence[tuple[str, str]]) -> list[DocHits]:
-        """``add`` for a batch of ``(doc_id, text)``, hashed in one pass (the fast way to stream)."""
-        hits = self.index.scan_many(docs)
+    def add_many(self, docs: Sequence[tuple[str, str]], hashed: tuple[np.ndarray, np.ndarray] | None = None) -> list[DocHits]:
+        """``add`` for a batch of ``(doc_id, text)``, hashed in one pass (the fast way to stream);
+        ``hashed`` as in ``BenchmarkIndex.scan_many``."""
+        hits = self.index.scan_many(docs, hashed)
         for h in hits:
             self.add_hits(h)
         return hits

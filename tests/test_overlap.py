@@ -242,3 +242,21 @@ def test_batched_scan_equals_one_document_at_a_time(real_data):
         assert a.positions.tolist() == b.positions.tolist() and a.unique_index.tolist() == b.unique_index.tolist()
         assert a.examples.tolist() == b.examples.tolist() and a.spans == b.spans
     assert counter_one.to_dict() == counter_many.to_dict()
+
+
+def test_precomputed_batch_hashes_serve_several_indexes():
+    from dedup.ngrams import ngram_hashes_batch
+
+    texts = ["the quick brown fox jumps over the lazy dog again and again today",
+             "nothing in common with any benchmark passage at all here today", ""]
+    a = BenchmarkIndex.build([("a", texts[0])], name="a")
+    b = BenchmarkIndex.build([("b", "over the lazy dog again and again today and then some more")], name="b")
+    docs = [(f"d{i}", t) for i, t in enumerate(texts)]
+    hashed = ngram_hashes_batch(texts, a.config)
+    for index in (a, b):
+        fresh, shared = index.scan_many(docs), index.scan_many(docs, hashed)
+        assert [h.positions.tolist() for h in fresh] == [h.positions.tolist() for h in shared]
+    assert [bool(h) for h in a.scan_many(docs, hashed)] == [True, False, False]
+    assert [bool(h) for h in b.scan_many(docs, hashed)] == [True, False, False]
+    with pytest.raises(ValueError, match="the batch has 2"):
+        a.scan_many(docs[:2], hashed)
