@@ -5,16 +5,18 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 DATA   ?= $(abspath ../shared/data)
 DEMO_OUT ?= demo-out
+# The pins: the Beam jobs (requirements.txt), model/ (extra `model`), tests and benchmarks (extra `dev`).
+REQUIREMENTS := requirements.txt requirements-model.txt requirements-dev.txt
 
 export NLTK_DATA ?= $(DATA)/nltk_data
 export CORPUSFORGE_TEST_DATA ?= $(DATA)
 
 .PHONY: demo test install bench clean
 
-$(STAMP): pyproject.toml requirements.txt
+$(STAMP): pyproject.toml $(REQUIREMENTS)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip setuptools wheel
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e '.[model,dev]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -74,6 +74,9 @@ def expand_inputs(specs: Iterable[str] | str, base: str = COMMON_CRAWL_BASE_URL,
 def _expand_one(spec: str, base: str) -> list[str]:
     if is_manifest(spec):
         return read_manifest(spec, base)
+    scheme = urllib.parse.urlsplit(spec).scheme
+    if is_remote(spec) and scheme not in ("http", "https", "file"):
+        return _expand_object_store(spec)
     if is_remote(spec):
         return [spec]
     if os.path.isdir(spec):
@@ -94,6 +97,30 @@ def _expand_one(spec: str, base: str) -> list[str]:
     if not os.path.isfile(spec):
         raise InputError(f"{spec}: no such file")
     return [spec]
+
+
+def _expand_object_store(spec: str) -> list[str]:
+    """A ``gs://``/``s3://``/``memory://`` file, glob or folder, listed through Beam's FileSystems."""
+    from corpus import storage
+
+    try:
+        if storage.has_magic(spec):
+            found = storage.glob(spec)
+            if not found:
+                raise InputError(f"{spec}: the pattern matches no file")
+            return found
+        if storage.is_file(spec):
+            return [spec]
+        if storage.is_folder(spec):
+            found = [p for p in storage.glob(spec.rstrip("/") + "/**") if p.endswith(CRAWL_FILE_SUFFIXES)]
+            if not found:
+                raise InputError(f"{spec}: folder holds no WARC/WET files ({', '.join(CRAWL_FILE_SUFFIXES)})")
+            return found
+    except InputError:
+        raise
+    except Exception as exc:  # Beam lacks this scheme's extra (e.g. apache-beam[gcp])
+        raise InputError(f"{spec}: cannot list it ({exc}); for gs:// install apache-beam[gcp], for s3:// apache-beam[aws]") from exc
+    raise InputError(f"{spec}: no such file")
 
 
 def open_input(path: str) -> BinaryIO:

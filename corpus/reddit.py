@@ -39,7 +39,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import zstandard
 
-from corpus.atomic import atomic_path
+from corpus import storage
 from corpus.inputs import is_remote, open_input
 from corpus.shards import utf8_safe
 from dedup.urls import WWW_LABEL, canonical_host, canonical_url, url_key
@@ -649,14 +649,15 @@ def write_link_table(links: Iterable[Link], path: str | os.PathLike) -> str:
     rows = [_link_row(link) for link in sorted(links, key=lambda link: (link.key, link.url))]
     table = pa.Table.from_pylist(rows, schema=LINK_SCHEMA)
     final = os.fspath(path)
-    with atomic_path(final) as temporary:
-        pq.write_table(table, temporary, compression="zstd")
+    with storage.open_write(final) as stream:
+        pq.write_table(table, stream, compression="zstd")
     return final
 
 
 def read_link_table(path: str | os.PathLike) -> list[Link]:
     """The links of a table written by ``write_link_table``, in its (key) order."""
-    table = pq.read_table(os.fspath(path), schema=LINK_SCHEMA)
+    with storage.open_read(os.fspath(path)) as stream:
+        table = pq.read_table(stream, schema=LINK_SCHEMA)
     return [
         Link(**{name: (tuple(value) if isinstance(value, list) else value) for name, value in row.items()})
         for row in table.to_pylist()

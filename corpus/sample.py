@@ -51,7 +51,7 @@ import zstandard
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
-from corpus.atomic import write_atomically
+from corpus.storage import write_atomically
 
 log = logging.getLogger(__name__)
 

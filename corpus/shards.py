@@ -38,21 +38,23 @@ X``). Gzip headers carry no file name and a zero mtime for the same reason.
 
 from __future__ import annotations
 
-import glob
 import gzip
 import hashlib
 import json
+import logging
 import os
 import re
-from typing import Iterable, Iterator, Mapping, Sequence
+from typing import BinaryIO, Iterable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
-from corpus.atomic import temporary_path
+from corpus import storage
 from corpus.records import DOCUMENT_SCHEMA, Document
+
+log = logging.getLogger(__name__)
 
 FORMATS = ("c4json", "parquet", "jsonl")
 SHARD_EXTENSIONS = {"c4json": ".json.gz", "parquet": ".parquet", "jsonl": ".jsonl"}
@@ -115,21 +117,6 @@ def _check_format(fmt: str) -> None:
         raise ValueError(f"unknown shard format {fmt!r}; choose one of {', '.join(FORMATS)}")
 
 
-def _fsync(path: str) -> None:
-    fd = os.open(path, os.O_RDWR)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _remove_quietly(path: str) -> None:
-    try:
-        os.remove(path)
-    except FileNotFoundError:
-        pass
-
-
 def _row_size(row: Mapping) -> int:
     return len(row["text"]) + len(row["url"]) + len(row["timestamp"]) + sum(
         len(k) + len(v) for k, v in row["meta"].items()
@@ -137,19 +124,18 @@ def _row_size(row: Mapping) -> int:
 
 
 class _JsonLinesSink:
-    """One JSON-lines shard file, optionally gzip-compressed, written line by line."""
+    """One JSON-lines shard, optionally gzip-compressed, written line by line to a stream."""
 
-    buffered_bytes = 0  # lines go straight to the (compressed) file
+    buffered_bytes = 0  # lines go straight to the (compressed) stream
 
-    def __init__(self, path: str, fields: Sequence[str], compress: bool):
-        self.path = path
+    def __init__(self, stream: BinaryIO, fields: Sequence[str], compress: bool):
         self._fields = fields
-        self._file = open(path, "wb")
+        self._file = stream
         # No file name and mtime 0 in the gzip header: same documents, same bytes.
         self._stream = (
-            gzip.GzipFile(filename="", mode="wb", fileobj=self._file, mtime=0, compresslevel=GZIP_LEVEL)
+            gzip.GzipFile(filename="", mode="wb", fileobj=stream, mtime=0, compresslevel=GZIP_LEVEL)
             if compress
-            else self._file
+            else stream
         )
 
     def write(self, row: Mapping) -> None:
@@ -160,20 +146,16 @@ class _JsonLinesSink:
         pass
 
     def close(self) -> None:
-        try:
-            if self._stream is not self._file:
-                self._stream.close()
-        finally:
-            self._file.close()
+        if self._stream is not self._file:
+            self._stream.close()  # writes the gzip trailer; the owner closes the stream
 
 
 class _ParquetSink:
-    """One Parquet shard file; rows are buffered and written a row group at a time."""
+    """One Parquet shard written to a stream; rows are buffered and written a row group at a time."""
 
-    def __init__(self, path: str, row_group_bytes: int):
-        self.path = path
+    def __init__(self, stream: BinaryIO, row_group_bytes: int):
         self._row_group_bytes = row_group_bytes
-        self._writer = pq.ParquetWriter(path, DOCUMENT_SCHEMA, compression="zstd")
+        self._writer = pq.ParquetWriter(stream, DOCUMENT_SCHEMA, compression="zstd")
         self._rows: list[dict] = []
         self.buffered_bytes = 0
 
@@ -191,16 +173,68 @@ class _ParquetSink:
             self.buffered_bytes = 0
 
     def close(self) -> None:
-        try:
-            self.flush()
-        finally:
-            self._writer.close()
+        self.flush()
+        self._writer.close()
 
 
-def _open_sink(fmt: str, path: str, row_group_bytes: int):
+def open_sink(fmt: str, stream: BinaryIO, row_group_bytes: int = ROW_GROUP_BYTES):
+    """A writer of document rows (``document_row``) in format ``fmt`` onto ``stream``:
+    ``write(row)``, ``flush()``, ``close()`` (which finishes the format, not the stream)."""
+    _check_format(fmt)
     if fmt == "parquet":
-        return _ParquetSink(path, row_group_bytes)
-    return _JsonLinesSink(path, JSON_FIELDS[fmt], compress=fmt == "c4json")
+        return _ParquetSink(stream, row_group_bytes)
+    return _JsonLinesSink(stream, JSON_FIELDS[fmt], compress=fmt == "c4json")
+
+
+class ShardFile:
+    """One shard file being written atomically (``corpus.storage.open_write``), with its
+    size and sha256 counted on the way for the output manifest."""
+
+    def __init__(self, path: str, fmt: str, row_group_bytes: int = ROW_GROUP_BYTES):
+        if not path.endswith(SHARD_EXTENSIONS[fmt]):
+            raise ValueError(f"{path}: a {fmt} shard must end with {SHARD_EXTENSIONS[fmt]}")
+        self.path = path
+        self._context = storage.open_write(path)
+        self._hashing = storage.HashingWriter(self._context.__enter__())
+        try:
+            self.sink = open_sink(fmt, self._hashing, row_group_bytes)
+        except BaseException as exc:
+            self._context.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+
+    @property
+    def buffered_bytes(self) -> int:
+        return self.sink.buffered_bytes
+
+    def write(self, row: Mapping) -> None:
+        self.sink.write(row)
+
+    def flush(self) -> None:
+        self.sink.flush()
+
+    def commit(self) -> dict:
+        """Finish the file and publish it under its name; returns its manifest entry."""
+        try:
+            self.sink.close()
+        except BaseException as exc:
+            self._context.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+        self._context.__exit__(None, None, None)
+        return self._hashing.info(storage.basename(self.path))
+
+    def abort(self) -> None:
+        """Throw the file away: nothing appears under its name, the temporary is removed."""
+        try:
+            self.sink.close()  # finish the format's writer on the doomed stream, so nothing writes later
+        except Exception:
+            pass
+        try:
+            raise RuntimeError("shard write aborted")
+        except RuntimeError as exc:
+            try:
+                self._context.__exit__(RuntimeError, exc, exc.__traceback__)
+            except RuntimeError:
+                pass
 
 
 class ShardWriter:
@@ -208,6 +242,7 @@ class ShardWriter:
 
     Use it as a context manager: the shard files appear under their final names only when
     the ``with`` block ends without an exception; otherwise every temporary is removed.
+    ``infos`` then holds each file's manifest entry (name, bytes, sha256).
     """
 
     def __init__(
@@ -225,19 +260,18 @@ class ShardWriter:
         self.out_dir = os.fspath(out_dir)
         self.fmt = fmt
         self.num_shards = num_shards
-        self.paths = [
-            os.path.join(self.out_dir, shard_name(name, split, i, num_shards, fmt)) for i in range(num_shards)
-        ]
+        self.paths = [storage.join(self.out_dir, shard_name(name, split, i, num_shards, fmt)) for i in range(num_shards)]
+        self.infos: list[dict] = []
         self._row_group_bytes = row_group_bytes
         self._buffer_bytes = buffer_bytes
         self._buffered = 0
-        self._sinks: list = []
+        self._files: list[ShardFile] = []
 
     def __enter__(self) -> "ShardWriter":
-        os.makedirs(self.out_dir, exist_ok=True)
+        storage.makedirs(self.out_dir)
         try:
             for path in self.paths:
-                self._sinks.append(_open_sink(self.fmt, temporary_path(path), self._row_group_bytes))
+                self._files.append(ShardFile(path, self.fmt, self._row_group_bytes))
         except BaseException:
             self._abort()
             raise
@@ -245,12 +279,12 @@ class ShardWriter:
 
     def write(self, doc: Document) -> None:
         row = document_row(doc)
-        sink = self._sinks[shard_index(row["url"], self.num_shards)]
-        before = sink.buffered_bytes
-        sink.write(row)
-        self._buffered += sink.buffered_bytes - before
+        shard = self._files[shard_index(row["url"], self.num_shards)]
+        before = shard.buffered_bytes
+        shard.write(row)
+        self._buffered += shard.buffered_bytes - before
         if self._buffered > self._buffer_bytes:
-            largest = max(self._sinks, key=lambda s: s.buffered_bytes)
+            largest = max(self._files, key=lambda s: s.buffered_bytes)
             self._buffered -= largest.buffered_bytes
             largest.flush()
 
@@ -263,51 +297,31 @@ class ShardWriter:
     def _commit(self) -> None:
         published: list[str] = []
         try:
-            for sink in self._sinks:
-                sink.close()
-                _fsync(sink.path)
-            for sink, path in zip(self._sinks, self.paths):
-                os.replace(sink.path, path)
-                published.append(path)
+            for shard in self._files:
+                self.infos.append(shard.commit())
+                published.append(shard.path)
         except BaseException:
-            for path in published:  # a partial set must not look complete
-                _remove_quietly(path)
+            storage.delete(published)  # a partial set must not look complete
             self._abort()
             raise
 
     def _abort(self) -> None:
-        for sink in self._sinks:
-            _discard(sink)
-
-
-def _discard(sink) -> None:
-    try:
-        sink.close()
-    except Exception:
-        pass  # the file is being thrown away; the original error is what matters
-    _remove_quietly(sink.path)
+        for shard in self._files:
+            shard.abort()
 
 
 def write_shard(docs: Iterable[Document], path: str | os.PathLike, fmt: str) -> str:
-    """Write ``docs``, in the given order, as the one shard file ``path``, atomically.
-
-    For callers that already grouped documents by shard (one Beam work item per shard).
-    """
+    """Write ``docs``, in the given order, as the one shard file ``path``, atomically."""
     _check_format(fmt)
     path = os.fspath(path)
-    if not path.endswith(SHARD_EXTENSIONS[fmt]):
-        raise ValueError(f"{path}: a {fmt} shard must end with {SHARD_EXTENSIONS[fmt]}")
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    sink = _open_sink(fmt, temporary_path(path), ROW_GROUP_BYTES)
+    shard = ShardFile(path, fmt)
     try:
         for doc in docs:
-            sink.write(document_row(doc))
-        sink.close()
-        _fsync(sink.path)
-        os.replace(sink.path, path)
+            shard.write(document_row(doc))
     except BaseException:
-        _discard(sink)
+        shard.abort()
         raise
+    shard.commit()
     return path
 
 
@@ -339,27 +353,38 @@ def _is_listed_shard(file_name: str) -> bool:
 
 
 def find_shards(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[str]:
-    """Expand files, globs and directories into a list of shard files.
+    """Expand files, globs and folders (local or any ``corpus.storage`` path) into shard files.
 
-    A directory gives its own shard files (not sub-directories), sorted; a bare ``.json``
-    file in it is skipped. A glob gives its matches, sorted. A file is taken as named.
+    A folder a corpusforge job wrote gives exactly the shards its ``_SUCCESS`` manifest
+    lists, each checked to exist with its recorded size; a folder an unfinished job left
+    raises ``storage.IncompleteOutputError``; a folder without a marker gives its own
+    shard files (not sub-folders), sorted, with a warning. A bare ``.json`` file in a
+    folder is skipped. A glob gives its matches, sorted. A file is taken as named.
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     found: list[str] = []
     for path in map(os.fspath, paths):
-        if os.path.isdir(path):
-            found += sorted(
-                os.path.join(path, f)
-                for f in os.listdir(path)
-                if _is_listed_shard(f) and os.path.isfile(os.path.join(path, f))
-            )
-        elif glob.has_magic(path):
-            matches = sorted(glob.glob(path))
+        if storage.is_folder(path):
+            listed = storage.check_output(path)
+            present = storage.list_files(path)
+            if listed is None:
+                listed = present
+            else:
+                unlisted = sorted(set(present) - set(listed))
+                unlisted = [p for p in unlisted if _is_listed_shard(storage.basename(p))]
+                if unlisted:
+                    log.warning("%s: ignoring %d shard file(s) that its %s does not list (another run's?): %s",
+                                path, len(unlisted), storage.SUCCESS_FILE, ", ".join(map(storage.basename, unlisted[:5])))
+            # Only the folder's own files: errors/errors.jsonl and links/ are not shards.
+            own = [p for p in listed if storage.split(p)[0].rstrip("/") == path.rstrip("/").rstrip(os.sep)]
+            found += sorted(p for p in own if _is_listed_shard(storage.basename(p)))
+        elif storage.has_magic(path):
+            matches = [p for p in storage.glob(path) if not storage.basename(p).startswith((".", "_"))]
             if not matches:
                 raise FileNotFoundError(f"no file matches {path!r}")
             found += matches
-        elif os.path.isfile(path):
+        elif storage.is_file(path):
             found.append(path)
         else:
             raise FileNotFoundError(f"no such shard file or directory: {path!r}")
@@ -370,8 +395,7 @@ def find_shards(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[
 
 
 def _read_json_lines(path: str) -> Iterator[Document]:
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rb") as lines:
+    with storage.open_read(path) as raw, (gzip.GzipFile(fileobj=raw, mode="rb") if path.endswith(".gz") else raw) as lines:
         # Split on b"\n" only: U+2028 or a raw CR inside a line is part of the text.
         for line_number, line in enumerate(lines, start=1):
             if not line.strip():
@@ -384,7 +408,7 @@ def _read_json_lines(path: str) -> Iterator[Document]:
 
 
 def _read_parquet(path: str) -> Iterator[Document]:
-    with pq.ParquetFile(path) as shard:
+    with storage.open_read(path) as raw, pq.ParquetFile(raw) as shard:
         for batch in shard.iter_batches(batch_size=READ_BATCH_ROWS):
             for row in batch.to_pylist():
                 yield Document.from_dict(row)
@@ -400,8 +424,7 @@ def read_documents(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> It
 
 
 def _is_empty_json(path: str) -> bool:
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rb") as shard:
+    with storage.open_read(path) as raw, (gzip.GzipFile(fileobj=raw, mode="rb") if path.endswith(".gz") else raw) as shard:
         return not shard.read(1)
 
 

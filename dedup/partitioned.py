@@ -10,12 +10,11 @@ ordinary filter.
 
 from __future__ import annotations
 
-import glob
-import os
 import re
 
 import numpy as np
 
+from corpus import storage
 from dedup.bloom import BloomFilter, FalsePositiveEstimate, fp_upper_bound, partition_of
 
 PART_NAME = "bloom-part-{index:05d}-of-{parts:05d}.bin"
@@ -29,7 +28,7 @@ def part_capacity(capacity: int, parts: int) -> int:
 
 
 def part_path(folder: str, index: int, parts: int) -> str:
-    return os.path.join(folder, PART_NAME.format(index=index, parts=parts))
+    return storage.join(folder, PART_NAME.format(index=index, parts=parts))
 
 
 class PartitionedBloom:
@@ -43,11 +42,11 @@ class PartitionedBloom:
 
     @classmethod
     def load(cls, folder: str, mmap: bool = True, verify: bool = True) -> "PartitionedBloom":
-        paths = sorted(glob.glob(os.path.join(folder, "bloom-part-*-of-*.bin")))
+        paths = storage.glob(storage.join(folder, "bloom-part-*-of-*.bin"))
         counts = {int(_PART_RE.search(p).group(2)) for p in paths if _PART_RE.search(p)}
         if len(counts) != 1 or len(paths) != counts.pop():
             raise ValueError(f"{folder}: expected one complete set of bloom-part files, found {len(paths)}")
-        return cls([BloomFilter.load(p, mmap=mmap, verify=verify) for p in paths])
+        return cls([BloomFilter.load(storage.localize(p), mmap=mmap, verify=verify) for p in paths])
 
     def contains(self, keys: np.ndarray) -> np.ndarray:
         keys = np.asarray(keys, dtype=np.uint64)

@@ -3,7 +3,7 @@
 A checkpoint is one ``torch.save`` file holding only tensors and plain Python values
 (dicts, lists, tuples, str, int, float, bool, None), so ``torch.load(weights_only=True)``
 reads it and a crafted file cannot run code. It is written under a temporary name and
-renamed (``corpus.atomic``), so a crash mid-write leaves the previous checkpoint whole.
+renamed (``corpus.storage``), so a crash mid-write leaves the previous checkpoint whole.
 
 Contents of a training checkpoint (``format`` = ``corpusforge-checkpoint``, ``version`` 1)::
 
@@ -29,7 +29,7 @@ import pickle
 
 import torch
 
-from corpus.atomic import atomic_path
+from corpus.storage import atomic_path
 
 FORMAT = "corpusforge-checkpoint"
 VERSION = 1

@@ -42,7 +42,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from corpus.atomic import write_atomically
+from corpus import storage
 
 log = logging.getLogger(__name__)
 
@@ -329,11 +329,11 @@ class BPETokenizer:
     def save(self, folder: str | os.PathLike) -> None:
         """``vocab.json`` and ``merges.txt`` in ``folder``, each written atomically."""
         folder = os.fspath(folder)
-        os.makedirs(folder, exist_ok=True)
+        storage.makedirs(folder)
         ordered = dict(sorted(self.vocab.items(), key=lambda item: item[1]))
-        write_atomically(os.path.join(folder, "vocab.json"), json.dumps(ordered, ensure_ascii=False) + "\n")
+        storage.write_atomically(storage.join(folder, "vocab.json"), json.dumps(ordered, ensure_ascii=False) + "\n")
         lines = [MERGES_HEADER] + [f"{left} {right}" for left, right in self.merges]
-        write_atomically(os.path.join(folder, "merges.txt"), "\n".join(lines) + "\n")
+        storage.write_atomically(storage.join(folder, "merges.txt"), "\n".join(lines) + "\n")
 
     @classmethod
     def load(cls, folder_or_file: str | os.PathLike, engine: str = "auto") -> "BPETokenizer":

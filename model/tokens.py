@@ -12,13 +12,14 @@ a single token is served.
 
 from __future__ import annotations
 
-import glob
+import fnmatch
 import os
 from dataclasses import dataclass
 
 import numpy as np
 
-from corpus.atomic import atomic_path
+from corpus import storage
+from corpus.storage import atomic_path
 
 MAGIC = 20240520  # llm.c dev/data/data_common.py: the uint16 GPT-2 token-shard magic
 VERSION = 1  # llm.c: version 1 = uint16 tokens
@@ -112,12 +113,16 @@ def read_tokens(path: str | os.PathLike, flat: bool | None = None) -> np.ndarray
 def find_token_shards(where: str | os.PathLike, split: str | None = None) -> list[str]:
     """Shard files under a folder (``*_<split>_*.bin`` when ``split`` is given), or a glob, sorted."""
     where = os.fspath(where)
-    if os.path.isdir(where):
+    if storage.is_folder(where):
         pattern = f"*{split}_*.bin" if split else "*.bin"
-        paths = glob.glob(os.path.join(where, pattern))
+        listed = storage.check_output(where)  # a tokenize job's folder: exactly what its _SUCCESS lists
+        if listed is None:
+            listed = storage.list_files(where)
+        paths = [p for p in listed if storage.split(p)[0].rstrip("/") == where.rstrip("/").rstrip(os.sep)
+                 and fnmatch.fnmatch(storage.basename(p), pattern)]
     else:
-        paths = glob.glob(where)
-    paths = sorted(p for p in paths if not os.path.basename(p).startswith("."))
+        paths = storage.glob(where)
+    paths = sorted(p for p in paths if not storage.basename(p).startswith("."))
     if not paths:
         what = f" for split {split!r}" if split else ""
         raise FileNotFoundError(f"no token shards{what} at {where}")

@@ -28,11 +28,12 @@ import numpy as np
 from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from corpus import storage
 from corpus.inputs import InputError
 from corpus.records import Document
 from corpus.shards import FORMATS, find_shards, read_documents
 from pipelines.options import stage_setup_file
-from pipelines.read import counters_of, write_json
+from pipelines.read import begin_job, counters_of, finish_job, write_json
 from pipelines.sources import WriteShards
 
 log = logging.getLogger(__name__)
@@ -141,18 +142,15 @@ def build_filter(files, config, args, folder, beam_args) -> dict:
     """Two Beam runs: count the corpus's n-grams (the capacity), then build every part."""
     from dedup.bloom import ngram_meta
 
-    os.makedirs(folder, exist_ok=True)
     capacity = args.capacity
     if capacity is None:
-        count_path = os.path.join(folder, ".capacity.json")
+        count_path = storage.staging_path(args.output, "capacity.json")
         with beam.Pipeline(options=PipelineOptions(stage_setup_file(beam_args))) as p:
             (p | "Shards" >> beam.Create(files) | "Spread" >> beam.Reshuffle()
              | "Count n-grams" >> beam.Map(_count_ngrams, config)
              | "Sum" >> beam.CombineGlobally(sum)
              | "Write count" >> beam.Map(lambda n: write_json(count_path, {"ngrams": int(n)})))
-        with open(count_path, encoding="utf-8") as f:
-            capacity = max(1, json.load(f)["ngrams"])
-        os.remove(count_path)
+        capacity = max(1, json.loads(storage.read_text(count_path))["ngrams"])
     parts, meta = args.filter_parts, ngram_meta(config)
     with beam.Pipeline(options=PipelineOptions(stage_setup_file(beam_args))) as p:
         every = p | "Every part" >> beam.Create([(i, None) for i in range(parts)])
@@ -223,7 +221,7 @@ def _merge_counters(keyed, indexes):
 
 def scan_exact(files, indexes, beam_args, out_dir) -> dict:
     """One Beam run streaming the corpus against the exact benchmark indexes."""
-    path = os.path.join(out_dir, ".exact.json")
+    path = storage.staging_path(out_dir, "exact.json")
     with beam.Pipeline(options=PipelineOptions(stage_setup_file(beam_args))) as p:
         (p | "Shards" >> beam.Create(files) | "Spread" >> beam.Reshuffle()
          | "Scan against benchmarks" >> beam.ParDo(_ScanShardFn(indexes))
@@ -231,10 +229,7 @@ def scan_exact(files, indexes, beam_args, out_dir) -> dict:
          | "Merge counters" >> beam.Map(_merge_counters, indexes)
          | "Collect" >> beam.combiners.ToDict()
          | "Write" >> beam.Map(lambda d: write_json(path, d)))
-    with open(path, encoding="utf-8") as f:
-        data = json.load(f)
-    os.remove(path)
-    return data
+    return json.loads(storage.read_text(path))
 
 
 # --- audit: reports --------------------------------------------------------------------------
@@ -295,12 +290,10 @@ def own_train_overlap(pairs: list[str], indexes, config) -> dict[str, float]:
 def write_reports(rows, out_dir: str, title: str) -> dict[str, str]:
     from dedup.report import render_html, render_json, render_markdown
 
-    paths = {"json": os.path.join(out_dir, "report.json"), "markdown": os.path.join(out_dir, "report.md"),
-             "html": os.path.join(out_dir, "report.html")}
+    paths = {"json": storage.join(out_dir, "report.json"), "markdown": storage.join(out_dir, "report.md"),
+             "html": storage.join(out_dir, "report.html")}
     render_json(rows, paths["json"])
-    from corpus.atomic import write_atomically
-
-    write_atomically(paths["markdown"], render_markdown(rows, title=title))
+    storage.write_atomically(paths["markdown"], render_markdown(rows, title=title))
     render_html(rows, paths["html"], title=title)
     return paths
 
@@ -336,11 +329,12 @@ def run_audit(argv: list[str] | None = None) -> dict:
     config = ngram_config(args)
     indexes = build_indexes(sets, config)
     own_train = own_train_overlap(args.own_train, indexes, config)
-    os.makedirs(args.output, exist_ok=True)
+    storage.configure(beam_args)
+    begin_job(args.output, "audit")
     result = {"files": len(files), "benchmarks": [s.name for s in sets], "config": config.to_dict(), "mode": args.mode}
     bloom = evidence = exact = None
     if args.mode in ("both", "bloom"):
-        folder = args.filter or os.path.join(args.output, "bloom")
+        folder = args.filter or storage.join(args.output, "bloom")
         if not args.filter:
             log.info("building the Bloom filter (p=%g, %d part(s)) over %d shard(s)", args.error_rate, args.filter_parts, len(files))
             result["filter"] = build_filter(files, config, args, folder, beam_args)
@@ -353,7 +347,11 @@ def run_audit(argv: list[str] | None = None) -> dict:
     rows = benchmark_rows(indexes, args, exact=exact, bloom=bloom, evidence=evidence, own_train=own_train)
     result["reports"] = write_reports(rows, args.output, f"{args.n}-gram overlap of benchmarks with {args.corpus_name}")
     result["rows"] = rows
-    write_json(os.path.join(args.output, "audit.json"), {k: v for k, v in result.items() if k != "rows"})
+    write_json(storage.join(args.output, "audit.json"), {k: v for k, v in result.items() if k != "rows"})
+    written = ["audit.json", "report.json", "report.md", "report.html"]
+    if args.mode in ("both", "bloom") and not args.filter:
+        written += [f"bloom/{storage.basename(p)}" for p in storage.glob(storage.join(folder, "bloom-part-*-of-*.bin"))]
+    storage.commit_output(args.output, "audit", extra_files=written)
     return result
 
 
@@ -424,26 +422,24 @@ def run_decontaminate(argv: list[str] | None = None) -> dict:
     files = corpus_files(args.corpus)
     indexes = build_indexes(load_benchmarks(args.benchmark), ngram_config(args))
     options = {"mode": args.mode, "margin": args.margin, "min_piece": args.min_piece, "max_splits": args.max_splits}
-    os.makedirs(args.output, exist_ok=True)
-    removed_path = os.path.join(args.output, "removed.jsonl")
+    removed_path = storage.join(args.output, "removed.jsonl")
+    storage.configure(beam_args)
+    begin_job(args.output, "decontaminate")
     with beam.Pipeline(options=PipelineOptions(stage_setup_file(beam_args))) as p:
         out = (p | "Shards" >> beam.Create(files) | "Spread" >> beam.Reshuffle()
                | "Decontaminate" >> beam.ParDo(_DecontaminateFn(indexes, options)).with_outputs("removed", main="docs"))
-        for fmt in args.format:
-            out.docs | f"Write {fmt}" >> WriteShards(args.output, fmt=fmt, name=args.name, split="train", num_shards=args.num_shards)
+        out.docs | "Write shards" >> WriteShards(args.output, formats=args.format, name=args.name, split="train", num_shards=args.num_shards)
         (out.removed | "Collect removed" >> beam.combiners.ToList()
          | "Write removed" >> beam.Map(_write_removed, removed_path))
     counters = counters_of(p.result).get(DECONTAMINATE, {})
     stats = {"files": len(files), "benchmarks": sorted(indexes), "options": options, "counters": counters, "removed": removed_path}
-    write_json(os.path.join(args.output, "stats.json"), stats)
+    finish_job(args.output, "decontaminate", stats, extra_files=("removed.jsonl",))
     return stats
 
 
 def _write_removed(rows, path):
-    from corpus.atomic import write_atomically
-
     rows = sorted(rows, key=lambda r: (r["url"], r["reason"]))
-    write_atomically(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    storage.write_atomically(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
 
 
 def format_decontaminate(stats: dict) -> str:

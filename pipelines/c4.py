@@ -26,7 +26,7 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from corpus import c4
+from corpus import c4, storage
 from corpus.inputs import COMMON_CRAWL_BASE_URL, InputError, expand_inputs, open_input
 from corpus.records import Document, HtmlPage, ReadError
 from corpus.sentences import count_line_sentences, has_sentences, require_punkt, split_sentences
@@ -36,7 +36,7 @@ from dedup.lines import page_line_keys, remove_duplicate_lines
 from dedup.spans import page_span_keys, remove_duplicate_spans
 from dedup.urls import url_digest
 from pipelines.options import stage_setup_file
-from pipelines.read import counters_of, write_json
+from pipelines.read import begin_job, counters_of, finish_job
 from pipelines.sources import READ_NAMESPACE, WriteErrors, WriteShards
 from pipelines.steps import ReasonExamples, Steps, collect_examples, flush_counts, format_counter_table, step
 
@@ -318,8 +318,7 @@ def build(pipeline: beam.Pipeline, files: list[str], args: argparse.Namespace, r
                          functools.partial(_badwords_rule, matcher=resources["badwords"]))
     splits = pages | "10 Split by md5(url)" >> beam.Map(_to_split).with_outputs("train", "validation")
     for split, count in (("train", args.num_shards), ("validation", args.num_validation_shards)):
-        for fmt in args.format:
-            splits[split] | f"Write {split} {fmt}" >> WriteShards(args.output, fmt=fmt, name="c4", split=split, num_shards=count)
+        splits[split] | f"Write {split}" >> WriteShards(args.output, formats=args.format, name="c4", split=split, num_shards=count)
     read.errors | "Write errors" >> WriteErrors(args.output)
     return {"examples": run_step.write_examples(args.output)}
 
@@ -389,17 +388,18 @@ def run(argv: list[str] | None = None) -> dict:
         require_punkt()  # before any input is read
     except Exception as exc:
         raise InputError(str(exc)) from exc
+    storage.configure(beam_args)  # S3 endpoint and credentials, GCP project: for the launcher's own reads
     files = input_files(args)
     resources = load_resources(args)
     log.info("C4 %s (%s dedup) over %d file(s) into %s", args.variant, args.dedup, len(files), args.output)
-    os.makedirs(args.output, exist_ok=True)
     pipeline = beam.Pipeline(options=PipelineOptions(stage_setup_file(beam_args)))
+    begin_job(args.output, "c4")
     build(pipeline, files, args, resources)
     result = pipeline.run()
     result.wait_until_finish()
     stats = {"variant": args.variant, "dedup": args.dedup, "files": len(files), "counters": counters_of(result),
              "examples": collect_examples(args.output)}
-    write_json(os.path.join(args.output, "stats.json"), stats)
+    finish_job(args.output, "c4", stats)
     return stats
 
 

@@ -1,4 +1,11 @@
-"""The ``corpusforge`` command: one subcommand per job. Logs go to stderr, results to stdout."""
+"""The ``corpusforge`` command: one subcommand per job. Logs go to stderr, results to stdout.
+
+Every job's module is imported only when its subcommand runs, so ``corpusforge --help`` and
+the corpus jobs (inspect, stats, read, c4, webtext, audit, decontaminate) never import torch
+or the tokenizer libraries: they run on an install of requirements.txt alone (a Beam worker's).
+train, sample, eval and demo need the ``model`` extra (requirements-model.txt); tokenize
+needs only its tokenizer libraries (tokenizers, tiktoken), never torch.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +18,8 @@ from collections import Counter
 from tqdm import tqdm
 
 log = logging.getLogger("corpusforge")
+
+MODEL_LIBRARIES = ("torch", "tokenizers", "tiktoken", "safetensors")  # requirements-model.txt
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
@@ -49,10 +58,16 @@ def format_inspection(report: dict) -> str:
     return "\n".join(lines)
 
 
+# Beam options that configure FileSystems (S3, GCS, HDFS), which ``stats`` accepts for remote shards.
+FILESYSTEM_OPTIONS = ("--s3_", "--project", "--hdfs_", "--gcs_")
+
+
 def cmd_stats(args: argparse.Namespace) -> int:
+    from corpus import storage
     from corpus.shards import find_shards, read_documents
     from corpus.stats import compute_stats, format_stats, plot_length_histogram
 
+    storage.configure(getattr(args, "filesystem_args", []))
     shards = find_shards(args.shards)
     docs = tqdm(read_documents(shards), desc="stats", unit="doc", disable=args.quiet)
     stats = compute_stats(docs, top_domains=args.top_domains)
@@ -176,16 +191,25 @@ def main(argv: list[str] | None = None) -> int:
     args, rest = parser.parse_known_args(argv)
     if args.command in {name for name, _, _ in JOBS}:
         args.sub_argv = rest  # the job owns its options and passes Beam's through
+    elif args.command == "stats" and all(a.startswith(FILESYSTEM_OPTIONS) for a in rest if a.startswith("-")):
+        args.filesystem_args = rest  # e.g. --s3_endpoint_url for s3:// shards
     elif rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("apache_beam").setLevel(logging.WARNING)
     from corpus.inputs import InputError
+    from corpus.storage import IncompleteOutputError
 
     try:
         return args.func(args)
-    except InputError as exc:
+    except (InputError, IncompleteOutputError) as exc:
         log.error("%s", exc)
+        return 2
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in MODEL_LIBRARIES:
+            raise
+        log.error("corpusforge %s needs %s, which is not installed: pip install 'corpusforge[model]' "
+                  "(the pins of requirements-model.txt)", args.command, exc.name)
         return 2
 
 

@@ -4,6 +4,12 @@
 setup file: Beam's stager only takes files named setup.py or pyproject.toml, so the
 option is replaced by ``--extra_package <sdist>``, an sdist built from that file, which
 Dataflow, Spark and Flink workers install before running any step.
+
+Workers get the dependencies of ``requirements.txt`` (every Beam job's) and nothing of
+``requirements-model.txt`` (torch, the tokenizer libraries) unless the job asks:
+``stage_setup_file(beam_args, extras=("tokenize",))`` (the tokenize job) writes the extra's
+name into the sdist's ``worker-extras.txt``, and ``beam_setup.py``, run again by pip on each
+worker, adds that extra's pins to what it installs. The extras are listed in beam_setup.py.
 """
 
 from __future__ import annotations
@@ -16,20 +22,24 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from typing import Sequence
 
 log = logging.getLogger(__name__)
 
 PACKAGES = ("corpus", "dedup", "pipelines", "model")
-STAGED_FILES = ("requirements.txt", "README.md")
-MANIFEST = "include requirements.txt README.md\n" + "".join(f"recursive-include {p}/data *\n" for p in PACKAGES)
+STAGED_FILES = ("requirements.txt", "requirements-model.txt", "README.md")
+WORKER_EXTRAS_FILE = "worker-extras.txt"  # read by beam_setup.py on the worker
+MANIFEST = (f"include {' '.join(STAGED_FILES)} {WORKER_EXTRAS_FILE}\n"
+            + "".join(f"recursive-include {p}/data *\n" for p in PACKAGES))
 
 
-def build_worker_package(setup_file: str, dist_dir: str) -> str:
+def build_worker_package(setup_file: str, dist_dir: str, extras: Sequence[str] = ()) -> str:
     """Build the sdist a worker installs from ``setup_file``; returns the tarball's path.
 
-    The build runs in a clean copy holding only the packages, requirements.txt and the
+    The build runs in a clean copy holding only the packages, the requirement files and the
     setup file as setup.py, so nothing else in the checkout (pyproject.toml, tests,
-    caches) changes what workers get.
+    caches) changes what workers get. ``extras`` (e.g. ``("tokenize",)``) are recorded in
+    the sdist's ``worker-extras.txt``: workers then install their requirements too.
     """
     root = os.path.dirname(os.path.abspath(setup_file))
     os.makedirs(dist_dir, exist_ok=True)
@@ -40,18 +50,24 @@ def build_worker_package(setup_file: str, dist_dir: str) -> str:
             if os.path.exists(os.path.join(root, name)):
                 shutil.copy(os.path.join(root, name), stage)
         shutil.copy(setup_file, os.path.join(stage, "setup.py"))
+        with open(os.path.join(stage, WORKER_EXTRAS_FILE), "w", encoding="utf-8") as f:
+            f.write("# extras whose requirements workers install with this sdist (beam_setup.py reads this file)\n")
+            f.writelines(f"{name}\n" for name in sorted(set(extras)))
         with open(os.path.join(stage, "MANIFEST.in"), "w") as f:
             f.write(MANIFEST)
         out = os.path.join(stage, "dist")
-        subprocess.run([sys.executable, "setup.py", "-q", "sdist", "--dist-dir", out], cwd=stage, check=True, capture_output=True, text=True)
+        result = subprocess.run([sys.executable, "setup.py", "-q", "sdist", "--dist-dir", out], cwd=stage, capture_output=True, text=True)
+        if result.returncode:
+            raise RuntimeError(f"building the worker sdist from {setup_file} failed:\n{result.stderr.strip()}")
         (built,) = glob.glob(os.path.join(out, "*.tar.gz"))
         target = os.path.join(dist_dir, os.path.basename(built))
         shutil.copy(built, target)
     return target
 
 
-def stage_setup_file(beam_args: list[str]) -> list[str]:
-    """Replace ``--setup_file X`` (X not named setup.py/pyproject.toml) with ``--extra_package``."""
+def stage_setup_file(beam_args: list[str], extras: Sequence[str] = ()) -> list[str]:
+    """Replace ``--setup_file X`` (X not named setup.py/pyproject.toml) with ``--extra_package``,
+    an sdist whose workers also install ``extras`` (see ``build_worker_package``)."""
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--setup_file")
     known, rest = parser.parse_known_args(beam_args)
@@ -61,8 +77,9 @@ def stage_setup_file(beam_args: list[str]) -> list[str]:
     if not os.path.isfile(setup_file):
         raise FileNotFoundError(f"--setup_file {setup_file}: no such file")
     dist_dir = tempfile.mkdtemp(prefix="corpusforge-worker-package-")
-    tarball = build_worker_package(setup_file, dist_dir)
-    log.info("staging %s (built from %s) for the workers", tarball, setup_file)
+    tarball = build_worker_package(setup_file, dist_dir, extras)
+    log.info("staging %s (built from %s%s) for the workers", tarball, setup_file,
+             f", with extras {', '.join(extras)}" if extras else "")
     return rest + ["--extra_package", tarball]
 
 
@@ -70,8 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Build the sdist Beam workers install, from beam_setup.py.")
     parser.add_argument("--setup_file", default="beam_setup.py")
     parser.add_argument("--dist-dir", default="dist")
+    parser.add_argument("--extras", nargs="*", default=[], help="extras workers install too (beam_setup.py: tokenize, model)")
     args = parser.parse_args(argv)
-    print(build_worker_package(args.setup_file, args.dist_dir))
+    print(build_worker_package(args.setup_file, args.dist_dir, args.extras))
     return 0
 
 

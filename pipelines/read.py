@@ -15,21 +15,21 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from corpus.atomic import write_atomically
+from corpus import storage
 from corpus.inputs import COMMON_CRAWL_BASE_URL, expand_inputs
 from corpus.shards import FORMATS
 from corpus.warc import TEXT_MODES
 from pipelines.options import stage_setup_file
-from pipelines.sources import ReadCrawlFiles, WriteErrors, WriteShards
+from pipelines.sources import ERRORS_FILE, ReadCrawlFiles, WriteErrors, WriteShards
 
 log = logging.getLogger(__name__)
 EXAMPLES_PER_REASON = 5
+STATS_FILE = "stats.json"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -46,8 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def build(pipeline: beam.Pipeline, files: list[str], args: argparse.Namespace) -> None:
     read = pipeline | "Crawl files" >> beam.Create(files) | "Read WARC/WET" >> ReadCrawlFiles(args.text_mode)
-    for fmt in args.format:
-        read.documents | f"Write {fmt} shards" >> WriteShards(args.output, fmt=fmt, name=args.name, split=args.split, num_shards=args.num_shards)
+    read.documents | "Write shards" >> WriteShards(args.output, formats=args.format, name=args.name, split=args.split, num_shards=args.num_shards)
     read.errors | "Write errors" >> WriteErrors(args.output)
 
 
@@ -55,16 +54,30 @@ def run(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="corpusforge read", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser)
     args, beam_args = parser.parse_known_args(argv)
+    storage.configure(beam_args)  # S3 endpoint and credentials, GCP project: for the launcher's own reads
     files = expand_inputs(args.input, base=args.base_url, max_files=args.max_files)
     log.info("reading %d file(s) into %s", len(files), args.output)
-    os.makedirs(args.output, exist_ok=True)
     pipeline = beam.Pipeline(options=PipelineOptions(stage_setup_file(beam_args)))
+    begin_job(args.output, "read")
     build(pipeline, files, args)
     result = pipeline.run()
     result.wait_until_finish()
     stats = {"files": len(files), "counters": counters_of(result), "examples": error_examples(args.output)}
-    write_json(os.path.join(args.output, "stats.json"), stats)
+    finish_job(args.output, "read", stats)
     return stats
+
+
+def begin_job(output: str, job: str) -> None:
+    """Before a job writes into ``output``: drop the old ``_SUCCESS``, mark the job as started
+    (``corpus.storage``'s output contract). Call after the pipeline object exists, so that
+    FileSystems has the job's options (S3 endpoint, credentials)."""
+    storage.begin_output(output, job)
+
+
+def finish_job(output: str, job: str, stats: dict, extra_files: tuple[str, ...] = ()) -> dict:
+    """After the pipeline finished: ``stats.json``, then the ``_SUCCESS`` manifest, last."""
+    write_json(storage.join(output, STATS_FILE), stats)
+    return storage.commit_output(output, job, extra_files=(STATS_FILE, ERRORS_FILE) + tuple(extra_files))
 
 
 def counters_of(result) -> dict[str, dict[str, int]]:
@@ -79,11 +92,11 @@ def counters_of(result) -> dict[str, dict[str, int]]:
 
 
 def error_examples(out_dir: str) -> dict[str, list[dict]]:
-    path = os.path.join(out_dir, "errors", "errors.jsonl")
+    path = storage.join(out_dir, ERRORS_FILE)
     examples: dict[str, list[dict]] = {}
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            for line in f:
+    if storage.is_file(path):
+        for line in storage.read_text(path).splitlines():
+            if line:
                 row = json.loads(line)
                 bucket = examples.setdefault(row["reason"], [])
                 if len(bucket) < EXAMPLES_PER_REASON:
@@ -92,7 +105,7 @@ def error_examples(out_dir: str) -> dict[str, list[dict]]:
 
 
 def write_json(path: str, value) -> None:
-    write_atomically(path, json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+    storage.write_atomically(path, json.dumps(value, indent=2, ensure_ascii=False) + "\n")
 
 
 if __name__ == "__main__":

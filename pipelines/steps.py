@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import heapq
 import json
-import os
 import zlib
 from collections import Counter
 
@@ -21,11 +20,11 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
-from corpus.atomic import write_atomically
+from corpus import storage
 
 EXAMPLES_PER_REASON = 5
 EXAMPLE_CHARS = 400
-EXAMPLES_FILE = ".examples.json"
+EXAMPLES_FILE = "examples.json"  # staged under the output's _temporary/ until the job commits
 
 
 class ReasonExamples:
@@ -111,7 +110,7 @@ class Steps:
 
 
 class WriteExamples(beam.PTransform):
-    """Sampled examples (flattened from every step) -> ``<out>/.examples.json`` (5 per reason)."""
+    """Sampled examples (flattened from every step) -> ``<out>/_temporary/examples.json`` (5 per reason)."""
 
     def __init__(self, out_dir: str):
         super().__init__()
@@ -131,18 +130,15 @@ def _write_examples(rows, out_dir: str) -> None:
     for key, items in sorted(rows):
         namespace, reason = key.split("/", 1)
         examples.setdefault(namespace, {})[reason] = [excerpt for _, excerpt in items]
-    write_atomically(os.path.join(out_dir, EXAMPLES_FILE), json.dumps(examples, indent=2, ensure_ascii=False) + "\n")
+    storage.write_atomically(storage.staging_path(out_dir, EXAMPLES_FILE), json.dumps(examples, indent=2, ensure_ascii=False) + "\n")
 
 
 def collect_examples(out_dir: str) -> dict:
-    """Read (and remove) the examples file a finished pipeline wrote."""
-    path = os.path.join(out_dir, EXAMPLES_FILE)
-    if not os.path.exists(path):
+    """Read the examples file a finished pipeline staged (the job's commit removes it)."""
+    path = storage.staging_path(out_dir, EXAMPLES_FILE)
+    if not storage.is_file(path):
         return {}
-    with open(path, encoding="utf-8") as f:
-        examples = json.load(f)
-    os.remove(path)
-    return examples
+    return json.loads(storage.read_text(path))
 
 
 def format_counter_table(title: str, counters: dict, stages) -> str:

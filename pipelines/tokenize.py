@@ -31,6 +31,9 @@ worker. Memory per worker: one digest range, or one shard (2 bytes per token).
 
 Outputs: ``meta.json``, ``tokenizer/vocab.json`` + ``merges.txt``,
 ``<prefix>_<split>_<i:06d>.bin``, ``stats.json`` (every counter), ``errors/errors.jsonl``.
+
+Workers (``--setup_file ./beam_setup.py``) install beam_setup.py's ``tokenize`` extra on top
+of requirements.txt: the tokenizer libraries, never torch.
 """
 
 from __future__ import annotations
@@ -42,7 +45,6 @@ import json
 import logging
 import math
 import os
-import shutil
 import sys
 
 import apache_beam as beam
@@ -50,11 +52,11 @@ import numpy as np
 from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from corpus.atomic import atomic_path
+from corpus import storage
 from corpus.inputs import InputError
 from pipelines.audit import corpus_files
 from pipelines.options import stage_setup_file
-from pipelines.read import counters_of, error_examples, write_json
+from pipelines.read import begin_job, counters_of, error_examples, finish_job, write_json
 from pipelines.sources import WriteErrors
 
 log = logging.getLogger(__name__)
@@ -67,7 +69,7 @@ BUCKET_INPUT_BYTES = 64 * 2**20  # one digest range per 64 MB of input files
 MAX_BUCKETS = 65_536
 DIGEST_BYTES = 16  # blake2b-128 of the text's UTF-8 (surrogatepass) bytes
 TOKENIZER_FOLDER = "tokenizer"
-PARTS_FOLDER = ".parts"
+PARTS_FOLDER = "parts"  # under the output's _temporary/ while the job runs
 PLAN_FILE = "plan.json"
 PARQUET_BATCH_ROWS = 1024
 
@@ -79,10 +81,9 @@ def read_texts(path: str, field: str = "text"):
     if path.endswith(".parquet"):
         yield from _parquet_texts(path, field)
         return
-    opener = gzip.open if path.endswith(".gz") else open
     number = 0
     try:
-        with opener(path, "rb") as lines:
+        with storage.open_read(path) as raw, (gzip.GzipFile(fileobj=raw, mode="rb") if path.endswith(".gz") else raw) as lines:
             for number, line in enumerate(lines, start=1):
                 if not line.strip():
                     continue
@@ -104,7 +105,7 @@ def _parquet_texts(path: str, field: str):
 
     number = 0
     try:
-        with pq.ParquetFile(path) as shard:
+        with storage.open_read(path) as raw, pq.ParquetFile(raw) as shard:
             if field not in shard.schema_arrow.names:
                 yield _error(path, 0, "no_text_field", f"no column {field!r} (columns: {shard.schema_arrow.names})")
                 return
@@ -204,11 +205,10 @@ def _write_part(keyed, parts_dir: str) -> dict:
     """One digest range of one split, sorted by digest, as a raw uint16 file."""
     (split, bucket), docs = keyed
     docs = sorted(docs)
-    path = os.path.join(parts_dir, f"{split}-{bucket:06d}.u16")
-    with atomic_path(path) as temporary:
-        with open(temporary, "wb") as f:
-            for _, tokens in docs:
-                f.write(tokens)
+    path = storage.join(parts_dir, f"{split}-{bucket:06d}.u16")
+    with storage.open_write(path) as f:
+        for _, tokens in docs:
+            f.write(tokens)
     return {"split": split, "bucket": bucket, "path": path, "tokens": sum(len(t) for _, t in docs) // 2, "documents": len(docs)}
 
 
@@ -236,7 +236,7 @@ def plan_shards(parts: list[dict], shard_tokens: int, out_dir: str, prefix: str)
                     part_index, part_offset = part_index + 1, 0
             name = shard_name(prefix, split, index)
             names.append(name)
-            plan["shards"].append({"path": os.path.join(out_dir, name), "tokens": size, "pieces": pieces})
+            plan["shards"].append({"path": storage.join(out_dir, name), "tokens": size, "pieces": pieces})
         plan["splits"][split] = {"shards": len(names), "tokens": total, "documents": sum(p["documents"] for p in mine),
                                  "files": names}
     return plan
@@ -254,7 +254,9 @@ def write_planned_shard(shard: dict) -> str:
     tokens = np.empty(shard["tokens"], dtype="<u2")
     at = 0
     for path, start, stop in shard["pieces"]:
-        tokens[at:at + stop - start] = np.fromfile(path, dtype="<u2", count=stop - start, offset=2 * start)
+        with storage.open_read(path) as part:
+            part.seek(2 * start)
+            tokens[at:at + stop - start] = np.frombuffer(part.read(2 * (stop - start)), dtype="<u2")
         at += stop - start
     write_token_shard(shard["path"], tokens)
     Metrics.counter(NAMESPACE, "shards_written").inc()
@@ -318,12 +320,12 @@ def prepare_tokenizer(args, files: list[str]):
             raise InputError(f"training the tokenizer: {exc}") from exc
     if tokenizer.vocab_size > MAX_TOKEN_ID + 1:
         raise InputError(f"the tokenizer has {tokenizer.vocab_size:,} tokens: token shards hold uint16 ids, so at most {MAX_TOKEN_ID + 1:,}")
-    tokenizer.save(os.path.join(args.output, TOKENIZER_FOLDER))
+    tokenizer.save(storage.join(args.output, TOKENIZER_FOLDER))
     return tokenizer
 
 
 def default_buckets(files: list[str]) -> int:
-    size = sum(os.path.getsize(f) for f in files)
+    size = sum(storage.size(f) for f in files)
     return max(1, min(MAX_BUCKETS, math.ceil(size / BUCKET_INPUT_BYTES)))
 
 
@@ -356,25 +358,22 @@ def run(argv: list[str] | None = None) -> dict:
     add_arguments(parser)
     args, beam_args = parser.parse_known_args(argv)
     check_arguments(args)
+    storage.configure(beam_args)
     files = corpus_files(args.input)
-    os.makedirs(args.output, exist_ok=True)
+    begin_job(args.output, "tokenize")
     tokenizer = prepare_tokenizer(args, files)
     if args.buckets is None:
         args.buckets = default_buckets(files)
-    parts_dir = os.path.join(args.output, PARTS_FOLDER)
-    shutil.rmtree(parts_dir, ignore_errors=True)
-    os.makedirs(parts_dir)
-    plan_path = os.path.join(parts_dir, PLAN_FILE)
-    with beam.Pipeline(options=PipelineOptions(stage_setup_file(beam_args))) as p:
+    parts_dir = storage.staging_path(args.output, PARTS_FOLDER)
+    plan_path = storage.staging_path(args.output, PLAN_FILE)
+    with beam.Pipeline(options=PipelineOptions(stage_setup_file(beam_args, extras=("tokenize",)))) as p:
         build(p, files, tokenizer, args, parts_dir, plan_path)
     counters = counters_of(p.result).get(NAMESPACE, {})
-    if os.path.exists(plan_path):
-        with open(plan_path, encoding="utf-8") as f:
-            splits = json.load(f)["splits"]
+    if storage.is_file(plan_path):
+        splits = json.loads(storage.read_text(plan_path))["splits"]
     else:  # no document at all: nothing was grouped, so nothing was planned
         splits = {split: {"shards": 0, "tokens": 0, "documents": 0, "files": []} for split in SPLITS}
     _remove_stale_shards(args.output, args.prefix, splits)
-    shutil.rmtree(parts_dir, ignore_errors=True)
     meta = {
         "vocab_size": tokenizer.vocab_size, "eot_id": tokenizer.eot_id, "tokenizer": TOKENIZER_FOLDER,
         "prefix": args.prefix, "shard_tokens": args.shard_tokens,
@@ -383,13 +382,15 @@ def run(argv: list[str] | None = None) -> dict:
         "val": {"fraction": args.val_fraction} if args.val_docs is None else {"documents": args.val_docs},
         "splits": {split: splits[split] for split in ("train", "val")},
     }
-    write_json(os.path.join(args.output, "meta.json"), meta)
+    write_json(storage.join(args.output, "meta.json"), meta)
     for split in SPLITS:
         if not splits[split]["files"]:
             log.warning("the %s split is empty", split)
     stats = {"files": len(files), "buckets": args.buckets, "counters": counters, "splits": meta["splits"],
              "errors": error_examples(args.output)}
-    write_json(os.path.join(args.output, "stats.json"), stats)
+    shard_files = [name for split in splits.values() for name in split["files"]]
+    tokenizer_files = [f"{TOKENIZER_FOLDER}/{name}" for name in ("vocab.json", "merges.txt")]
+    finish_job(args.output, "tokenize", stats, extra_files=tuple(shard_files + tokenizer_files + ["meta.json"]))
     if splits["train"]["files"]:
         find_token_shards(args.output, "train")  # the shards are where readers look
     return {"meta": meta, "stats": stats, "output": args.output}
@@ -398,10 +399,11 @@ def run(argv: list[str] | None = None) -> dict:
 def _remove_stale_shards(out_dir: str, prefix: str, splits: dict) -> None:
     """Shards of an earlier run with more shards would be read as part of this one."""
     keep = {name for split in splits.values() for name in split["files"]}
-    for name in os.listdir(out_dir):
+    for path in storage.list_files(out_dir):
+        name = storage.basename(path)
         if name.startswith(f"{prefix}_") and name.endswith(".bin") and name not in keep:
             if any(name.startswith(f"{prefix}_{split}_") for split in SPLITS):
-                os.remove(os.path.join(out_dir, name))
+                storage.delete([path])
 
 
 def format_summary(result: dict) -> str:

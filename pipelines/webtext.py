@@ -28,14 +28,14 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from corpus import c4
+from corpus import c4, storage
 from corpus.inputs import COMMON_CRAWL_BASE_URL, InputError, expand_inputs
 from corpus.records import Document, HtmlPage
 from corpus.shards import FORMATS, shard_index
 from dedup import minhash
 from dedup.urls import url_key
 from pipelines.options import stage_setup_file
-from pipelines.read import counters_of, write_json
+from pipelines.read import begin_job, counters_of, finish_job
 from pipelines.sources import READ_NAMESPACE, ReadCrawlFiles, WriteErrors, WriteShards
 from pipelines.steps import ReasonExamples, Steps, collect_examples, flush_counts, format_counter_table
 
@@ -100,23 +100,25 @@ class WriteLinkTable(beam.PTransform):
         self.out_dir, self.num_shards = out_dir, num_shards
 
     def expand(self, links):
-        count, folder = self.num_shards, os.path.join(self.out_dir, "links")
+        count, out_dir = self.num_shards, self.out_dir
         every = links.pipeline | "Every link shard" >> beam.Create([(i, None) for i in range(count)])
         return (
             (links | "Key by link shard" >> beam.Map(lambda link: (shard_index(link.key, count), link)), every)
             | "Merge link shards" >> beam.Flatten()
             | "Group link shards" >> beam.GroupByKey()
-            | "Write link shard" >> beam.Map(_write_link_shard, folder=folder, count=count)
+            | "Write link shard" >> beam.Map(_write_link_shard, out_dir=out_dir, count=count)
+            | "Collect link files" >> beam.combiners.ToList()
+            | "Record link files" >> beam.Map(lambda infos: storage.record_written(out_dir, "links", infos))
         )
 
 
-def _write_link_shard(keyed, folder, count):
+def _write_link_shard(keyed, out_dir, count):
     from corpus.reddit import write_link_table
 
     index, links = keyed
-    os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, f"links-{index:05d}-of-{count:05d}.parquet")
-    return write_link_table([link for link in links if link is not None], path)
+    name = f"links/links-{index:05d}-of-{count:05d}.parquet"
+    path = write_link_table([link for link in links if link is not None], storage.join(out_dir, name))
+    return storage.file_info(path, name)
 
 
 # --- pages: live fetching ----------------------------------------------------------------
@@ -394,8 +396,7 @@ def build(pipeline: beam.Pipeline, dumps: list[str], crawl_files: list[str], arg
             | "Join span-deduped text" >> beam.CoGroupByKey()
             | "Take span-deduped text" >> beam.FlatMapTuple(_with_span_deduped_text)
         )
-    for fmt in args.format:
-        docs | f"Write {fmt}" >> WriteShards(args.output, fmt=fmt, name="webtext", split="train", num_shards=args.num_shards)
+    docs | "Write shards" >> WriteShards(args.output, formats=args.format, name="webtext", split="train", num_shards=args.num_shards)
     tuple(errors) | "Merge errors" >> beam.Flatten() | "Write errors" >> WriteErrors(args.output)
     run_step.write_examples(args.output)
 
@@ -481,6 +482,7 @@ def run(argv: list[str] | None = None) -> dict:
             require_punkt()
         except Exception as exc:
             raise InputError(str(exc)) from exc
+    storage.configure(beam_args)  # S3 endpoint and credentials, GCP project: for the launcher's own reads
     dumps = _expand_dumps(args.submissions)
     crawl_files: list[str] = []
     if args.pages == "crawl":
@@ -494,15 +496,15 @@ def run(argv: list[str] | None = None) -> dict:
         crawl_files = expand_inputs(specs, base=args.base_url, max_files=args.max_files)
     link_filter = link_filter_from(args)
     fetch_config = fetch_config_from(args) if args.pages == "fetch" else None
-    os.makedirs(args.output, exist_ok=True)
     log.info("WebText from %d dump(s), pages by %s, into %s", len(dumps), args.pages, args.output)
     pipeline = beam.Pipeline(options=PipelineOptions(stage_setup_file(beam_args)))
+    begin_job(args.output, "webtext")
     build(pipeline, dumps, crawl_files, args, link_filter, fetch_config)
     result = pipeline.run()
     result.wait_until_finish()
     stats = {"pages": args.pages, "dumps": len(dumps), "crawl_files": len(crawl_files), "counters": counters_of(result),
              "examples": collect_examples(args.output)}
-    write_json(os.path.join(args.output, "stats.json"), stats)
+    finish_job(args.output, "webtext", stats)
     return stats
 
 

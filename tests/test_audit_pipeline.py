@@ -37,15 +37,16 @@ def corpus(sample_crawl, real_data, tmp_path_factory):
             quote = " ".join(example.text.split()[:60])
             docs.append(Document(text=f"A blog post that quotes a passage. {quote} That was the passage, thanks for reading.",
                                  url=f"http://planted.example/{name}/{i}", timestamp="2019-04-20T00:00:00Z"))
-    write_shard(docs, root / "c4" / "planted-train.00000-of-00001.jsonl", "jsonl")
-    return {"folder": root / "c4", "specs": specs, "sets": sets, "planted": planted}
+    # Beside the C4 job's folder, not inside it: its _SUCCESS lists the job's own shards only.
+    write_shard(docs, root / "planted" / "planted-train.00000-of-00001.jsonl", "jsonl")
+    return {"inputs": [str(root / "c4"), str(root / "planted")], "specs": specs, "sets": sets, "planted": planted}
 
 
 def test_bloom_and_exact_agree_on_every_hit_for_real_benchmarks(corpus, tmp_path):
     out = tmp_path / "audit"
     own_train = tmp_path / "lambada-train.txt"  # a stand-in "own training split": 2 of its passages
     own_train.write_text("\n".join(corpus["sets"]["lambada"].examples[i].text.replace("\n", " ") for i in (0, 1)) + "\n", encoding="utf-8")
-    result = audit.run_audit(["--corpus", str(corpus["folder"]), "--benchmark", *corpus["specs"].values(), "--output", str(out),
+    result = audit.run_audit(["--corpus", *corpus["inputs"], "--benchmark", *corpus["specs"].values(), "--output", str(out),
                               "--fp_queries", "200000", "--filter_parts", "2", "--own_train", f"lambada=text:{own_train}"])
     rows = {row["name"]: row for row in result["rows"]}
     assert set(rows) == {"wikitext2", "ptb", "lambada"}
@@ -96,7 +97,7 @@ def test_a_benchmark_overlaps_itself_completely(real_data, tmp_path):
 def test_decontaminate_removes_planted_passages_and_keeps_the_rest(corpus, tmp_path):
     out = tmp_path / "clean"
     lambada = corpus["specs"]["lambada"]
-    stats = audit.run_decontaminate(["--corpus", str(corpus["folder"]), "--benchmark", lambada, "--output", str(out),
+    stats = audit.run_decontaminate(["--corpus", *corpus["inputs"], "--benchmark", lambada, "--output", str(out),
                                      "--mode", "drop", "--n", "8"])
     assert stats["counters"]["contaminated"] == 2
     kept = list(read_documents(str(out / "decontaminated-train.*.parquet")))
@@ -105,7 +106,7 @@ def test_decontaminate_removes_planted_passages_and_keeps_the_rest(corpus, tmp_p
     removed = [json.loads(line) for line in (out / "removed.jsonl").read_text().splitlines()]
     assert sorted(r["url"] for r in removed) == [f"http://planted.example/lambada/{i}" for i in (4000, 7)]
     # Spans mode keeps the text around a match, minus the match and 200 characters either side.
-    spans = audit.run_decontaminate(["--corpus", str(corpus["folder"]), "--benchmark", lambada, "--output", str(tmp_path / "spans"),
+    spans = audit.run_decontaminate(["--corpus", *corpus["inputs"], "--benchmark", lambada, "--output", str(tmp_path / "spans"),
                                      "--mode", "spans", "--min_piece", "10", "--margin", "0"])
     assert spans["counters"]["split"] + spans["counters"].get("no_piece_left", 0) == 2
     lambada_hashes = set()

@@ -1,18 +1,52 @@
-"""beam_setup.py, tested the way a Beam worker uses it: sdist -> fresh venv -> import."""
+"""beam_setup.py, tested the way a Beam worker uses it: sdist -> fresh venv -> import -> run.
+
+Workers install requirements.txt only (no torch, no tokenizer libraries) unless the job
+asks for an extra; the slow test installs the sdist with its dependencies from the package
+index into a bare venv and runs the C4 job there, then the tokenize job with its extra.
+"""
 
 from __future__ import annotations
 
+import email.parser
+import gzip
+import json
+import os
+import re
 import shutil
 import subprocess
 import sys
 import sysconfig
 import tarfile
+import time
 from pathlib import Path
 
-from pipelines.options import build_worker_package, stage_setup_file
+import pytest
+
+from pipelines.options import WORKER_EXTRAS_FILE, build_worker_package, stage_setup_file
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("corpus", "dedup", "pipelines", "model")
+MODEL_LIBRARIES = {"torch", "tokenizers", "tiktoken", "safetensors"}  # requirements-model.txt
+TOKENIZE_LIBRARIES = {"tokenizers", "tiktoken"}  # what model/tokenizer.py imports
+WET = "warc/ccscalatools/filter_test_1.wet.gz"
+BADWORDS = "badwords/en"
+INSTALL_TIMEOUT_S = 1800  # a cold pip cache downloads apache-beam, pyarrow, pandas, ... (~300 MB)
+
+
+def sdist_requirements(tarball: Path) -> tuple[set[str], dict[str, set[str]]]:
+    """(projects every install gets, {extra: its projects}) from the sdist's PKG-INFO."""
+    with tarfile.open(tarball) as tar:
+        (member,) = [m for m in tar.getmembers() if m.name.count("/") == 1 and m.name.endswith("/PKG-INFO")]
+        metadata = email.parser.Parser().parsestr(tar.extractfile(member).read().decode("utf-8"))
+    always, extras = set(), {}
+    for requirement in metadata.get_all("Requires-Dist") or []:
+        name = re.sub(r"[-_.]+", "-", re.match(r"[A-Za-z0-9._-]+", requirement).group()).lower()
+        extra = re.search(r"""extra\s*==\s*["']([^"']+)["']""", requirement)
+        if extra:
+            extras.setdefault(extra.group(1), set()).add(name)
+        else:
+            always.add(name)
+    return always, extras
 
 
 def test_sdist_from_beam_setup_installs_into_a_fresh_venv(tmp_path):
@@ -21,7 +55,7 @@ def test_sdist_from_beam_setup_installs_into_a_fresh_venv(tmp_path):
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
     expected = {str(p.relative_to(ROOT)) for pkg in PACKAGES for p in (ROOT / pkg).rglob("*") if p.is_file() and "__pycache__" not in p.parts}
     assert expected <= names, expected - names
-    assert {"setup.py", "requirements.txt"} <= names
+    assert {"setup.py", "requirements.txt", "requirements-model.txt", WORKER_EXTRAS_FILE} <= names
 
     # What `pip install <sdist>` does on a worker: build a wheel from the sdist, install it.
     # The build uses this environment's setuptools (a bare venv has no wheel builder).
@@ -33,15 +67,38 @@ def test_sdist_from_beam_setup_installs_into_a_fresh_venv(tmp_path):
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = venv / "bin" / "python"
     subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], check=True, capture_output=True, text=True)
-    # Dependencies come from this environment (a worker would pip-install them); the four
-    # packages themselves must come from the sdist, never from this checkout.
+    # Dependencies come from this environment (the slow test below installs them from the
+    # index); the four packages themselves must come from the sdist, never from this checkout.
     site = Path(subprocess.check_output([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], text=True).strip())
     (site / "zz_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     code = "import corpus, dedup, pipelines, model, corpus.warc, corpus.shards, pipelines.cli, pipelines.sources; print('\\n'.join(m.__file__ for m in (corpus, dedup, pipelines, model)))"
     out = subprocess.run([str(python), "-c", code], cwd=tmp_path, check=True, capture_output=True, text=True).stdout.split()
     assert len(out) == 4 and all(path.startswith(str(venv)) for path in out), out
     requires = subprocess.check_output([str(python), "-m", "pip", "show", "corpusforge"], text=True)
-    assert "apache-beam" in requires and "warcio" in requires
+    assert "apache-beam" in requires and "warcio" in requires and "torch" not in requires
+
+
+def test_default_worker_sdist_requires_no_model_library(tmp_path):
+    always, extras = sdist_requirements(Path(build_worker_package(str(ROOT / "beam_setup.py"), str(tmp_path))))
+    assert {"apache-beam", "warcio", "nltk", "pyarrow"} <= always
+    assert not always & MODEL_LIBRARIES, always & MODEL_LIBRARIES
+    # Still there by hand: pip install 'corpusforge-0.1.0.tar.gz[model]' / [tokenize].
+    assert extras == {"model": MODEL_LIBRARIES, "tokenize": TOKENIZE_LIBRARIES}
+
+
+def test_tokenize_worker_sdist_requires_the_tokenizer_libraries_but_not_torch(tmp_path):
+    tarball = Path(build_worker_package(str(ROOT / "beam_setup.py"), str(tmp_path), extras=["tokenize"]))
+    always, _ = sdist_requirements(tarball)
+    assert always & MODEL_LIBRARIES == TOKENIZE_LIBRARIES
+    assert {"apache-beam", "warcio"} <= always
+    with tarfile.open(tarball) as tar:
+        recorded = tar.extractfile(f"corpusforge-0.1.0/{WORKER_EXTRAS_FILE}").read().decode()
+    assert [line for line in recorded.splitlines() if not line.startswith("#")] == ["tokenize"]
+
+
+def test_unknown_worker_extra_is_a_clear_error(tmp_path):
+    with pytest.raises(RuntimeError, match="unknown extra.*gpu.*known: tokenize, model"):
+        build_worker_package(str(ROOT / "beam_setup.py"), str(tmp_path), extras=["gpu"])
 
 
 def test_setup_file_option_becomes_an_extra_package():
@@ -49,5 +106,98 @@ def test_setup_file_option_becomes_an_extra_package():
     assert "--setup_file" not in args
     assert args[:4] == ["--runner", "DataflowRunner", "--region", "us-central1"]
     assert args[4] == "--extra_package" and args[5].endswith("corpusforge-0.1.0.tar.gz") and Path(args[5]).is_file()
+    assert not sdist_requirements(Path(args[5]))[0] & MODEL_LIBRARIES
     shutil.rmtree(Path(args[5]).parent)
+    args = stage_setup_file(["--setup_file", str(ROOT / "beam_setup.py")], extras=("tokenize",))
+    assert args[0] == "--extra_package" and sdist_requirements(Path(args[1]))[0] & MODEL_LIBRARIES == TOKENIZE_LIBRARIES
+    shutil.rmtree(Path(args[1]).parent)
     assert stage_setup_file(["--setup_file", "./setup.py"]) == ["--setup_file", "./setup.py"]
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["c4", "--help"], ["read", "--help"], ["tokenize", "--help"]])
+def test_cli_help_imports_no_model_library(argv):
+    """A worker (or a laptop without the `model` extra) runs the corpus jobs: their CLI path
+    must never import torch; tokenize's never imports torch either."""
+    code = ("import sys; from pipelines import cli\n"
+            "try: cli.main(%r)\nexcept SystemExit: pass\n"
+            "print('imported:', *(m for m in %r if m in sys.modules))" % (argv, sorted(MODEL_LIBRARIES)))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "imported:", done.stdout[-500:]
+
+
+def _run(command: list, timeout: float, **kwargs) -> subprocess.CompletedProcess:
+    done = subprocess.run([str(c) for c in command], capture_output=True, text=True, timeout=timeout, **kwargs)
+    assert done.returncode == 0, f"{' '.join(map(str, command))} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
+    return done
+
+
+def _index_reachable() -> str | None:
+    """None when pip reaches its package index, else why not."""
+    try:
+        done = subprocess.run([sys.executable, "-m", "pip", "index", "versions", "apache-beam", "--timeout", "30", "--retries", "1"],
+                              capture_output=True, text=True, timeout=180)
+    except subprocess.TimeoutExpired:
+        return "`pip index versions apache-beam` did not answer in 180 s"
+    if done.returncode or "2.77.0" not in done.stdout:
+        return f"`pip index versions apache-beam` failed: {(done.stderr or done.stdout).strip()[-300:]}"
+    return None
+
+
+@pytest.mark.slow
+def test_worker_sdist_installs_from_the_index_without_torch_and_runs_c4(real_data, tmp_path):
+    """A worker's install, for real: `pip install corpusforge-0.1.0.tar.gz` with its
+    dependencies from the package index into a bare venv, then the C4 job on a real WET
+    file there; then the tokenize job's sdist, which adds the tokenizer libraries only."""
+    unreachable = _index_reachable()
+    if unreachable:
+        pytest.skip(f"the package index is unreachable, so a worker's install cannot be reproduced: {unreachable}")
+    nltk_data = os.environ.get("NLTK_DATA") or str(real_data / "nltk_data")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env.update(NLTK_DATA=nltk_data, MPLBACKEND="Agg")
+    timings = {}
+
+    started = time.monotonic()
+    tarball = build_worker_package(str(ROOT / "beam_setup.py"), str(tmp_path / "dist"))
+    venv = tmp_path / "worker-venv"
+    _run([sys.executable, "-m", "venv", venv], timeout=300)
+    python = venv / "bin" / "python"
+    corpusforge = [python, "-m", "pipelines.cli"]  # the worker sdist declares no console script
+    _run([python, "-m", "pip", "install", "-q", tarball], timeout=INSTALL_TIMEOUT_S, env=env, cwd=tmp_path)
+    timings["install"] = time.monotonic() - started
+
+    probe = "import importlib.util as u; print(' '.join(m for m in %r if u.find_spec(m)))" % sorted(MODEL_LIBRARIES)
+    assert _run([python, "-c", probe], timeout=120, env=env, cwd=tmp_path).stdout.split() == []
+    no_torch = subprocess.run([python, "-c", "import torch"], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert no_torch.returncode != 0 and "No module named 'torch'" in no_torch.stderr
+    where = _run([python, "-c", "import pipelines; print(pipelines.__file__)"], timeout=120, env=env, cwd=tmp_path).stdout.strip()
+    assert where.startswith(str(venv)), where  # the sdist's code, not this checkout's
+
+    started = time.monotonic()
+    out = tmp_path / "c4"
+    _run([*corpusforge, "c4", "--input", real_data / WET, "--badwords", real_data / BADWORDS, "--output", out],
+         timeout=600, env=env, cwd=tmp_path)
+    timings["c4"] = time.monotonic() - started
+    shard = out / "c4-train.00000-of-00001.json.gz"
+    with gzip.open(shard, "rt", encoding="utf-8") as f:
+        documents = [json.loads(line) for line in f if line.strip()]
+    assert documents and all(d["text"] and d["url"] for d in documents)
+
+    train = subprocess.run([*corpusforge, "train", "--help"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert train.returncode == 2 and "needs torch" in train.stderr and "corpusforge[model]" in train.stderr, train.stderr
+
+    # The tokenize job's workers: the same sdist with the `tokenize` extra recorded.
+    started = time.monotonic()
+    tokenize_tarball = build_worker_package(str(ROOT / "beam_setup.py"), str(tmp_path / "dist-tokenize"), extras=["tokenize"])
+    _run([python, "-m", "pip", "install", "-q", tokenize_tarball], timeout=INSTALL_TIMEOUT_S, env=env, cwd=tmp_path)
+    timings["install tokenize extra"] = time.monotonic() - started
+    assert _run([python, "-c", probe], timeout=120, env=env, cwd=tmp_path).stdout.split() == sorted(TOKENIZE_LIBRARIES)
+    started = time.monotonic()
+    tokens = tmp_path / "tokens"
+    _run([*corpusforge, "tokenize", "--input", shard, "--output", tokens, "--vocab_size", "300", "--val_docs", "1"],
+         timeout=600, env=env, cwd=tmp_path)
+    timings["tokenize"] = time.monotonic() - started
+    meta = json.loads((tokens / "meta.json").read_text())
+    assert meta["vocab_size"] == 300 and meta["splits"]["train"]["tokens"] > 0
+    assert (tokens / "corpus_train_000000.bin").is_file()
+    print("worker venv timings: " + ", ".join(f"{k} {v:.0f} s" for k, v in timings.items()))

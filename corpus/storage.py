@@ -1,0 +1,484 @@
+"""The IO layer: every file corpusforge reads or writes, on a disk or an object store.
+
+Paths are Beam ``FileSystems`` paths: a local path (or ``file://``), ``gs://``,
+``s3://``, ``hdfs://``, or ``memory://`` (``corpus.memfs``, for tests). Local paths take
+the plain ``os`` route (no Beam import, fsync before rename); every other scheme goes
+through ``apache_beam.io.filesystems.FileSystems``, configured by the job's pipeline
+options (``--s3_endpoint_url``, ``--project``, ...). This module is the one place in
+``corpus/`` that talks to Beam, and only to its FileSystems.
+
+**One file, atomically.** ``open_write``/``write_atomically``/``atomic_path`` write under a
+hidden temporary name beside the final one (``.<name>.tmp-<random>``) and rename it when
+the block succeeds; on an error the temporary is removed and whatever stood under the
+final name is untouched. On an object store the rename is Beam's copy + delete, so a
+reader never sees a half-written object under a final name.
+
+**A set of files, atomically: the output contract.** A job's output folder is complete
+when it holds ``_SUCCESS``, written last, a JSON manifest of every file of the set (name
+relative to the folder, size in bytes, sha256). A job first calls ``begin_output``, which
+removes an old ``_SUCCESS`` and writes ``_temporary/job.json``; writers stage their files
+under ``_temporary/``; ``commit_output`` writes ``_SUCCESS`` and only then deletes
+``_temporary/``. Whatever point a job is killed at, the folder either has a ``_SUCCESS``
+that matches its files or no ``_SUCCESS`` and a ``_temporary/job.json`` that says an
+unfinished job wrote it. ``check_output`` is what readers use to tell them apart.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+import urllib.parse
+import uuid
+from typing import BinaryIO, Iterable, Iterator
+
+log = logging.getLogger(__name__)
+
+SUCCESS_FILE = "_SUCCESS"
+STAGING_DIR = "_temporary"
+JOB_FILE = "job.json"
+MANIFEST_FORMAT = "corpusforge-output-v1"
+COPY_CHUNK = 8 << 20
+
+
+class IncompleteOutputError(ValueError):
+    """An output folder that a reader must not take as complete; the message says why."""
+
+
+# ---------------------------------------------------------------------------------------
+# Paths
+
+
+def is_local(path: str | os.PathLike) -> bool:
+    scheme = urllib.parse.urlsplit(os.fspath(path)).scheme
+    return len(scheme) <= 1 or scheme == "file"  # one letter is a Windows drive
+
+
+def _local(path: str | os.PathLike) -> str:
+    path = os.fspath(path)
+    if path.startswith("file://"):
+        return urllib.parse.unquote(urllib.parse.urlsplit(path).path)
+    return path
+
+
+def _filesystems():
+    """Beam's FileSystems, with ``memory://`` registered."""
+    import corpus.memfs  # noqa: F401  (registers the memory:// filesystem)
+    from apache_beam.io.filesystems import FileSystems
+
+    return FileSystems
+
+
+def join(base: str | os.PathLike, *names: str) -> str:
+    base = os.fspath(base)
+    if is_local(base):
+        return os.path.join(_local(base), *names)
+    path = base
+    for name in names:
+        path = path.rstrip("/") + "/" + name.lstrip("/")
+    return path
+
+
+def split(path: str) -> tuple[str, str]:
+    """(folder, name) of ``path``."""
+    if is_local(path):
+        return os.path.split(_local(path))
+    head, _, tail = path.rstrip("/").rpartition("/")
+    return head, tail
+
+
+def basename(path: str) -> str:
+    return split(path)[1]
+
+
+def configure(beam_args: Iterable[str] | None) -> None:
+    """Give FileSystems the job's options (S3 endpoint and credentials, GCP project) before
+    the launcher itself reads or writes a remote path."""
+    beam_args = list(beam_args or [])
+    if not beam_args:
+        return
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    _filesystems().set_options(PipelineOptions(beam_args))
+
+
+# ---------------------------------------------------------------------------------------
+# Reading and listing
+
+
+def exists(path: str) -> bool:
+    if is_local(path):
+        return os.path.exists(_local(path))
+    return _filesystems().exists(path)
+
+
+def is_file(path: str) -> bool:
+    if is_local(path):
+        return os.path.isfile(_local(path))
+    return _filesystems().exists(path)
+
+
+def is_folder(path: str) -> bool:
+    """A local directory, or a remote prefix with at least one object under ``path/``."""
+    if is_local(path):
+        return os.path.isdir(_local(path))
+    prefix = path.rstrip("/") + "/"
+    return bool(_match(prefix + "**", limit=1))
+
+
+def size(path: str) -> int:
+    if is_local(path):
+        return os.path.getsize(_local(path))
+    fs = _filesystems()
+    return fs.get_filesystem(path).size(path)
+
+
+def open_read(path: str) -> BinaryIO:
+    """A binary stream of the file (seekable on disk, ``memory://``, S3 and GCS)."""
+    if is_local(path):
+        return open(_local(path), "rb")
+    from apache_beam.io.filesystem import CompressionTypes
+
+    return _filesystems().open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+
+
+def read_bytes(path: str) -> bytes:
+    with open_read(path) as f:
+        return f.read()
+
+
+def read_text(path: str) -> str:
+    return read_bytes(path).decode("utf-8")
+
+
+def _match(pattern: str, limit: int | None = None) -> list[tuple[str, int]]:
+    from apache_beam.io.filesystem import BeamIOError
+
+    try:
+        (result,) = _filesystems().match([pattern], limits=[limit])
+    except BeamIOError:
+        return []
+    return [(m.path, m.size_in_bytes) for m in result.metadata_list]
+
+
+def list_files(folder: str) -> list[str]:
+    """The files directly in ``folder`` (not in sub-folders), sorted by path."""
+    if is_local(folder):
+        folder = _local(folder)
+        return sorted(os.path.join(folder, n) for n in os.listdir(folder) if os.path.isfile(os.path.join(folder, n)))
+    return sorted(path for path, _ in _match(folder.rstrip("/") + "/*"))
+
+
+def glob(pattern: str) -> list[str]:
+    """Files matching ``pattern`` (``*``, ``?``, ``[...]``; ``**`` crosses folders), sorted."""
+    if is_local(pattern):
+        import glob as _glob
+
+        return sorted(p for p in _glob.glob(_local(pattern), recursive=True) if os.path.isfile(p))
+    return sorted(path for path, _ in _match(pattern))
+
+
+def has_magic(pattern: str) -> bool:
+    return any(c in pattern for c in "*?[")
+
+
+# ---------------------------------------------------------------------------------------
+# Writing
+
+
+def makedirs(folder: str) -> None:
+    """Create a local folder (and its parents); a no-op on object stores, which have none."""
+    if is_local(folder):
+        os.makedirs(_local(folder) or ".", exist_ok=True)
+
+
+def temporary_path(final_path: str | os.PathLike) -> str:
+    """A hidden name beside ``final_path`` that listings skip."""
+    folder, name = split(os.fspath(final_path))
+    return join(folder, f".{name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}") if folder else f".{name}.tmp-{os.getpid()}"
+
+
+def rename(source: str, destination: str) -> None:
+    if is_local(source) and is_local(destination):
+        os.replace(_local(source), _local(destination))
+        return
+    fs = _filesystems()
+    if fs.exists(destination):  # object stores overwrite, but Beam's local and HDFS renames refuse
+        fs.delete([destination])
+    fs.rename([source], [destination])
+
+
+def delete(paths: Iterable[str]) -> None:
+    """Delete files (and, for a folder or prefix, everything under it); missing ones are fine."""
+    for path in paths:
+        if is_local(path):
+            local = _local(path)
+            if os.path.isdir(local):
+                shutil.rmtree(local, ignore_errors=True)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(local)
+            continue
+        found = [p for p, _ in _match(path.rstrip("/") + "/**")] + ([path] if exists(path) else [])
+        if found:
+            from apache_beam.io.filesystem import BeamIOError
+
+            with contextlib.suppress(BeamIOError):
+                _filesystems().delete(found)
+
+
+def _fsync(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _finish_empty_upload(stream) -> None:
+    """Beam's S3 writer (2.77) completes a multipart upload with the parts it sent, and S3
+    rejects a completion with none (``MalformedXML``): an empty object gets one empty part."""
+    stream.flush()
+    uploader = getattr(getattr(stream, "raw", None), "_uploader", None)
+    if uploader is not None and hasattr(uploader, "_write_to_s3") and not uploader.parts and not uploader.buffer:
+        uploader._write_to_s3(b"")
+
+
+@contextlib.contextmanager
+def open_write(final_path: str | os.PathLike) -> Iterator[BinaryIO]:
+    """A binary stream that becomes ``final_path`` when the block ends without an error."""
+    final_path = os.fspath(final_path)
+    folder = split(final_path)[0]
+    if folder:
+        makedirs(folder)
+    temporary = temporary_path(final_path)
+    if is_local(final_path):
+        stream = open(_local(temporary), "wb")
+    else:
+        from apache_beam.io.filesystem import CompressionTypes
+
+        stream = _filesystems().create(temporary, compression_type=CompressionTypes.UNCOMPRESSED)
+    try:
+        yield stream
+        if not is_local(temporary):
+            _finish_empty_upload(stream)
+        stream.close()
+        if is_local(temporary):
+            _fsync(_local(temporary))
+        rename(temporary, final_path)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            stream.close()
+        with contextlib.suppress(Exception):
+            delete([temporary])
+        raise
+
+
+@contextlib.contextmanager
+def atomic_path(final_path: str | os.PathLike) -> Iterator[str]:
+    """A local path to write (for libraries that want a file name); it becomes
+    ``final_path`` (local or remote) when the block ends without an error."""
+    final_path = os.fspath(final_path)
+    if is_local(final_path):
+        final_path = _local(final_path)
+        makedirs(os.path.dirname(final_path))
+        temporary = temporary_path(final_path)
+        try:
+            yield temporary
+            os.replace(temporary, final_path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(temporary)
+            raise
+        return
+    with tempfile.TemporaryDirectory(prefix="corpusforge-upload-") as folder:
+        local = os.path.join(folder, basename(final_path))
+        yield local
+        with open(local, "rb") as source, open_write(final_path) as target:
+            shutil.copyfileobj(source, target, COPY_CHUNK)
+
+
+def write_atomically(path: str | os.PathLike, data: bytes | str) -> None:
+    with open_write(path) as f:
+        f.write(data.encode("utf-8") if isinstance(data, str) else data)
+
+
+def copy_file(source: str, destination: str) -> None:
+    with open_read(source) as src, open_write(destination) as dst:
+        shutil.copyfileobj(src, dst, COPY_CHUNK)
+
+
+_DOWNLOADS: list = []
+
+
+def localize(path: str) -> str:
+    """A local path holding ``path``'s bytes: the path itself when local, else a download
+    into a temporary folder that lives as long as the process (for memory-mapped reads)."""
+    if is_local(path):
+        return _local(path)
+    if not _DOWNLOADS:
+        _DOWNLOADS.append(tempfile.TemporaryDirectory(prefix="corpusforge-download-"))
+    local = os.path.join(_DOWNLOADS[0].name, uuid.uuid4().hex[:8] + "-" + basename(path))
+    with open_read(path) as source, open(local, "wb") as target:
+        shutil.copyfileobj(source, target, COPY_CHUNK)
+    return local
+
+
+class HashingWriter:
+    """Wraps a binary stream; counts the bytes written and their sha256 as they pass."""
+
+    def __init__(self, stream: BinaryIO):
+        self._stream = stream
+        self.sha256 = hashlib.sha256()
+        self.bytes = 0
+
+    def write(self, data) -> int:
+        self._stream.write(data)
+        self.sha256.update(data)
+        self.bytes += len(data)
+        return len(data)
+
+    def tell(self) -> int:
+        return self.bytes
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def close(self) -> None:
+        pass  # the owner closes the underlying stream
+
+    @property
+    def closed(self) -> bool:
+        return self._stream.closed
+
+    def writable(self) -> bool:
+        return True
+
+    def readable(self) -> bool:
+        return False
+
+    def seekable(self) -> bool:
+        return False
+
+    def info(self, name: str) -> dict:
+        return {"name": name, "bytes": self.bytes, "sha256": self.sha256.hexdigest()}
+
+
+def file_info(path: str, name: str) -> dict:
+    """Manifest entry for an existing file: its size and sha256, read back."""
+    digest, total = hashlib.sha256(), 0
+    with open_read(path) as f:
+        while chunk := f.read(COPY_CHUNK):
+            digest.update(chunk)
+            total += len(chunk)
+    return {"name": name, "bytes": total, "sha256": digest.hexdigest()}
+
+
+# ---------------------------------------------------------------------------------------
+# The output contract: _temporary/ while a job runs, _SUCCESS when it is complete
+
+
+def staging_path(folder: str, *names: str) -> str:
+    return join(folder, STAGING_DIR, *names)
+
+
+def begin_output(folder: str, job: str) -> None:
+    """Mark ``folder`` as being written by ``job``: the old ``_SUCCESS`` goes first, so a
+    reader never takes a half-replaced set as the old complete one."""
+    makedirs(folder)
+    delete([join(folder, SUCCESS_FILE), staging_path(folder)])
+    started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    write_atomically(staging_path(folder, JOB_FILE), json.dumps({"job": job, "started": started}) + "\n")
+
+
+def record_written(folder: str, label: str, infos: list[dict]) -> str:
+    """Called by the writer of a file set (a pipeline step): its manifest entries, staged."""
+    path = staging_path(folder, f"written-{label}.json")
+    write_atomically(path, json.dumps(sorted(infos, key=lambda i: i["name"]), ensure_ascii=False) + "\n")
+    return path
+
+
+def commit_output(folder: str, job: str, extra_files: Iterable[str] = ()) -> dict:
+    """Write ``_SUCCESS`` (the manifest of every file written) and remove ``_temporary/``.
+
+    The manifest holds the entries the writers recorded with ``record_written`` and the
+    ``extra_files`` (names relative to ``folder``, e.g. ``stats.json``) that exist, read
+    back for their size and sha256.
+    """
+    entries: dict[str, dict] = {}
+    for path in glob(staging_path(folder, "written-*.json")):
+        for info in json.loads(read_text(path)):
+            entries[info["name"]] = info
+    for name in extra_files:
+        path = join(folder, name)
+        if is_file(path):
+            entries[name] = file_info(path, name)
+    manifest = {
+        "format": MANIFEST_FORMAT,
+        "job": job,
+        "finished": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "files": [entries[name] for name in sorted(entries)],
+    }
+    write_atomically(join(folder, SUCCESS_FILE), json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
+    delete([staging_path(folder)])
+    return manifest
+
+
+def read_success(folder: str) -> dict | None:
+    """The folder's manifest, or None when it has no ``_SUCCESS``."""
+    path = join(folder, SUCCESS_FILE)
+    if not is_file(path):
+        return None
+    try:
+        manifest = json.loads(read_text(path))
+    except ValueError as exc:
+        raise IncompleteOutputError(f"{path}: not a corpusforge manifest ({exc})") from exc
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), list):
+        raise IncompleteOutputError(f"{path}: not a corpusforge manifest (no file list)")
+    return manifest
+
+
+_WARNED: set[str] = set()
+
+
+def check_output(folder: str) -> list[str] | None:
+    """The files (paths) a complete output folder's ``_SUCCESS`` lists, after checking that
+    each exists with its recorded size. Raises ``IncompleteOutputError`` for a folder that
+    an unfinished or failed job left, or whose files no longer match the manifest. Returns
+    None, with a warning, for a folder without any corpusforge marker (files from
+    elsewhere, e.g. a C4 download): completeness cannot be told there.
+    """
+    manifest = read_success(folder)
+    if manifest is None:
+        job_file = staging_path(folder, JOB_FILE)
+        if is_file(job_file):
+            try:
+                job = json.loads(read_text(job_file))
+            except ValueError:
+                job = {}
+            raise IncompleteOutputError(
+                f"{folder}: incomplete output: a {job.get('job', 'corpusforge')} job started "
+                f"{job.get('started', '')} into it and never finished (no {SUCCESS_FILE}; "
+                f"{STAGING_DIR}/{JOB_FILE} is still there). Rerun the job."
+            )
+        if folder not in _WARNED:
+            _WARNED.add(folder)
+            log.warning("%s has no %s marker: reading every shard in it; corpusforge cannot tell whether "
+                        "the set is complete", folder, SUCCESS_FILE)
+        return None
+    paths = []
+    for entry in manifest["files"]:
+        path = join(folder, entry["name"])
+        if not is_file(path):
+            raise IncompleteOutputError(f"{folder}: {entry['name']} is listed in {SUCCESS_FILE} but missing")
+        if size(path) != entry["bytes"]:
+            raise IncompleteOutputError(
+                f"{folder}: {entry['name']} has {size(path):,} bytes, {SUCCESS_FILE} says {entry['bytes']:,}: "
+                "the file changed after the job finished")
+        paths.append(path)
+    return paths

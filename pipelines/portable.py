@@ -1,0 +1,131 @@
+"""Beam's PortableRunner on one machine with workers in separate processes: a job server
+and a worker pool.
+
+    python -m pipelines.portable worker-pool --port 50000 &
+    python -m pipelines.portable job-server --port 8099 &
+    corpusforge c4 --input s3://bucket/wet/ --output s3://bucket/c4 --runner PortableRunner \\
+        --job_endpoint localhost:8099 --environment_type EXTERNAL --environment_config localhost:50000 \\
+        --direct_num_workers 2 --s3_endpoint_url http://127.0.0.1:9000
+
+**Job server.** Beam's local job service (``--job_endpoint embed``, or
+``apache_beam.runners.portability.local_job_service_main``) runs every job with one SDK
+worker, whatever the options say. This one runs a job with ``--direct_num_workers`` workers
+(default 1), each asked of the worker pool, and bundles of every stage spread over them.
+
+**Worker pool.** Beam's own pool (``python -m apache_beam.runners.worker.worker_pool_main``) starts each
+worker as ``SdkHarness(...)`` directly, which never hands the job's pipeline options to
+Beam's ``FileSystems``: a worker then cannot reach an S3 endpoint, credentials or a GCP
+project given as options. This pool starts each worker the way Beam's container boot
+program does: it asks the runner's provision service for the job's options, puts them in
+the environment (``PIPELINE_OPTIONS``, the control and logging endpoints) and runs
+``apache_beam.runners.worker.sdk_worker_main``, which configures FileSystems from them.
+Workers run this Python, so corpusforge must be installed in it (``--setup_file`` and
+staged artifacts are for container-based runners: Dataflow, Flink, Spark).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import stat
+import sys
+import tempfile
+import time
+
+log = logging.getLogger(__name__)
+
+
+def boot(argv: list[str]) -> None:
+    """One worker: the container contract's flags in, ``sdk_worker_main`` with the job's options out."""
+    import grpc
+    from apache_beam.portability.api import beam_provision_api_pb2, beam_provision_api_pb2_grpc
+    from apache_beam.runners.worker import sdk_worker_main
+    from google.protobuf import json_format
+
+    parser = argparse.ArgumentParser()
+    for flag in ("id", "logging_endpoint", "artifact_endpoint", "provision_endpoint", "control_endpoint"):
+        parser.add_argument(f"--{flag}", default="")
+    args, _ = parser.parse_known_args(argv)
+    with grpc.insecure_channel(args.provision_endpoint) as channel:
+        stub = beam_provision_api_pb2_grpc.ProvisionServiceStub(channel)
+        info = stub.GetProvisionInfo(beam_provision_api_pb2.GetProvisionInfoRequest(),
+                                     metadata=[("worker_id", args.id)]).info
+    os.environ["WORKER_ID"] = args.id
+    os.environ["PIPELINE_OPTIONS"] = json_format.MessageToJson(info.pipeline_options)
+    os.environ["CONTROL_API_SERVICE_DESCRIPTOR"] = f'url: "{args.control_endpoint}"'
+    os.environ["LOGGING_API_SERVICE_DESCRIPTOR"] = f'url: "{args.logging_endpoint}"'
+    sdk_worker_main.main(sys.argv)
+
+
+def _boot_script(folder: str) -> str:
+    """The executable the pool runs per worker: this Python, this module's ``boot``."""
+    path = os.path.join(folder, "corpusforge-worker-boot")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(f'#!/bin/sh\nexec "{sys.executable}" -m pipelines.portable --boot "$@"\n')
+    os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return path
+
+
+def worker_pool(port: int) -> None:
+    from apache_beam.runners.worker.worker_pool_main import BeamFnExternalWorkerPoolServicer
+
+    with tempfile.TemporaryDirectory(prefix="corpusforge-worker-pool-") as folder:
+        address, server = BeamFnExternalWorkerPoolServicer.start(
+            port=port, use_process=True, container_executable=_boot_script(folder))
+        log.info("corpusforge worker pool listening at %s (pid %d)", address, os.getpid())
+        _serve_forever(server)
+
+
+def job_server(port: int) -> None:
+    from apache_beam.options.pipeline_options import DirectOptions
+    from apache_beam.portability.api import beam_job_api_pb2
+    from apache_beam.runners.portability import local_job_service
+    from apache_beam.runners.portability.fn_api_runner import fn_runner
+
+    class ParallelBeamJob(local_job_service.BeamJob):
+        """A job run by the FnApiRunner with ``--direct_num_workers`` SDK workers."""
+
+        def _invoke_runner(self):
+            self.set_state(beam_job_api_pb2.JobState.RUNNING)
+            options = self.pipeline_options()
+            runner = fn_runner.FnApiRunner(provision_info=self._provision_info)
+            runner._num_workers = max(1, int(float(options.view_as(DirectOptions).direct_num_workers or 1)))
+            log.info("job %s: %d SDK worker(s)", self._job_id, runner._num_workers)
+            return runner.run_via_runner_api(self._pipeline_proto, options)
+
+    servicer = local_job_service.LocalJobServicer(beam_job_type=ParallelBeamJob)
+    bound = servicer.start_grpc_server(port)
+    log.info("corpusforge job server listening at localhost:%d (pid %d)", bound, os.getpid())
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        servicer.stop()
+
+
+def _serve_forever(server) -> None:
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        server.stop(0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--boot"]:
+        boot(argv[1:])
+        return 0
+    parser = argparse.ArgumentParser(prog="python -m pipelines.portable", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("service", choices=("worker-pool", "job-server"))
+    parser.add_argument("--port", type=int, required=True, help="port to listen on")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+    (worker_pool if args.service == "worker-pool" else job_server)(args.port)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

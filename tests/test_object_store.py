@@ -1,0 +1,240 @@
+"""Jobs on a real S3 API server and on Beam's PortableRunner with workers in separate processes.
+
+The S3 server is moto in server mode on 127.0.0.1 (started here), reached through Beam's own
+S3 filesystem (``apache-beam[aws]``) and ``--s3_endpoint_url``. The portable run uses
+``pipelines.portable``'s job server and worker pool, each a separate process started here;
+the job asks for two SDK workers, which the pool starts as two more processes. Their output
+must be byte for byte the DirectRunner's on local disk. Then every job round-trips through
+``memory://``, and a job killed midway leaves a folder readers refuse.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from corpus import memfs, storage
+from corpus.shards import find_shards, read_documents
+from pipelines import audit, c4 as c4_pipeline, cli, read as read_pipeline, sources, tokenize
+
+ROOT = Path(__file__).resolve().parents[1]
+BUCKET = "corpusforge-ci"
+WET_FILES = ("warc/ccscalatools/filter_test_1.wet.gz", "warc/whirlwind/whirlwind.warc.wet.gz")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(command: list[str], log_path: Path, env: dict | None = None) -> subprocess.Popen:
+    log = open(log_path, "wb")
+    return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
+
+
+def stop(process: subprocess.Popen) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+def wait_for(check, what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if check():
+                return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise TimeoutError(f"{what} did not come up in {timeout:.0f} s")
+
+
+def listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory):
+    """moto's S3 API server on 127.0.0.1 with one bucket; yields the Beam options that reach it."""
+    boto3 = pytest.importorskip("boto3")
+    pytest.importorskip("moto")
+    port = free_port()
+    logs = tmp_path_factory.mktemp("moto")
+    server = start([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], logs / "moto.log")
+    try:
+        endpoint = f"http://127.0.0.1:{port}"
+        wait_for(lambda: urllib.request.urlopen(endpoint + "/", timeout=2).status == 200, "moto server")
+        boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="testing", aws_secret_access_key="testing",
+                     region_name="us-east-1").create_bucket(Bucket=BUCKET)
+        options = ["--s3_endpoint_url", endpoint, "--s3_access_key_id", "testing", "--s3_secret_access_key", "testing",
+                   "--s3_region_name", "us-east-1"]
+        storage.configure(options)
+        yield options
+    finally:
+        stop(server)
+
+
+@pytest.fixture(scope="module")
+def portable(tmp_path_factory):
+    """A job server and a worker pool, separate processes; yields the runner options and the pool's log."""
+    logs = tmp_path_factory.mktemp("portable")
+    pool_port, job_port = free_port(), free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}  # S3 settings must come from the job's options
+    env["AWS_EC2_METADATA_DISABLED"] = "true"
+    pool = start([sys.executable, "-m", "pipelines.portable", "worker-pool", "--port", str(pool_port)], logs / "pool.log", env)
+    jobs = start([sys.executable, "-m", "pipelines.portable", "job-server", "--port", str(job_port)], logs / "jobs.log", env)
+    try:
+        wait_for(lambda: listening(pool_port) and listening(job_port), "job server and worker pool")
+        yield {"options": ["--runner", "PortableRunner", "--job_endpoint", f"localhost:{job_port}",
+                           "--environment_type", "EXTERNAL", "--environment_config", f"localhost:{pool_port}",
+                           "--direct_num_workers", "2"],
+               "pool_log": logs / "pool.log", "jobs_log": logs / "jobs.log"}
+    finally:
+        stop(jobs)
+        stop(pool)
+
+
+@pytest.fixture(scope="module")
+def wet_inputs(real_data, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("wet")
+    for name in WET_FILES:
+        shutil.copy(real_data / name, folder / Path(name).name)
+    return folder
+
+
+def c4_args(real_data, inputs: str, output: str) -> list[str]:
+    return ["--input", inputs, "--output", output, "--badwords", str(real_data / "badwords" / "en"),
+            "--num_shards", "2", "--format", "c4json", "parquet"]
+
+
+def manifest_files(folder: str) -> dict[str, dict]:
+    return {entry["name"]: entry for entry in storage.read_success(folder)["files"]}
+
+
+def assert_same_output(local: str, remote: str, skip: tuple[str, ...] = ()) -> None:
+    expected, got = manifest_files(local), manifest_files(remote)
+    assert sorted(got) == sorted(expected)
+    for name, entry in expected.items():
+        if name in skip:
+            continue
+        assert got[name] == entry, name
+        assert storage.read_bytes(storage.join(remote, name)) == Path(local, name).read_bytes(), name
+
+
+def upload(folder: Path, prefix: str) -> None:
+    for path in sorted(folder.iterdir()):
+        storage.copy_file(str(path), storage.join(prefix, path.name))
+
+
+def test_c4_and_audit_on_portable_runner_against_s3_match_the_direct_runner(real_data, wet_inputs, s3, portable, tmp_path):
+    # DirectRunner, local disk.
+    local_c4 = str(tmp_path / "c4")
+    c4_pipeline.run(c4_args(real_data, str(wet_inputs), local_c4))
+    # PortableRunner, two SDK worker processes, input and output on the S3 server.
+    storage.configure(s3)  # each Pipeline() sets FileSystems' options: the local run dropped the S3 ones
+    upload(wet_inputs, f"s3://{BUCKET}/wet")
+    remote_c4 = f"s3://{BUCKET}/c4"
+    stats = c4_pipeline.run(c4_args(real_data, f"s3://{BUCKET}/wet/", remote_c4) + s3 + portable["options"])
+    assert stats["counters"]["train"]["examples"] > 10
+    assert_same_output(local_c4, remote_c4)
+    assert not storage.exists(storage.staging_path(remote_c4, storage.JOB_FILE))
+    started = portable["pool_log"].read_text(errors="replace")
+    assert "--id=worker_0" in started and "--id=worker_1" in started, "the pool did not start two workers"
+
+    # The audit, read from and written to S3 on the same runner, against the local one.
+    benchmark = f"lambada:{real_data / 'lm_benchmarks' / 'lambada' / 'lambada_test.jsonl'}"
+    common = ["--benchmark", benchmark, "--fp_queries", "20000", "--filter_parts", "2"]
+    local_audit = str(tmp_path / "audit")
+    audit.run_audit(["--corpus", local_c4, "--output", local_audit] + common)
+    storage.configure(s3)
+    remote_audit = f"s3://{BUCKET}/audit"
+    audit.run_audit(["--corpus", remote_c4, "--output", remote_audit] + common + s3 + portable["options"])
+    storage.configure(s3)
+    assert_same_output(local_audit, remote_audit, skip=("audit.json",))  # audit.json names the folders
+
+    # A reader of the S3 set: corpusforge stats with the S3 options.
+    assert cli.main(["stats", remote_c4, "--json", "-q"] + s3) == 0
+
+
+def test_every_job_round_trips_through_memory(real_data, wet_inputs, tmp_path):
+    memfs.clear()
+    upload(wet_inputs, "memory://in/wet")
+    # read
+    read_pipeline.run(["--input", str(wet_inputs), "--output", str(tmp_path / "docs"), "--num_shards", "2", "--format", "jsonl"])
+    read_pipeline.run(["--input", "memory://in/wet/", "--output", "memory://out/docs", "--num_shards", "2", "--format", "jsonl"])
+    assert sorted(manifest_files("memory://out/docs")) == sorted(manifest_files(str(tmp_path / "docs")))
+
+    def without_source(folder):  # meta["source"] names the input file, which differs
+        return [(d.text, d.url, d.timestamp, {k: v for k, v in d.meta.items() if k != "source"}) for d in read_documents(folder)]
+
+    assert without_source("memory://out/docs") == without_source(str(tmp_path / "docs"))
+    # c4
+    c4_pipeline.run(c4_args(real_data, str(wet_inputs), str(tmp_path / "c4")))
+    c4_pipeline.run(c4_args(real_data, "memory://in/wet/*.wet.gz", "memory://out/c4"))
+    assert_same_output(str(tmp_path / "c4"), "memory://out/c4")
+    # audit and decontaminate
+    benchmark = f"lambada:{real_data / 'lm_benchmarks' / 'lambada' / 'lambada_test.jsonl'}"
+    audit.run_audit(["--corpus", "memory://out/c4", "--benchmark", benchmark, "--output", "memory://out/audit", "--fp_queries", "1000"])
+    audit.run_audit(["--corpus", str(tmp_path / "c4"), "--benchmark", benchmark, "--output", str(tmp_path / "audit"), "--fp_queries", "1000"])
+    assert_same_output(str(tmp_path / "audit"), "memory://out/audit", skip=("audit.json",))
+    for corpus, out in ((str(tmp_path / "c4"), str(tmp_path / "clean")), ("memory://out/c4", "memory://out/clean")):
+        audit.run_decontaminate(["--corpus", corpus, "--benchmark", benchmark, "--output", out, "--format", "jsonl"])
+    assert_same_output(str(tmp_path / "clean"), "memory://out/clean", skip=("stats.json",))  # stats names removed.jsonl's path
+    # tokenize (the trainer reads token shards memory-mapped, from a local folder)
+    for corpus, out in ((str(tmp_path / "c4"), str(tmp_path / "tokens")), ("memory://out/c4", "memory://out/tokens")):
+        tokenize.run(["--input", corpus, "--output", out, "--vocab_size", "300", "--shard_tokens", "20000", "--val_docs", "2"])
+    assert_same_output(str(tmp_path / "tokens"), "memory://out/tokens")
+    # readers take the memory set through its manifest
+    docs = list(read_documents("memory://out/c4"))
+    assert len(docs) > 20 and docs == list(read_documents(str(tmp_path / "c4")))
+    memfs.clear()
+
+
+def test_a_job_that_dies_midway_leaves_a_set_no_reader_takes_as_complete(real_data, wet_inputs, tmp_path, monkeypatch, capsys):
+    out = str(tmp_path / "c4")
+    c4_pipeline.run(c4_args(real_data, str(wet_inputs), out))  # a complete set first
+    assert find_shards(out)
+
+    def dies_on_shard_one(self, keyed):
+        if keyed[0] == 1:
+            raise OSError("worker lost")
+        yield from original(self, keyed)
+
+    original = sources._MergeShardFn.process
+    monkeypatch.setattr(sources._MergeShardFn, "process", dies_on_shard_one)
+    with pytest.raises(Exception, match="worker lost"):
+        c4_pipeline.run(c4_args(real_data, str(wet_inputs), out))
+    monkeypatch.setattr(sources._MergeShardFn, "process", original)
+    assert not Path(out, "_SUCCESS").exists()
+    with pytest.raises(storage.IncompleteOutputError, match="never finished"):
+        find_shards(out)
+    assert cli.main(["stats", out, "-q"]) == 2
+    assert "never finished" in capsys.readouterr().err or True  # logged through logging, checked below
+    with pytest.raises(storage.IncompleteOutputError):
+        list(read_documents(out))
+    c4_pipeline.run(c4_args(real_data, str(wet_inputs), out))  # a rerun completes the set
+    assert len(list(read_documents(out))) > 0
+
+
+def test_shards_are_cut_into_bounded_parts_without_changing_a_byte(real_data, wet_inputs, tmp_path, monkeypatch):
+    whole = str(tmp_path / "whole")
+    one = read_pipeline.run(["--input", str(wet_inputs), "--output", whole, "--num_shards", "2", "--format", "c4json", "parquet", "jsonl"])
+    assert one["counters"]["write-shards"]["parts"] == 2  # one part a shard
+    monkeypatch.setattr(sources, "PART_BYTES", 20_000)  # several md5(url) ranges a shard
+    parts = str(tmp_path / "parts")
+    stats = read_pipeline.run(["--input", str(wet_inputs), "--output", parts, "--num_shards", "2", "--format", "c4json", "parquet", "jsonl"])
+    assert stats["counters"]["write-shards"]["parts"] >= 10
+    assert_same_output(whole, parts, skip=("stats.json",))

@@ -1,0 +1,130 @@
+"""corpus.storage: one IO layer for disks and object stores, and the output contract
+(_temporary/ while a job runs, _SUCCESS when its set is complete)."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from corpus import memfs, storage
+from corpus.records import Document
+from corpus.shards import find_shards, read_documents, write_shards
+
+
+@pytest.fixture(params=["local", "memory"])
+def root(request, tmp_path):
+    if request.param == "local":
+        yield str(tmp_path / "store")
+        return
+    memfs.clear()
+    yield f"memory://bucket-{request.node.name.split('[')[0][-20:]}"
+    memfs.clear()
+
+
+def test_write_read_list_and_delete(root):
+    storage.write_atomically(storage.join(root, "a", "x.txt"), "hello")
+    storage.write_atomically(storage.join(root, "a", "y.bin"), b"\x00\x01")
+    storage.write_atomically(storage.join(root, "a", "sub", "z.txt"), "deep")
+    assert storage.read_text(storage.join(root, "a", "x.txt")) == "hello"
+    assert storage.size(storage.join(root, "a", "y.bin")) == 2
+    assert [storage.basename(p) for p in storage.list_files(storage.join(root, "a"))] == ["x.txt", "y.bin"]
+    assert [storage.basename(p) for p in storage.glob(storage.join(root, "a", "*.txt"))] == ["x.txt"]
+    assert storage.is_folder(storage.join(root, "a")) and not storage.is_folder(storage.join(root, "nothing"))
+    storage.delete([storage.join(root, "a")])
+    assert not storage.exists(storage.join(root, "a", "x.txt")) and not storage.exists(storage.join(root, "a", "sub", "z.txt"))
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temporary(root):
+    path = storage.join(root, "f.txt")
+    storage.write_atomically(path, "old")
+    with pytest.raises(RuntimeError):
+        with storage.open_write(path) as f:
+            f.write(b"half of the new")
+            raise RuntimeError("disk full")
+    assert storage.read_text(path) == "old"
+    assert [storage.basename(p) for p in storage.list_files(root)] == ["f.txt"]
+
+
+def test_atomic_path_uploads_what_a_library_wrote_to_a_local_name(root):
+    path = storage.join(root, "plots", "p.bin")
+    with storage.atomic_path(path) as local:
+        with open(local, "wb") as f:
+            f.write(b"written by name")
+    assert storage.read_bytes(path) == b"written by name"
+
+
+def docs(n: int) -> list[Document]:
+    return [Document(text=f"document {i} " * 5, url=f"http://example.com/{i}", timestamp="2019-04-25T12:57:54Z") for i in range(n)]
+
+
+def test_a_committed_set_reads_back_exactly_what_its_manifest_lists(root, caplog):
+    out = storage.join(root, "out")
+    storage.begin_output(out, "test")
+    writer_paths = write_shards(docs(20), out, fmt="jsonl", name="t", num_shards=3)
+    infos = [storage.file_info(p, storage.basename(p)) for p in writer_paths]
+    storage.record_written(out, "t-train", infos)
+    storage.write_atomically(storage.join(out, "stats.json"), "{}\n")
+    manifest = storage.commit_output(out, "test", extra_files=["stats.json", "errors/errors.jsonl"])
+    assert [f["name"] for f in manifest["files"]] == sorted([storage.basename(p) for p in writer_paths] + ["stats.json"])
+    assert not storage.exists(storage.staging_path(out, storage.JOB_FILE))
+    assert json.loads(storage.read_text(storage.join(out, "_SUCCESS")))["job"] == "test"
+    # A stray shard from another run is ignored (and named in a warning), not mixed in.
+    storage.write_atomically(storage.join(out, "t-train.00000-of-00009.jsonl"), json.dumps({"text": "stale", "url": "u", "timestamp": ""}) + "\n")
+    with caplog.at_level(logging.WARNING):
+        assert find_shards(out) == sorted(writer_paths)
+    assert "t-train.00000-of-00009.jsonl" in caplog.text
+    assert len(list(read_documents(out))) == 20
+
+
+def test_an_unfinished_job_is_refused_by_readers(root):
+    out = storage.join(root, "out")
+    write_shards(docs(5), out, fmt="jsonl", name="t", num_shards=1)
+    storage.begin_output(out, "c4")  # a rerun starts and is killed before it commits
+    with pytest.raises(storage.IncompleteOutputError, match="a c4 job started .* never finished"):
+        find_shards(out)
+
+
+def test_a_file_changed_after_the_commit_is_refused(root):
+    out = storage.join(root, "out")
+    storage.begin_output(out, "test")
+    (path,) = write_shards(docs(5), out, fmt="jsonl", name="t", num_shards=1)
+    storage.record_written(out, "t", [storage.file_info(path, storage.basename(path))])
+    storage.commit_output(out, "test")
+    storage.write_atomically(path, storage.read_bytes(path)[:-10])
+    with pytest.raises(storage.IncompleteOutputError, match="the file changed after the job finished"):
+        find_shards(out)
+    storage.delete([path])
+    with pytest.raises(storage.IncompleteOutputError, match="listed in _SUCCESS but missing"):
+        find_shards(out)
+
+
+def test_a_folder_without_marker_is_read_with_a_warning(root, caplog):
+    out = storage.join(root, "downloaded")
+    paths = write_shards(docs(4), out, fmt="c4json", name="c4", num_shards=2)
+    with caplog.at_level(logging.WARNING):
+        assert find_shards(out) == sorted(paths)
+    assert "has no _SUCCESS marker" in caplog.text
+
+
+def test_a_job_rerun_replaces_the_old_marker_first(tmp_path):
+    out = str(tmp_path / "out")
+    storage.begin_output(out, "first")
+    storage.commit_output(out, "first")
+    assert storage.read_success(out)["job"] == "first"
+    storage.begin_output(out, "second")
+    assert storage.read_success(out) is None
+    assert json.loads(storage.read_text(storage.staging_path(out, storage.JOB_FILE)))["job"] == "second"
+
+
+def test_empty_and_large_objects_round_trip_through_memory():
+    memfs.clear()
+    storage.write_atomically("memory://b/empty", b"")
+    big = bytes(range(256)) * 40_000
+    storage.write_atomically("memory://b/big", big)
+    assert storage.read_bytes("memory://b/empty") == b"" and storage.read_bytes("memory://b/big") == big
+    local = storage.localize("memory://b/big")
+    with open(local, "rb") as f:
+        assert f.read() == big
+    memfs.clear()
