@@ -40,6 +40,19 @@ DEMO_MODEL_DESC = "2 layers, 64 wide, context 64"
 DEMO_STEPS = 40
 
 
+def _compare_manifests(local: str, remote: str) -> dict:
+    """The two runs' ``_SUCCESS`` manifests, file by file (names, sizes, sha256)."""
+    from corpus import memfs, storage
+
+    ours, theirs = storage.read_success(local)["files"], storage.read_success(remote)["files"]
+    shards = ours
+    same = [f for f in shards if f in theirs]
+    memfs.clear()
+    summary = (f"{len(same)} of {len(shards)} files byte-identical to the local run" if len(same) == len(shards)
+               else f"DIFFERENT from the local run: {sorted(f['name'] for f in shards if f not in same)}")
+    return {"files": len(ours), "identical": len(same) == len(shards), "summary": summary}
+
+
 def run_demo(out: str, seed: int = 0, pages: int = 300) -> dict:
     from corpus.sample import write_sample_crawl
     from corpus.shards import find_shards, read_documents
@@ -90,6 +103,12 @@ def run_demo(out: str, seed: int = 0, pages: int = 300) -> dict:
         ["--input", crawl.manifest_path, "--base_url", crawl_dir, "--output", c4_dir, "--badwords", crawl.badwords_path,
          "--format", "c4json", "parquet", "--num_shards", "2"]
     )
+
+    log.info("4/10 the same C4 job once more into memory://, an in-process object store (S3 and GCS work the same way)")
+    c4_memory = "memory://demo/c4"
+    run_c4(["--input", crawl.manifest_path, "--base_url", crawl_dir, "--output", c4_memory, "--badwords", crawl.badwords_path,
+            "--format", "c4json", "parquet", "--num_shards", "2"])
+    object_store = _compare_manifests(c4_dir, c4_memory)
 
     webtext_dir = os.path.join(out, "webtext")
     log.info("5/10 building WebText: Reddit links joined against the sample WARC files, in %s", webtext_dir)
@@ -160,6 +179,8 @@ def run_demo(out: str, seed: int = 0, pages: int = 300) -> dict:
     print(f"  read counters      {json.dumps(counters)}")
     print(f"  C4 en corpus       {c4_dir} ({', '.join(sorted(os.path.basename(s) for s in find_shards(c4_dir)))})")
     print(f"  C4 counters        {os.path.join(c4_dir, 'stats.json')}")
+    print(f"  C4 manifest        {os.path.join(c4_dir, '_SUCCESS')} ({object_store['files']} files with size and sha256, written last)")
+    print(f"  C4 via memory://   {object_store['summary']}")
     print(f"  WebText corpus     {webtext_dir} (links/, {', '.join(sorted(os.path.basename(s) for s in find_shards(webtext_dir)))}, stats.json)")
     print(f"  overlap audit      {audit_dir} (report.html, report.md, report.json, bloom/)")
     print(f"  decontaminated C4  {os.path.join(out, 'c4-decontaminated')} (removed.jsonl, stats.json)")
@@ -168,5 +189,5 @@ def run_demo(out: str, seed: int = 0, pages: int = 300) -> dict:
     print(f"  evaluation report  {eval_dir} (report.html, report.md, report.json)")
     print(f"  corpus statistics  {os.path.join(out, 'corpus-stats.json')}")
     print(f"  length histogram   {png}")
-    return {"crawl": crawl, "read": read_stats, "c4": c4_stats, "webtext": webtext_stats, "audit": audit_result, "decontaminated": decontaminated, "stats": stats.to_dict(), "png": png,
+    return {"crawl": crawl, "read": read_stats, "c4": c4_stats, "object_store": object_store, "webtext": webtext_stats, "audit": audit_result, "decontaminated": decontaminated, "stats": stats.to_dict(), "png": png,
             "tokenize": tokenized, "train": training, "sample": sample_text, "eval": evaluation}

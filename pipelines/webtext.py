@@ -17,11 +17,13 @@ The steps (GPT-2 paper, section 2.1; spec ``webtext.md``), each a pure function 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import hashlib
 import logging
 import os
 import sys
+import tempfile
 from collections import Counter
 
 import apache_beam as beam
@@ -142,9 +144,13 @@ class _FetchShardFn(beam.DoFn):
 
         shard, links = keyed
         links = sorted(links, key=lambda link: link.key)
-        folder = os.path.join(self.out_dir, "fetch", f"shard-{shard:05d}")
-        os.makedirs(folder, exist_ok=True)
-        fetch_links([link.url for link in links], self.config, folder)
+        target = storage.join(self.out_dir, "fetch", f"shard-{shard:05d}")
+        with _local_folder(target) as folder:
+            fetch_links([link.url for link in links], self.config, folder)
+            yield from self._pages(links, folder, read_fetch_log, read_archive, OK)
+
+    @staticmethod
+    def _pages(links, folder, read_fetch_log, read_archive, OK):
         logged = read_fetch_log(folder)
         counts, examples = Counter(), ReasonExamples()
         wanted: dict[str, dict[int, object]] = {}
@@ -161,6 +167,27 @@ class _FetchShardFn(beam.DoFn):
                 if isinstance(record, HtmlPage) and record.offset in by_offset:
                     yield by_offset[record.offset], record
         yield from flush_counts((FETCH,), counts, examples, windowed=False)
+
+
+@contextlib.contextmanager
+def _local_folder(target: str):
+    """The fetcher writes WARCs and its log to a local folder: ``target`` itself when local;
+    for an object store, a temporary folder that starts with what ``target`` holds (so a
+    rerun resumes) and whose files are uploaded to ``target`` at the end, even on an error."""
+    if storage.is_local(target):
+        storage.makedirs(target)
+        yield target
+        return
+    with tempfile.TemporaryDirectory(prefix="corpusforge-fetch-") as folder:
+        if storage.is_folder(target):
+            for path in storage.list_files(target):
+                storage.copy_file(path, os.path.join(folder, storage.basename(path)))
+        try:
+            yield folder
+        finally:
+            for name in sorted(os.listdir(folder)):
+                if not name.startswith(".") and os.path.isfile(os.path.join(folder, name)):
+                    storage.copy_file(os.path.join(folder, name), storage.join(target, name))
 
 
 # --- pages: the Common Crawl join --------------------------------------------------------

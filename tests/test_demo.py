@@ -33,6 +33,9 @@ def test_demo_builds_every_output(tmp_path, capsys):
     assert {d.url for d in c4_docs} <= {d.url for d in wet_docs}
     assert json.loads((tmp_path / "corpus-stats.json").read_text())["documents"] == len(c4_docs)
     assert json.loads((tmp_path / "c4" / "stats.json").read_text())["counters"]["clean-page"]["passed"] > 0
+    manifest = json.loads((tmp_path / "c4" / "_SUCCESS").read_text())
+    assert {f["name"] for f in manifest["files"]} >= {"c4-train.00000-of-00002.json.gz", "c4-train.00001-of-00002.parquet", "stats.json"}
+    assert result["object_store"]["identical"] and "byte-identical to the local run" in out
     assert "demo outputs" in out and "length histogram" in out and "line-filtered:no_endmark" in out
     webtext = result["webtext"]["counters"]
     webtext_docs = list(read_documents(str(tmp_path / "webtext" / "webtext-train.*.parquet")))

@@ -238,3 +238,16 @@ def test_shards_are_cut_into_bounded_parts_without_changing_a_byte(real_data, we
     stats = read_pipeline.run(["--input", str(wet_inputs), "--output", parts, "--num_shards", "2", "--format", "c4json", "parquet", "jsonl"])
     assert stats["counters"]["write-shards"]["parts"] >= 10
     assert_same_output(whole, parts, skip=("stats.json",))
+
+
+def test_read_decontaminate_and_tokenize_write_to_s3(real_data, wet_inputs, s3, tmp_path):
+    benchmark = f"lambada:{real_data / 'lm_benchmarks' / 'lambada' / 'lambada_test.jsonl'}"
+    for root in (str(tmp_path), f"s3://{BUCKET}/direct"):
+        fs = s3 if root.startswith("s3://") else []
+        read_pipeline.run(["--input", str(wet_inputs), "--output", f"{root}/docs", "--num_shards", "2", "--format", "parquet"] + fs)
+        audit.run_decontaminate(["--corpus", f"{root}/docs", "--benchmark", benchmark, "--output", f"{root}/clean"] + fs)
+        tokenize.run(["--input", f"{root}/clean", "--output", f"{root}/tokens", "--vocab_size", "300", "--val_docs", "2"] + fs)
+    storage.configure(s3)
+    assert_same_output(str(tmp_path / "docs"), f"s3://{BUCKET}/direct/docs")
+    assert_same_output(str(tmp_path / "clean"), f"s3://{BUCKET}/direct/clean", skip=("stats.json",))
+    assert_same_output(str(tmp_path / "tokens"), f"s3://{BUCKET}/direct/tokens")

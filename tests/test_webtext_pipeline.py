@@ -201,3 +201,29 @@ def test_live_fetch_writes_warc_and_log_dedups_and_resumes(server, tmp_path):
     assert len(_Site.hits) == hits_before
     assert again["counters"]["webtext-fetch"] == stats["counters"]["webtext-fetch"]
     assert [(d.url, d.text) for d in output_docs(out)] == [(d.url, d.text) for d in docs]
+
+
+def test_live_fetch_into_an_object_store_keeps_its_log_there_and_resumes(server, tmp_path):
+    from corpus import memfs, storage
+
+    memfs.clear()
+    port = server.server_address[1]
+    base = f"http://127.0.0.1:{port}"
+    dump = tmp_path / "RS_2017-06.ndjson"
+    dump.write_text("\n".join(dump_lines(base, "https://en.wikipedia.org/wiki/Story_E")) + "\n", encoding="utf-8")
+    common = ["--submissions", str(dump), "--pages", "fetch", "--allow-hosts", f"127.0.0.1:{port}", "--per_host_delay", "0",
+              "--fetch_shards", "2", "--format", "parquet"]
+    local = webtext_pipeline.run(common + ["--output", str(tmp_path / "local")])
+    hits = len(_Site.hits)
+    remote = webtext_pipeline.run(common + ["--output", "memory://webtext/out"])
+    assert len(_Site.hits) > hits  # fetched again: the memory store started empty
+    assert remote["counters"]["webtext-fetch"] == local["counters"]["webtext-fetch"]
+    assert sorted((d.url, d.text) for d in read_documents("memory://webtext/out")) == [(d.url, d.text) for d in output_docs(tmp_path / "local")]
+    fetched = storage.glob("memory://webtext/out/fetch/**")
+    assert any(p.endswith(".warc.gz") for p in fetched) and any("fetch-log-" in p for p in fetched)
+    assert not any(storage.basename(p).startswith(".") for p in fetched)  # no temporary left behind
+    assert storage.read_success("memory://webtext/out")["job"] == "webtext"
+    hits = len(_Site.hits)
+    webtext_pipeline.run(common + ["--output", "memory://webtext/out"])  # resume from the log in the store
+    assert len(_Site.hits) == hits
+    memfs.clear()
