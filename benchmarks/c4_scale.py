@@ -788,7 +788,12 @@ def main(argv=None) -> int:
     print(f"{platform.node()}: {platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} CPUs, "
           f"memory sampler: {'psutil ' + psutil.__version__ if psutil else '/proc'} + /proc VmHWM, every {SAMPLE_SECONDS * 1000:.0f} ms")
     print(f"code under test: {code_under_test(repo, env)}")
-    print(f"runner: {args.runner} {' '.join(runner_args(args.runner, 0)).replace('localhost:0', 'localhost:<port>')}".rstrip())
+    flags = runner_args(args.runner, 0)
+    if args.runner == "portable" and (repo / "pipelines" / "portable.py").exists():
+        flags = ["--runner", "PortableRunner", "--job_endpoint", "localhost:<job server port>", "--environment_type", "EXTERNAL",
+                 "--environment_config", "localhost:<pool port>", "--direct_num_workers", "2",
+                 "(python -m pipelines.portable job-server / worker-pool)"]
+    print(f"runner: {args.runner} {' '.join(flags).replace('localhost:0', 'localhost:<port>')}".rstrip())
     print(load_line("before"))
 
     sets = {}

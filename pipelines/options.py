@@ -19,10 +19,13 @@ import glob
 import logging
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
 from typing import Sequence
+
+from corpus.inputs import InputError
 
 log = logging.getLogger(__name__)
 
@@ -65,9 +68,38 @@ def build_worker_package(setup_file: str, dist_dir: str, extras: Sequence[str] =
     return target
 
 
+# Beam's PortableRunner uses --job_server_timeout (default 300 s) as the deadline of the job's
+# state stream too, so a job that runs longer fails with DEADLINE_EXCEEDED; corpusforge jobs
+# default it to a day and check the job server is reachable first instead.
+PORTABLE_JOB_TIMEOUT_S = 86400
+
+
+def portable_runner_options(beam_args: list[str]) -> list[str]:
+    """For ``--runner PortableRunner`` with a job server address: refuse an address nothing
+    listens on, and give the job more than Beam's 300 s before its state stream times out."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--runner")
+    parser.add_argument("--job_endpoint")
+    parser.add_argument("--job_server_timeout", "--job-server-timeout")
+    known, _ = parser.parse_known_args(beam_args)
+    if (known.runner or "").lower() not in ("portablerunner", "portable") or known.job_endpoint in (None, "embed"):
+        return list(beam_args)
+    host, _, port = known.job_endpoint.rpartition(":")
+    try:
+        socket.create_connection((host or "localhost", int(port)), timeout=10).close()
+    except (OSError, ValueError) as exc:
+        raise InputError(f"--job_endpoint {known.job_endpoint}: no job server answers there ({exc}); "
+                         "start one, e.g. python -m pipelines.portable job-server --port PORT") from exc
+    if known.job_server_timeout is None:
+        return list(beam_args) + ["--job_server_timeout", str(PORTABLE_JOB_TIMEOUT_S)]
+    return list(beam_args)
+
+
 def stage_setup_file(beam_args: list[str], extras: Sequence[str] = ()) -> list[str]:
     """Replace ``--setup_file X`` (X not named setup.py/pyproject.toml) with ``--extra_package``,
-    an sdist whose workers also install ``extras`` (see ``build_worker_package``)."""
+    an sdist whose workers also install ``extras`` (see ``build_worker_package``); apply the
+    PortableRunner defaults (``portable_runner_options``)."""
+    beam_args = portable_runner_options(beam_args)
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--setup_file")
     known, rest = parser.parse_known_args(beam_args)

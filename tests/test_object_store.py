@@ -251,3 +251,21 @@ def test_read_decontaminate_and_tokenize_write_to_s3(real_data, wet_inputs, s3, 
     assert_same_output(str(tmp_path / "docs"), f"s3://{BUCKET}/direct/docs")
     assert_same_output(str(tmp_path / "clean"), f"s3://{BUCKET}/direct/clean", skip=("stats.json",))
     assert_same_output(str(tmp_path / "tokens"), f"s3://{BUCKET}/direct/tokens")
+
+
+def test_a_portable_job_needs_a_job_server_and_outlives_beams_300_s_stream_deadline():
+    from pipelines.options import PORTABLE_JOB_TIMEOUT_S, portable_runner_options
+    from corpus.inputs import InputError
+
+    port = free_port()  # nothing listens there
+    with pytest.raises(InputError, match="no job server answers there"):
+        portable_runner_options(["--runner", "PortableRunner", "--job_endpoint", f"localhost:{port}"])
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        endpoint = f"localhost:{server.getsockname()[1]}"
+        args = portable_runner_options(["--runner", "PortableRunner", "--job_endpoint", endpoint])
+        assert args[-2:] == ["--job_server_timeout", str(PORTABLE_JOB_TIMEOUT_S)]
+        mine = ["--runner", "PortableRunner", "--job_endpoint", endpoint, "--job_server_timeout", "60"]
+        assert portable_runner_options(mine) == mine
+    assert portable_runner_options(["--direct_num_workers", "2"]) == ["--direct_num_workers", "2"]
