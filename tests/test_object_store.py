@@ -23,7 +23,7 @@ import pytest
 
 from corpus import memfs, storage
 from corpus.shards import find_shards, read_documents
-from pipelines import audit, c4 as c4_pipeline, cli, read as read_pipeline, sources, tokenize
+from pipelines import audit, c4 as c4_pipeline, cli, read as read_pipeline, sources, tokenize, webtext
 
 ROOT = Path(__file__).resolve().parents[1]
 BUCKET = "corpusforge-ci"
@@ -240,10 +240,12 @@ def test_shards_are_cut_into_bounded_parts_without_changing_a_byte(real_data, we
     assert_same_output(whole, parts, skip=("stats.json",))
 
 
-def test_read_decontaminate_and_tokenize_write_to_s3(real_data, wet_inputs, s3, tmp_path):
+def test_read_decontaminate_tokenize_and_webtext_write_to_s3(real_data, wet_inputs, sample_crawl, s3, tmp_path):
     benchmark = f"lambada:{real_data / 'lm_benchmarks' / 'lambada' / 'lambada_test.jsonl'}"
     for root in (str(tmp_path), f"s3://{BUCKET}/direct"):
         fs = s3 if root.startswith("s3://") else []
+        webtext.run(["--submissions", sample_crawl.submissions_zst_path, "--pages", "crawl", "--warc", *sample_crawl.warc_paths,
+                     "--output", f"{root}/webtext", "--format", "parquet", "jsonl"] + fs)
         read_pipeline.run(["--input", str(wet_inputs), "--output", f"{root}/docs", "--num_shards", "2", "--format", "parquet"] + fs)
         audit.run_decontaminate(["--corpus", f"{root}/docs", "--benchmark", benchmark, "--output", f"{root}/clean"] + fs)
         tokenize.run(["--input", f"{root}/clean", "--output", f"{root}/tokens", "--vocab_size", "300", "--val_docs", "2"] + fs)
@@ -251,6 +253,8 @@ def test_read_decontaminate_and_tokenize_write_to_s3(real_data, wet_inputs, s3, 
     assert_same_output(str(tmp_path / "docs"), f"s3://{BUCKET}/direct/docs")
     assert_same_output(str(tmp_path / "clean"), f"s3://{BUCKET}/direct/clean", skip=("stats.json",))
     assert_same_output(str(tmp_path / "tokens"), f"s3://{BUCKET}/direct/tokens")
+    assert_same_output(str(tmp_path / "webtext"), f"s3://{BUCKET}/direct/webtext")
+    assert any(name.startswith("links/") for name in manifest_files(f"s3://{BUCKET}/direct/webtext"))
 
 
 def test_a_portable_job_needs_a_job_server_and_outlives_beams_300_s_stream_deadline():
