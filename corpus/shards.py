@@ -41,7 +41,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-import logging
 import os
 import re
 from typing import BinaryIO, Iterable, Iterator, Mapping, Sequence
@@ -53,8 +52,6 @@ import pyarrow.parquet as pq
 
 from corpus import storage
 from corpus.records import DOCUMENT_SCHEMA, Document
-
-log = logging.getLogger(__name__)
 
 FORMATS = ("c4json", "parquet", "jsonl")
 SHARD_EXTENSIONS = {"c4json": ".json.gz", "parquet": ".parquet", "jsonl": ".jsonl"}
@@ -187,19 +184,19 @@ def open_sink(fmt: str, stream: BinaryIO, row_group_bytes: int = ROW_GROUP_BYTES
 
 
 class ShardFile:
-    """One shard file being written atomically (``corpus.storage.open_write``), with its
+    """One shard file being written atomically (``corpus.storage.AtomicFile``), with its
     size and sha256 counted on the way for the output manifest."""
 
     def __init__(self, path: str, fmt: str, row_group_bytes: int = ROW_GROUP_BYTES):
         if not path.endswith(SHARD_EXTENSIONS[fmt]):
             raise ValueError(f"{path}: a {fmt} shard must end with {SHARD_EXTENSIONS[fmt]}")
         self.path = path
-        self._context = storage.open_write(path)
-        self._hashing = storage.HashingWriter(self._context.__enter__())
+        self._file = storage.AtomicFile(path)
+        self._hashing = storage.HashingWriter(self._file.stream)
         try:
             self.sink = open_sink(fmt, self._hashing, row_group_bytes)
-        except BaseException as exc:
-            self._context.__exit__(type(exc), exc, exc.__traceback__)
+        except BaseException:
+            self._file.discard()
             raise
 
     @property
@@ -216,10 +213,10 @@ class ShardFile:
         """Finish the file and publish it under its name; returns its manifest entry."""
         try:
             self.sink.close()
-        except BaseException as exc:
-            self._context.__exit__(type(exc), exc, exc.__traceback__)
+        except BaseException:
+            self._file.discard()
             raise
-        self._context.__exit__(None, None, None)
+        self._file.commit()
         return self._hashing.info(storage.basename(self.path))
 
     def abort(self) -> None:
@@ -228,13 +225,7 @@ class ShardFile:
             self.sink.close()  # finish the format's writer on the doomed stream, so nothing writes later
         except Exception:
             pass
-        try:
-            raise RuntimeError("shard write aborted")
-        except RuntimeError as exc:
-            try:
-                self._context.__exit__(RuntimeError, exc, exc.__traceback__)
-            except RuntimeError:
-                pass
+        self._file.discard()
 
 
 class ShardWriter:
@@ -366,19 +357,7 @@ def find_shards(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[
     found: list[str] = []
     for path in map(os.fspath, paths):
         if storage.is_folder(path):
-            listed = storage.check_output(path)
-            present = storage.list_files(path)
-            if listed is None:
-                listed = present
-            else:
-                unlisted = sorted(set(present) - set(listed))
-                unlisted = [p for p in unlisted if _is_listed_shard(storage.basename(p))]
-                if unlisted:
-                    log.warning("%s: ignoring %d shard file(s) that its %s does not list (another run's?): %s",
-                                path, len(unlisted), storage.SUCCESS_FILE, ", ".join(map(storage.basename, unlisted[:5])))
-            # Only the folder's own files: errors/errors.jsonl and links/ are not shards.
-            own = [p for p in listed if storage.split(p)[0].rstrip("/") == path.rstrip("/").rstrip(os.sep)]
-            found += sorted(p for p in own if _is_listed_shard(storage.basename(p)))
+            found += storage.folder_files(path, _is_listed_shard)
         elif storage.has_magic(path):
             matches = [p for p in storage.glob(path) if not storage.basename(p).startswith((".", "_"))]
             if not matches:

@@ -249,34 +249,52 @@ def _finish_empty_upload(stream) -> None:
         uploader._write_to_s3(b"")
 
 
+class AtomicFile:
+    """A binary stream under a temporary name beside ``final_path``: ``commit()`` makes it
+    ``final_path``, ``discard()`` removes it and leaves ``final_path`` untouched."""
+
+    def __init__(self, final_path: str | os.PathLike):
+        self.final_path = os.fspath(final_path)
+        folder = split(self.final_path)[0]
+        if folder:
+            makedirs(folder)
+        self.temporary = temporary_path(self.final_path)
+        if is_local(self.final_path):
+            self.stream = open(_local(self.temporary), "wb")
+        else:
+            from apache_beam.io.filesystem import CompressionTypes
+
+            self.stream = _filesystems().create(self.temporary, compression_type=CompressionTypes.UNCOMPRESSED)
+
+    def commit(self) -> None:
+        try:
+            if not is_local(self.temporary):
+                _finish_empty_upload(self.stream)
+            self.stream.close()
+            if is_local(self.temporary):
+                _fsync(_local(self.temporary))
+            rename(self.temporary, self.final_path)
+        except BaseException:
+            self.discard()
+            raise
+
+    def discard(self) -> None:
+        with contextlib.suppress(Exception):
+            self.stream.close()
+        with contextlib.suppress(Exception):
+            delete([self.temporary])
+
+
 @contextlib.contextmanager
 def open_write(final_path: str | os.PathLike) -> Iterator[BinaryIO]:
     """A binary stream that becomes ``final_path`` when the block ends without an error."""
-    final_path = os.fspath(final_path)
-    folder = split(final_path)[0]
-    if folder:
-        makedirs(folder)
-    temporary = temporary_path(final_path)
-    if is_local(final_path):
-        stream = open(_local(temporary), "wb")
-    else:
-        from apache_beam.io.filesystem import CompressionTypes
-
-        stream = _filesystems().create(temporary, compression_type=CompressionTypes.UNCOMPRESSED)
+    target = AtomicFile(final_path)
     try:
-        yield stream
-        if not is_local(temporary):
-            _finish_empty_upload(stream)
-        stream.close()
-        if is_local(temporary):
-            _fsync(_local(temporary))
-        rename(temporary, final_path)
+        yield target.stream
     except BaseException:
-        with contextlib.suppress(Exception):
-            stream.close()
-        with contextlib.suppress(Exception):
-            delete([temporary])
+        target.discard()
         raise
+    target.commit()
 
 
 @contextlib.contextmanager
@@ -446,6 +464,15 @@ def read_success(folder: str) -> dict | None:
 _WARNED: set[str] = set()
 
 
+def _sizes_under(folder: str) -> dict[str, int]:
+    """Every file under ``folder`` (sub-folders included) -> its size: one listing, so
+    checking a manifest of thousands of shards on an object store costs no request per file."""
+    if is_local(folder):
+        root = _local(folder)
+        return {os.path.join(d, n): os.path.getsize(os.path.join(d, n)) for d, _, names in os.walk(root) for n in names}
+    return dict(_match(folder.rstrip("/") + "/**"))
+
+
 def check_output(folder: str) -> list[str] | None:
     """The files (paths) a complete output folder's ``_SUCCESS`` lists, after checking that
     each exists with its recorded size. Raises ``IncompleteOutputError`` for a folder that
@@ -471,14 +498,32 @@ def check_output(folder: str) -> list[str] | None:
             log.warning("%s has no %s marker: reading every shard in it; corpusforge cannot tell whether "
                         "the set is complete", folder, SUCCESS_FILE)
         return None
+    present = _sizes_under(folder)
     paths = []
     for entry in manifest["files"]:
         path = join(folder, entry["name"])
-        if not is_file(path):
+        if path not in present:
             raise IncompleteOutputError(f"{folder}: {entry['name']} is listed in {SUCCESS_FILE} but missing")
-        if size(path) != entry["bytes"]:
+        if present[path] != entry["bytes"]:
             raise IncompleteOutputError(
-                f"{folder}: {entry['name']} has {size(path):,} bytes, {SUCCESS_FILE} says {entry['bytes']:,}: "
+                f"{folder}: {entry['name']} has {present[path]:,} bytes, {SUCCESS_FILE} says {entry['bytes']:,}: "
                 "the file changed after the job finished")
         paths.append(path)
     return paths
+
+
+def folder_files(folder: str, wanted) -> list[str]:
+    """The files directly in ``folder`` a reader takes, sorted: those its ``_SUCCESS`` lists
+    (checked by ``check_output``; a wanted file it does not list is named in a warning and
+    skipped), or, without a marker, every file there. ``wanted(name)`` filters by name."""
+    listed = check_output(folder)
+    present = [p for p in list_files(folder) if wanted(basename(p))]
+    if listed is None:
+        return present
+    own = sorted(p for p in listed if split(p)[0].rstrip("/").rstrip(os.sep) == folder.rstrip("/").rstrip(os.sep)
+                 and wanted(basename(p)))
+    unlisted = sorted(set(present) - set(own))
+    if unlisted:
+        log.warning("%s: ignoring %d file(s) that its %s does not list (another run's?): %s",
+                    folder, len(unlisted), SUCCESS_FILE, ", ".join(map(basename, unlisted[:5])))
+    return own

@@ -115,11 +115,7 @@ def find_token_shards(where: str | os.PathLike, split: str | None = None) -> lis
     where = os.fspath(where)
     if storage.is_folder(where):
         pattern = f"*{split}_*.bin" if split else "*.bin"
-        listed = storage.check_output(where)  # a tokenize job's folder: exactly what its _SUCCESS lists
-        if listed is None:
-            listed = storage.list_files(where)
-        paths = [p for p in listed if storage.split(p)[0].rstrip("/") == where.rstrip("/").rstrip(os.sep)
-                 and fnmatch.fnmatch(storage.basename(p), pattern)]
+        paths = storage.folder_files(where, lambda name: fnmatch.fnmatch(name, pattern))
     else:
         paths = storage.glob(where)
     paths = sorted(p for p in paths if not storage.basename(p).startswith("."))
