@@ -29,6 +29,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/read_warc.py
+	$(PY) benchmarks/damage.py
 	$(PY) benchmarks/c4_throughput.py --beam
 	$(PY) benchmarks/c4_scale.py --pages 5000 20000
 	$(PY) benchmarks/langid_speed.py

@@ -10,11 +10,11 @@ report compressed offsets and survive a damaged gzip member.
 from __future__ import annotations
 
 import glob
-import gzip
 import io
 import os
 import urllib.parse
 import urllib.request
+import zlib
 from typing import BinaryIO, Iterable
 
 # Common Crawl's public data host; relative paths in wet.paths.gz / warc.paths.gz join to it.
@@ -28,6 +28,21 @@ class InputError(ValueError):
     """An input that names nothing readable; the message says what was looked for."""
 
 
+class ManifestPathError(InputError):
+    """A manifest entry that would leave its base (``..``, an absolute path, another scheme)."""
+
+
+EXCERPT_CHARS = 80
+
+
+def excerpt(text: str | bytes, limit: int = EXCERPT_CHARS) -> str:
+    """A short, escaped excerpt of untrusted input, safe to put in a log or an error."""
+    if isinstance(text, bytes):
+        text = text[: limit * 4].decode("utf-8", "replace")
+    short = text[:limit]
+    return ascii(short)[1:-1] + ("..." if len(text) > limit else "")
+
+
 def is_remote(path: str) -> bool:
     scheme = urllib.parse.urlsplit(path).scheme
     return len(scheme) > 1  # one letter is a Windows drive, not a scheme
@@ -37,8 +52,17 @@ def is_manifest(path: str) -> bool:
     return path.endswith(MANIFEST_SUFFIXES)
 
 
-def join_base(base: str, relative: str) -> str:
-    """Join a manifest's relative path to a base URL or a local folder."""
+def join_base(base: str, relative: str, *, allow_any: bool = True) -> str:
+    """Join a manifest's relative path to a base URL or a local folder.
+
+    With ``allow_any=False`` (how manifests are read) the path must stay under ``base``:
+    no ``..`` segment, no absolute path, no scheme of its own (``ManifestPathError``).
+    """
+    escapes = (is_remote(relative) or os.path.isabs(relative) or relative.startswith(("/", "\\"))
+               or ".." in relative.replace("\\", "/").split("/") or "\x00" in relative)
+    if escapes and not allow_any:
+        raise ManifestPathError(f"{excerpt(relative)}: a manifest path must be relative and stay under the base "
+                                f"{excerpt(base)} (pass --allow_any_manifest_path to open it anyway)")
     if is_remote(relative) or os.path.isabs(relative):
         return relative
     if is_remote(base):
@@ -46,27 +70,49 @@ def join_base(base: str, relative: str) -> str:
     return os.path.join(base, relative)
 
 
-def read_manifest(path: str, base: str = COMMON_CRAWL_BASE_URL) -> list[str]:
-    """The files a ``*.paths.gz`` manifest lists, each joined to ``base``, in manifest order."""
+# A manifest is a list of paths: Common Crawl's largest (warc.paths.gz) is ~100k lines.
+MAX_MANIFEST_BYTES = 256 << 20
+
+
+def read_manifest(path: str, base: str = COMMON_CRAWL_BASE_URL, *, allow_any_path: bool = False) -> list[str]:
+    """The files a ``*.paths.gz`` manifest lists, each joined to ``base``, in manifest order.
+
+    Every entry must stay under ``base`` unless ``allow_any_path``; the first that does not
+    is refused (``ManifestPathError``, with its line number and an escaped excerpt) before
+    any file is opened.
+    """
     with open_input(path) as raw:
-        data = raw.read()
+        data = raw.read(MAX_MANIFEST_BYTES + 1)
     if data[:2] == b"\x1f\x8b":
-        data = gzip.decompress(data)
-    lines = data.decode("utf-8").splitlines()
-    return [join_base(base, line.strip()) for line in lines if line.strip() and not line.startswith("#")]
+        inflater = zlib.decompressobj(31)
+        data = inflater.decompress(data, MAX_MANIFEST_BYTES + 1)
+    if len(data) > MAX_MANIFEST_BYTES:
+        raise InputError(f"{path}: a manifest over {MAX_MANIFEST_BYTES} bytes is not a list of crawl paths")
+    files = []
+    for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        try:
+            files.append(join_base(base, line, allow_any=allow_any_path))
+        except ManifestPathError as exc:
+            raise ManifestPathError(f"{path}, line {number}: {exc}") from None
+    return files
 
 
-def expand_inputs(specs: Iterable[str] | str, base: str = COMMON_CRAWL_BASE_URL, max_files: int | None = None) -> list[str]:
+def expand_inputs(specs: Iterable[str] | str, base: str = COMMON_CRAWL_BASE_URL, max_files: int | None = None,
+                  *, allow_any_manifest_path: bool = False) -> list[str]:
     """Expand paths, globs, folders and manifests into a list of crawl files.
 
     Order is stable: each spec's files in sorted (or manifest) order, specs in the order
-    given, duplicates removed. Raises ``InputError`` for a spec that matches nothing.
+    given, duplicates removed. Raises ``InputError`` for a spec that matches nothing, and
+    ``ManifestPathError`` for a manifest entry outside ``base``.
     """
     if isinstance(specs, str):
         specs = [specs]
     files: list[str] = []
     for spec in specs:
-        files.extend(_expand_one(spec, base))
+        files.extend(read_manifest(spec, base, allow_any_path=allow_any_manifest_path) if is_manifest(spec) else _expand_one(spec, base))
     unique = list(dict.fromkeys(files))
     return unique[:max_files] if max_files is not None else unique
 

@@ -48,13 +48,23 @@ from dedup.urls import WWW_LABEL, canonical_host, canonical_url, url_key
 PUSHSHIFT_MAX_WINDOW = 2**31
 # Decompressed bytes handed to the UTF-8 decoder at a time; a line may span any number.
 READ_CHUNK_BYTES = 1 << 20
-# Compressed bytes read from a .zst file at a time.
+# Compressed bytes read from a .zst file at a time, and given to zstd at a time: a zstd
+# block of a few bytes can stand for 128 KiB, so 2 KiB of input decode to at most 64 MiB
+# (a 197 KB file of 2 GiB of lines is read with bounded memory).
 ZSTD_READ_BYTES = 1 << 20
+ZSTD_FEED_BYTES = 2 << 10
+# The longest dump line kept (Pushshift submissions are a few KiB; selftext at most 40k
+# characters): a longer one is skipped as ``line_too_long`` without being held whole.
+MAX_LINE_CHARS = 4 << 20
+# Plausible ranges of numbers (anything outside them is a bad value, never a crash on an
+# int64 column): created_utc from 1970 to the end of year 9999, scores and comment counts.
+CREATED_UTC_RANGE = (0, 253_402_300_799)
+SCORE_LIMIT = 10**9
 # Dump compression by file suffix; anything else (.ndjson, .json, .jsonl, none) is plain.
 COMPRESSION_SUFFIXES = {".zst": "zst", ".zstd": "zst", ".bz2": "bz2", ".xz": "xz", ".gz": "gz"}
 
 # Why a dump line gives no Submission, in the order parse_submission checks.
-PARSE_PROBLEMS = ("malformed_json", "not_an_object", "missing_url", "bad_created_utc", "bad_score")
+PARSE_PROBLEMS = ("line_too_long", "malformed_json", "json_too_deep", "not_an_object", "missing_url", "bad_created_utc", "bad_score")
 # Why a submission is no WebText link, in the order submission_problem checks: first what
 # the post is (not an outbound link, not a usable URL, Reddit's own media, adult), then
 # the choices of the run (subreddits, dates, hosts, file types). So before_range and
@@ -120,20 +130,22 @@ def _zstd_pieces(raw: BinaryIO, name: str) -> Iterator[bytes]:
     decompressor = zstandard.ZstdDecompressor(max_window_size=PUSHSHIFT_MAX_WINDOW)
     frame = decompressor.decompressobj()
     in_frame = False
-    while data := raw.read(ZSTD_READ_BYTES):
-        while data:
-            in_frame = True
-            try:
-                piece = frame.decompress(data)
-            except zstandard.ZstdError as exc:
-                raise DumpReadError(f"{name}: zstd: {exc}") from exc
-            if piece:
-                yield piece
-            if not frame.eof:
-                break
-            data = frame.unused_data  # the next frame (or padding) begins in this chunk
-            frame = decompressor.decompressobj()
-            in_frame = False
+    while chunk := raw.read(ZSTD_READ_BYTES):
+        for start in range(0, len(chunk), ZSTD_FEED_BYTES):
+            data = chunk[start:start + ZSTD_FEED_BYTES]
+            while data:
+                in_frame = True
+                try:
+                    piece = frame.decompress(data)
+                except zstandard.ZstdError as exc:
+                    raise DumpReadError(f"{name}: zstd: {exc}") from exc
+                if piece:
+                    yield piece
+                if not frame.eof:
+                    break
+                data = frame.unused_data  # the next frame (or padding) begins in this slice
+                frame = decompressor.decompressobj()
+                in_frame = False
     if in_frame:
         raise DumpReadError(f"{name}: the file ends inside a zstd frame (truncated?)")
 
@@ -180,7 +192,11 @@ def iter_dump_chunks(path: str | os.PathLike, chunk_size: int = READ_CHUNK_BYTES
             stream.close()
 
 
-def decode_lines(chunks: Iterable[bytes]) -> Iterator[str]:
+class TooLongLine(str):
+    """Stands for a line longer than ``MAX_LINE_CHARS``, dropped while it was read."""
+
+
+def decode_lines(chunks: Iterable[bytes], max_line_chars: int = MAX_LINE_CHARS) -> Iterator[str]:
     """Lines of UTF-8 text cut into arbitrary byte pieces, without their line ends.
 
     An incremental decoder carries a character split across two pieces over to the next
@@ -189,9 +205,12 @@ def decode_lines(chunks: Iterable[bytes]) -> Iterator[str]:
     ``\\n`` and a leading byte-order mark are dropped; invalid UTF-8 becomes U+FFFD. A last
     line without a line end is still yielded, an empty one after the final ``\\n`` is not.
     When ``chunks`` raises ``DumpReadError``, the partial line read so far is yielded first.
+    A line over ``max_line_chars`` is never held whole: it comes out as a ``TooLongLine``.
     """
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     partial: list[str] = []  # the pieces of a line that has not ended yet
+    held = 0  # characters in partial
+    too_long = False
     first = True
     try:
         for chunk in chunks:
@@ -201,19 +220,29 @@ def decode_lines(chunks: Iterable[bytes]) -> Iterator[str]:
                 first = False
             start = 0
             while (end := text.find("\n", start)) >= 0:
-                partial.append(text[start:end])
-                yield _line("".join(partial))
-                partial = []
+                if too_long or held + end - start > max_line_chars:
+                    yield TooLongLine("")
+                else:
+                    partial.append(text[start:end])
+                    yield _line("".join(partial))
+                partial, held, too_long = [], 0, False
                 start = end + 1
-            if start < len(text):
+            if start < len(text) and not too_long:
                 partial.append(text[start:])
+                held += len(text) - start
+                if held > max_line_chars:
+                    partial, held, too_long = [], 0, True
     except DumpReadError:
         partial.append(decoder.decode(b"", final=True))
-        if any(partial):
+        if too_long:
+            yield TooLongLine("")
+        elif any(partial):
             yield _line("".join(partial))
         raise
     partial.append(decoder.decode(b"", final=True))
-    if any(partial):
+    if too_long:
+        yield TooLongLine("")
+    elif any(partial):
         yield _line("".join(partial))
 
 
@@ -266,9 +295,13 @@ def parse_submission(line: str | bytes) -> Submission | str:
     without ``www.``, as Reddit writes it. Strings are made storable as UTF-8 (lone
     surrogates from ``\\ud83d``-style escapes become U+FFFD).
     """
+    if isinstance(line, TooLongLine):
+        return "line_too_long"
     try:
         record = json.loads(line)
-    except (ValueError, UnicodeDecodeError):
+    except RecursionError:  # '[' nested a hundred thousand deep
+        return "json_too_deep"
+    except (ValueError, UnicodeDecodeError):  # also an integer of more than 4,300 digits
         return "malformed_json"
     if not isinstance(record, dict):
         return "not_an_object"
@@ -276,10 +309,10 @@ def parse_submission(line: str | bytes) -> Submission | str:
     if not isinstance(url, str) or not url.strip():
         return "missing_url"
     created = _whole_number(record.get("created_utc"), floor=True)
-    if created is None:
+    if created is None or not CREATED_UTC_RANGE[0] <= created <= CREATED_UTC_RANGE[1]:
         return "bad_created_utc"
     score = 0 if record.get("score") is None else _whole_number(record["score"], floor=False)
-    if score is None:
+    if score is None or abs(score) > SCORE_LIMIT:
         return "bad_score"
     url = utf8_safe(url.strip().replace("&amp;", "&"))
     domain = _text(record.get("domain")) or _reddit_domain(url)
@@ -295,7 +328,7 @@ def parse_submission(line: str | bytes) -> Submission | str:
         domain=domain,
         permalink=_text(record.get("permalink")),
         title=utf8_safe(_text(record.get("title")).replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")),
-        num_comments=_whole_number(record.get("num_comments"), floor=True) or 0,
+        num_comments=min(max(_whole_number(record.get("num_comments"), floor=True) or 0, 0), SCORE_LIMIT),
     )
 
 

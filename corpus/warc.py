@@ -22,7 +22,10 @@ decompressed stream.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import codecs
+import hashlib
 import io
 import logging
 import re
@@ -34,14 +37,19 @@ from typing import BinaryIO, Iterator
 from warcio.bufferedreaders import ChunkedDataException, ChunkedDataReader
 from warcio.statusandheaders import StatusAndHeadersParser, StatusAndHeadersParserException
 
-from corpus.inputs import open_input
+from corpus.inputs import excerpt, open_input
 from corpus.records import Document, HtmlPage, ReadError, normalize_timestamp
 
 log = logging.getLogger(__name__)
 
 RAW_READ_SIZE = 1 << 16  # small reads keep zlib's unused_data copies short between members
 MAX_HEADER_BYTES = 1 << 20
-KNOWN_VERSIONS = (b"WARC/1.0", b"WARC/1.1")
+# Largest record block read into memory, and largest body a Content-Encoding may decode
+# to: bounded memory whatever a header claims (Common Crawl truncates payloads at 1 MiB).
+MAX_RECORD_BYTES = 50 << 20
+MAX_DECODED_BYTES = 50 << 20
+# 0.17 and 0.18 (drafts: Heritrix, ClueWeb09/12) frame records exactly as 1.0 does.
+KNOWN_VERSIONS = (b"WARC/1.0", b"WARC/1.1", b"WARC/0.18", b"WARC/0.17")
 HTML_MIME_TYPES = ("text/html", "application/xhtml+xml")
 TEXT_MODES = ("faithful", "c4")
 # The C4 reference drops every WET line that starts with these (spec: c4.md, record parsing).
@@ -63,6 +71,9 @@ EXTRA_WARCINFO = "extra_warcinfo"
 BAD_HTTP_HEAD = "bad_http_head"
 BAD_CHUNKING = "bad_chunked_body"
 BAD_CONTENT_ENCODING = "bad_content_encoding"
+RECORD_TOO_LARGE = "record_too_large"
+WRONG_LENGTH = "wrong_content_length"
+DECODED_TOO_LARGE = "decoded_too_large"
 
 
 @dataclass(frozen=True)
@@ -109,7 +120,64 @@ def _byte_stream(raw: BinaryIO) -> Iterator[tuple[bytes, int] | _Break]:
     if head[:2] != b"\x1f\x8b":
         yield from _plain_stream(raw, head)
         return
+    if not _is_seekable(raw):
+        raw = _Rewindable(raw, head)
     yield from _gzip_stream(raw, head)
+
+
+def _is_seekable(raw) -> bool:
+    try:
+        return bool(raw.seekable())
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
+# How far back a stream that cannot seek (an HTTP body) can be re-read: the compressed
+# bytes of the current gzip member, up to this many (Common Crawl members are a few KiB).
+MAX_REWIND_BYTES = 64 << 20
+
+
+class _Rewindable:
+    """A forward-only stream made seekable back to the start of the current gzip member,
+    so recovery can rescan a damaged member's bytes for the members it ran through."""
+
+    def __init__(self, raw: BinaryIO, head: bytes):
+        self.raw = raw
+        self.history = bytearray(head)  # bytes from file offset self.base on
+        self.base = 0
+        self.pos = len(head)  # file offset of the next read
+
+    def seekable(self) -> bool:
+        return True
+
+    def read(self, n: int) -> bytes:
+        buffered_end = self.base + len(self.history)
+        if self.pos < buffered_end:
+            start = self.pos - self.base
+            chunk = bytes(self.history[start : start + n])
+        else:
+            chunk = self.raw.read(n)
+            self.history += chunk
+            if len(self.history) > MAX_REWIND_BYTES:
+                self.forget_before(self.base + len(self.history) - MAX_REWIND_BYTES)
+        self.pos += len(chunk)
+        return chunk
+
+    def seek(self, offset: int) -> None:
+        if not self.base <= offset <= self.base + len(self.history):
+            raise OSError(f"cannot go back to byte {offset} of a stream (kept from byte {self.base})")
+        self.pos = offset
+
+    def forget_before(self, offset: int) -> None:
+        drop = min(offset, self.pos) - self.base
+        if drop > 0:
+            del self.history[:drop]
+            self.base += drop
+
+
+def _forget_before(raw, offset: int) -> None:
+    if isinstance(raw, _Rewindable):
+        raw.forget_before(offset)
 
 
 def _plain_stream(raw: BinaryIO, head: bytes) -> Iterator[tuple[bytes, int] | _Break]:
@@ -138,14 +206,28 @@ def _gzip_stream(raw: BinaryIO, head: bytes) -> Iterator[tuple[bytes, int] | _Br
                 yield _Break(READ_FAILED, pending_offset, str(exc))
                 return
             if not pending:
-                if pending_offset > member_offset:  # bytes of an unfinished member were read
-                    yield _Break(TRUNCATED_GZIP, member_offset, "file ends inside a gzip member")
-                return
+                if pending_offset <= member_offset:
+                    return
+                # The file ends inside a member: cut short, or a damaged member whose
+                # decoder never failed and ran on through the members after it.
+                yield _Break(TRUNCATED_GZIP, member_offset, "file ends inside a gzip member")
+                resumed = _resume_after(raw, b"", pending_offset, member_offset)
+                if resumed is None:
+                    return
+                pending, pending_offset = resumed
+                member_offset = pending_offset
+                inflater = zlib.decompressobj(31)
+                continue
+        # To replay a failing read byte by byte: the state before it (a fresh member needs none).
+        before = inflater.copy() if pending_offset > member_offset else None
         try:
             out = inflater.decompress(pending)
         except zlib.error as exc:  # bad deflate data, or bytes after a member that are not one
+            good = _inflate_until_error(before or zlib.decompressobj(31), pending)
+            if good:
+                yield good, member_offset  # everything before the bad byte
             yield _Break(CORRUPT_GZIP, member_offset, str(exc))
-            resumed = _seek_next_member(raw, pending, pending_offset, member_offset)
+            resumed = _resume_after(raw, pending, pending_offset, member_offset)
             if resumed is None:
                 return
             pending, pending_offset = resumed
@@ -159,9 +241,38 @@ def _gzip_stream(raw: BinaryIO, head: bytes) -> Iterator[tuple[bytes, int] | _Br
             pending_offset += len(pending) - len(rest)
             pending, member_offset = rest, pending_offset
             inflater = zlib.decompressobj(31)
+            _forget_before(raw, member_offset)
         else:
             pending_offset += len(pending)
             pending = b""
+
+
+def _inflate_until_error(inflater, data: bytes) -> bytes:
+    """What ``inflater`` (a copy taken before ``data``) gives, one byte at a time, up to the
+    byte zlib rejects: the good records before a bad byte are not thrown away with it."""
+    out = []
+    for i in range(len(data)):
+        try:
+            out.append(inflater.decompress(data[i : i + 1]))
+        except zlib.error:
+            break
+        if inflater.eof:
+            break
+    return b"".join(out)
+
+
+def _resume_after(raw: BinaryIO, pending: bytes, pending_offset: int, member_offset: int) -> tuple[bytes, int] | None:
+    """Where to go on after a damaged member: the next gzip member header after the byte
+    where the damaged member starts. A damaged member can run on through the members after
+    it (its end was lost), so the search starts there, not where zlib gave up: by seeking
+    back (a stream is wrapped in ``_Rewindable``), else in what is still in memory."""
+    if _is_seekable(raw) and pending_offset > member_offset + 1:
+        try:
+            raw.seek(member_offset + 1)
+            return _seek_next_member(raw, b"", member_offset + 1, member_offset)
+        except OSError:
+            pass
+    return _seek_next_member(raw, pending, pending_offset, member_offset)
 
 
 def _seek_next_member(raw: BinaryIO, pending: bytes, pending_offset: int, after: int) -> tuple[bytes, int] | None:
@@ -252,8 +363,15 @@ class _Framer:
         return broken
 
 
-def iter_records(raw: BinaryIO, source: str) -> Iterator[WarcRecord | ReadError]:
-    """Frame every WARC record in a (possibly compressed, possibly damaged) stream."""
+def iter_records(raw: BinaryIO, source: str, max_record_bytes: int | None = None) -> Iterator[WarcRecord | ReadError]:
+    """Frame every WARC record in a (possibly compressed, possibly damaged) stream.
+
+    A record whose Content-Length is over ``max_record_bytes`` (default
+    ``MAX_RECORD_BYTES``) is skipped without being buffered; one that ends past the start
+    of a valid record header, or is cut short, is dropped and reading resumes at the next
+    ``WARC/`` line after its header, so the records its wrong length would swallow are kept.
+    """
+    max_record_bytes = MAX_RECORD_BYTES if max_record_bytes is None else max_record_bytes
     framer = _Framer(_byte_stream(raw))
     seen_other_than_warcinfo = False
     resyncing = False  # the last error already explains the bytes we are about to skip
@@ -302,25 +420,41 @@ def iter_records(raw: BinaryIO, source: str) -> Iterator[WarcRecord | ReadError]
             continue
         length = int(headers["content-length"])
         block_start = header_end + sep_len
+        if length > max_record_bytes:  # never buffered: the next record is looked for instead
+            yield ReadError(source, offset, RECORD_TOO_LARGE, f"Content-Length {length} is over the {max_record_bytes}-byte limit")
+            framer.consume(block_start - framer.pos)
+            resyncing = True
+            _skip_to_next_warc_line(framer)
+            continue
         while len(framer.buf) - block_start < length and framer.fill():
             pass
         if len(framer.buf) - block_start < length:
-            if framer.pending_break is not None:
-                yield _after_break(framer, source)  # the damaged member explains the loss
-                resyncing = False
-                continue
-            detail = f"Content-Length {length}, {len(framer.buf) - block_start} bytes present"
-            yield ReadError(source, offset, CLIPPED_RECORD, detail)
-            framer.consume(framer.available())
+            # Cut short by a damaged member or the end of the file, or a Content-Length
+            # that is too large: records after this header are still in what was read.
+            if framer.pending_break is None:  # (a damaged member is reported once, when reached)
+                yield ReadError(source, offset, CLIPPED_RECORD, f"Content-Length {length}, {len(framer.buf) - block_start} bytes present")
+            framer.consume(block_start - framer.pos)
+            resyncing = True
+            _skip_to_next_warc_line(framer)
             continue
-        block = bytes(framer.buf[block_start : block_start + length])
-        framer.consume(block_start + length - framer.pos)
+        end = block_start + length
+        while len(framer.buf) < end + sep_len and framer.fill():
+            pass
+        next_record = _record_start_inside(framer.buf, block_start, end)
+        if next_record >= 0:  # the Content-Length runs past the next record's header
+            yield ReadError(source, offset, WRONG_LENGTH,
+                            f"Content-Length {length} runs into a record header {next_record - block_start} bytes into the block")
+            framer.consume(next_record - framer.pos)
+            resyncing = False
+            continue
+        block = bytes(framer.buf[block_start:end])
+        framer.consume(end - framer.pos)
         terminated = _consume_terminator(framer, sep_len)
         resyncing = not terminated
         if not terminated:
             yield ReadError(source, offset, MISSING_TERMINATOR, f"record not followed by a blank line; Content-Length {length} may be wrong")
         if version.encode() not in KNOWN_VERSIONS:
-            yield ReadError(source, offset, UNKNOWN_VERSION, version[:40])
+            yield ReadError(source, offset, UNKNOWN_VERSION, excerpt(version, 40))
             continue
         rec_type = headers.get("warc-type", "").lower()
         if rec_type == "warcinfo" and seen_other_than_warcinfo:
@@ -331,7 +465,7 @@ def iter_records(raw: BinaryIO, source: str) -> Iterator[WarcRecord | ReadError]
         if uri is not None:
             clean = uri.strip().strip("<>")
             if " " in clean:
-                yield ReadError(source, offset, SPACE_IN_TARGET_URI, clean[:200])
+                yield ReadError(source, offset, SPACE_IN_TARGET_URI, excerpt(clean, 200))
                 clean = clean.replace(" ", "%20")
             headers["warc-target-uri"] = clean
         yield WarcRecord(version, headers, block, source, offset, record_stream)
@@ -340,6 +474,21 @@ def iter_records(raw: BinaryIO, source: str) -> Iterator[WarcRecord | ReadError]
 def _after_break(framer: _Framer, source: str) -> ReadError:
     broken = framer.restart_after_break()
     return ReadError(source, broken.offset, broken.reason, broken.detail)
+
+
+_RECORD_HEAD = re.compile(rb"WARC/(?:0\.1[78]|1\.[01])\r?\n(?:WARC-[A-Za-z-]+|Content-Length|Content-Type): ")
+
+
+def _record_start_inside(buf: bytearray, start: int, end: int) -> int:
+    """Where a valid-looking record header (version line, then a WARC header line) begins
+    inside ``buf[start:end]`` when the block is not followed by its blank line; else -1.
+    A block whose end is where it should be is never searched, so an archived WARC inside
+    a payload is not mistaken for a record."""
+    expected_end = (buf[end : end + 4] == b"\r\n\r\n") or (buf[end : end + 2] == b"\n\n") or end >= len(buf)
+    if expected_end:
+        return -1
+    found = _RECORD_HEAD.search(buf, start, min(len(buf), end + 256))
+    return found.start() if found and found.start() < end else -1
 
 
 def _starts_with_warc(framer: _Framer) -> bool:
@@ -419,7 +568,8 @@ def _consume_terminator(framer: _Framer, sep_len: int) -> bool:
 
 
 def _snippet(framer: _Framer) -> str:
-    return bytes(framer.buf[framer.pos : framer.pos + 60]).decode("utf-8", "replace")
+    """The first bytes of what was skipped, escaped: input never reaches a log raw."""
+    return excerpt(bytes(framer.buf[framer.pos : framer.pos + 60]), 60)
 
 
 # -- layer 3: documents and pages ------------------------------------------------------
@@ -444,8 +594,17 @@ def read_archive(
     text_mode: str = "faithful",
     stats: ReadStats | None = None,
     fileobj: BinaryIO | None = None,
+    max_record_bytes: int = MAX_RECORD_BYTES,
+    verify_digest: bool = False,
 ) -> Iterator[Document | HtmlPage | ReadError]:
     """Read one WARC/WET file: ``Document``s from WET, ``HtmlPage``s from WARC, ``ReadError``s.
+
+    ``max_record_bytes`` bounds memory: a record block longer than that is skipped
+    (``record_too_large``), and so is an HTTP body whose Content-Encoding would decode to
+    more (``decoded_too_large``). ``verify_digest`` checks each record's
+    ``WARC-Block-Digest`` and ``WARC-Payload-Digest`` (sha1/sha256/md5, base32 or hex) and
+    counts ``digest:block_ok``/``digest:block_mismatch`` (and ``payload_``) in the stats; a
+    record with a mismatching digest is still read, as warcio does.
 
     ``text_mode='faithful'`` keeps WET text as Common Crawl wrote it; ``'c4'`` applies
     the C4 reference's quirks (lines stripped, blank lines dropped, lines starting
@@ -464,17 +623,19 @@ def read_archive(
         yield error
         return
     with raw:
-        for item in iter_records(raw, source):
+        for item in iter_records(raw, source, max_record_bytes):
             if isinstance(item, ReadError):
                 _note_error(item, stats, logged)
                 yield item
                 continue
             rec_type = item.rec_type or "unknown"
             stats.add(f"records:{rec_type}")
+            if verify_digest:
+                _check_digests(item, stats, logged)
             if rec_type == "conversion":
                 produced = _conversion_to_document(item, text_mode)
             elif rec_type == "response":
-                produced = _response_to_page(item, stats)
+                produced = _response_to_page(item, stats, max_record_bytes)
             else:
                 stats.add(f"skipped:{rec_type}")
                 continue
@@ -489,6 +650,44 @@ def read_archive(
                         log.warning("%s @%d: invalid UTF-8 in %s, bad bytes replaced with U+FFFD", source, item.offset, produced.url)
             if produced is not None:
                 yield produced
+
+
+def digest_matches(declared: str, data: bytes) -> bool | None:
+    """Whether ``data`` has the digest a WARC header declares (``sha1:<base32>``, also
+    sha256/md5 and hex); None when the algorithm or the encoding is not known."""
+    algorithm, _, value = declared.strip().partition(":")
+    try:
+        digest = hashlib.new(algorithm.strip().lower().replace("-", ""), data).digest()
+    except (ValueError, TypeError):
+        return None
+    value = value.strip()
+    if len(value) == 2 * len(digest) and all(c in "0123456789abcdefABCDEF" for c in value):
+        return digest.hex() == value.lower()
+    try:
+        return base64.b32decode(value.upper() + "=" * (-len(value) % 8)) == digest
+    except (binascii.Error, ValueError):
+        return None
+
+
+def _check_digests(record: WarcRecord, stats: ReadStats, logged: Counter) -> None:
+    checks = [("block", record.get("warc-block-digest"), lambda: record.block)]
+    if record.rec_type in ("response", "request"):  # a revisit names the payload of an earlier record
+        checks.append(("payload", record.get("warc-payload-digest"), lambda: _after_http_head(record.block)))
+    for part, declared, data in checks:
+        if not declared:
+            continue
+        verdict = digest_matches(declared, data())
+        outcome = "unknown" if verdict is None else "ok" if verdict else "mismatch"
+        stats.add(f"digest:{part}_{outcome}")
+        if outcome == "mismatch":
+            logged[f"digest_{part}"] += 1
+            if logged[f"digest_{part}"] <= LOGGED_ERRORS_PER_REASON:
+                log.warning("%s @%d: WARC-%s-Digest does not match the record", record.source, record.offset, part.title())
+
+
+def _after_http_head(block: bytes) -> bytes:
+    end = block.find(b"\r\n\r\n")
+    return block[end + 4 :] if end >= 0 else b""
 
 
 def _note_error(error: ReadError, stats: ReadStats, logged: Counter) -> None:
@@ -534,7 +733,7 @@ def c4_wet_text(text: str) -> str:
     return "\n".join([line for line in stripped if line and not line.startswith(C4_DROPPED_LINE_PREFIXES)])
 
 
-def _response_to_page(record: WarcRecord, stats: ReadStats) -> HtmlPage | ReadError | None:
+def _response_to_page(record: WarcRecord, stats: ReadStats, max_decoded_bytes: int = MAX_DECODED_BYTES) -> HtmlPage | ReadError | None:
     url = record.get("warc-target-uri")
     if not url:
         return ReadError(record.source, record.offset, MISSING_TARGET_URI, f"response record {record.get('warc-record-id')}")
@@ -549,7 +748,7 @@ def _response_to_page(record: WarcRecord, stats: ReadStats) -> HtmlPage | ReadEr
     if mime not in HTML_MIME_TYPES:
         stats.add(f"skipped:non_html:{mime or 'none'}")
         return None
-    body, problem = _http_body(stream, http)
+    body, problem = _http_body(stream, http, max_decoded_bytes)
     if problem:
         return ReadError(record.source, record.offset, problem[0], problem[1])
     html, charset = decode_html(body, content_type)
@@ -567,7 +766,7 @@ def _response_to_page(record: WarcRecord, stats: ReadStats) -> HtmlPage | ReadEr
     )
 
 
-def _http_body(stream: io.BytesIO, http) -> tuple[bytes, tuple[str, str] | None]:
+def _http_body(stream: io.BytesIO, http, max_decoded_bytes: int = MAX_DECODED_BYTES) -> tuple[bytes, tuple[str, str] | None]:
     """Undo transfer chunking and content encoding, as the client would have."""
     body = stream.read()
     if (http.get_header("Transfer-Encoding") or "").lower() == "chunked":
@@ -579,30 +778,60 @@ def _http_body(stream: io.BytesIO, http) -> tuple[bytes, tuple[str, str] | None]
     if encoding in ("", "identity"):
         return body, None
     try:
-        return decode_content(body, encoding), None
+        return decode_content(body, encoding, max_decoded_bytes), None
+    except DecodedTooLarge as exc:
+        return b"", (DECODED_TOO_LARGE, f"{encoding}: {exc}")
     except (zlib.error, ValueError) as exc:
         return body, (BAD_CONTENT_ENCODING, f"{encoding}: {exc}"[:200])
 
 
-def decode_content(body: bytes, encoding: str) -> bytes:
-    """Undo an HTTP Content-Encoding. A body cut short yields what it holds (pages are often clipped)."""
+class DecodedTooLarge(ValueError):
+    """A Content-Encoding would decode past the limit (a decompression bomb, or a huge page)."""
+
+
+def _inflate_capped(inflater, body: bytes, limit: int) -> bytes:
+    out = inflater.decompress(body, limit + 1)
+    if len(out) > limit:
+        raise DecodedTooLarge(f"{len(body)} bytes decode to more than {limit} bytes")
+    return out
+
+
+def decode_content(body: bytes, encoding: str, max_bytes: int = MAX_DECODED_BYTES) -> bytes:
+    """Undo an HTTP Content-Encoding, never producing more than ``max_bytes`` (else
+    ``DecodedTooLarge``). A body cut short yields what it holds (pages are often clipped)."""
     if encoding in ("gzip", "x-gzip"):
-        return zlib.decompressobj(47).decompress(body)  # 47: gzip or zlib header, detected
+        return _inflate_capped(zlib.decompressobj(47), body, max_bytes)  # 47: gzip or zlib header, detected
     if encoding == "deflate":  # servers send both zlib-wrapped and raw deflate under this name
         try:
-            return zlib.decompressobj(15).decompress(body)
+            return _inflate_capped(zlib.decompressobj(15), body, max_bytes)
+        except DecodedTooLarge:
+            raise
         except zlib.error:
-            return zlib.decompressobj(-15).decompress(body)
+            return _inflate_capped(zlib.decompressobj(-15), body, max_bytes)
     if encoding == "br":
         try:
             import brotli
         except ImportError:
             raise ValueError("brotli is not installed (pip install brotli)") from None
-        try:
-            return brotli.decompress(body)
-        except brotli.error as exc:
-            raise ValueError(str(exc)) from None
+        return _brotli_capped(brotli, body, max_bytes)
     raise ValueError("unknown content encoding")
+
+
+def _brotli_capped(brotli, body: bytes, limit: int) -> bytes:
+    """Brotli in 1 KiB input steps, so at most one step's output passes the limit before
+    the check (brotli's own output limit needs brotli >= 1.2)."""
+    decompressor = brotli.Decompressor()
+    out, size = [], 0
+    try:
+        for i in range(0, len(body), 1024):
+            piece = decompressor.process(body[i : i + 1024])
+            size += len(piece)
+            if size > limit:
+                raise DecodedTooLarge(f"{len(body)} bytes decode to more than {limit} bytes")
+            out.append(piece)
+    except brotli.error as exc:
+        raise ValueError(str(exc)) from None
+    return b"".join(out)
 
 
 _BOMS = ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be"))

@@ -17,6 +17,13 @@ Contents of a training checkpoint (``format`` = ``corpusforge-checkpoint``, ``ve
     rng            per-rank {"torch", "cuda", "numpy", "python"} states
     metrics        last train/val loss, tokens seen
 
+Beside each checkpoint, ``<file>.sha256`` (JSON: sha256, bytes, step) is written once the
+checkpoint is complete; ``load_checkpoint`` checks the file against it before unpickling,
+so a flipped bit is an error naming the file, never silently changed weights. With
+``keep=N`` the last N checkpoints also stay as ``ckpt-<step>.pt`` (hard links where the
+file system allows), and ``latest_good_checkpoint`` falls back to the newest of them that
+passes its checksum.
+
 ``load_model`` accepts a training run folder (its ``ckpt.pt``), a checkpoint file, or a
 Hugging Face GPT-2 folder (``config.json`` + ``model.safetensors`` / ``pytorch_model.bin``,
 read by ``model.hf.load_hf_dir``).
@@ -24,12 +31,22 @@ read by ``model.hf.load_hf_dir``).
 
 from __future__ import annotations
 
+import glob
+import hashlib
+import json
+import logging
 import os
 import pickle
+import re
+import shutil
 
 import torch
 
-from corpus.storage import atomic_path
+from corpus.storage import atomic_path, write_atomically
+
+log = logging.getLogger(__name__)
+CHECKSUM_SUFFIX = ".sha256"
+KEPT_PATTERN = "ckpt-{step:08d}.pt"
 
 FORMAT = "corpusforge-checkpoint"
 VERSION = 1
@@ -60,8 +77,45 @@ def clean_state_dict(state_dict: dict) -> dict:
     return cleaned
 
 
-def save_checkpoint(path: str | os.PathLike, state: dict) -> None:
-    """Write ``state`` (tensors and plain Python only) atomically; stamps ``format`` and ``version``."""
+def file_sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 22):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _write_checksum(path: str, step) -> None:
+    record = {"sha256": file_sha256(path), "bytes": os.path.getsize(path), "step": step}
+    write_atomically(path + CHECKSUM_SUFFIX, json.dumps(record) + "\n")
+
+
+def verify_checksum(path: str) -> bool:
+    """True when ``path`` matches its ``.sha256`` file; False when it has none (older
+    checkpoints); ``CheckpointError`` when it does not match."""
+    sidecar = path + CHECKSUM_SUFFIX
+    if not os.path.isfile(sidecar):
+        return False
+    try:
+        with open(sidecar, encoding="utf-8") as f:
+            record = json.load(f)
+        expected, size = str(record["sha256"]), int(record["bytes"])
+    except (ValueError, KeyError, TypeError, OSError) as exc:
+        raise CheckpointError(f"{sidecar}: unreadable checksum file ({exc})") from None
+    actual_size = os.path.getsize(path)
+    if actual_size != size:
+        raise CheckpointError(f"{path}: {actual_size:,} bytes, but {size:,} were written (truncated or replaced?)")
+    actual = file_sha256(path)
+    if actual != expected:
+        raise CheckpointError(f"{path}: sha256 {actual[:16]}... does not match the {expected[:16]}... it was written "
+                              f"with: the file is corrupted")
+    return True
+
+
+def save_checkpoint(path: str | os.PathLike, state: dict, keep: int = 0) -> None:
+    """Write ``state`` (tensors and plain Python only) atomically, then its checksum file;
+    stamps ``format`` and ``version``. ``keep`` > 0 also keeps this checkpoint as
+    ``ckpt-<step>.pt`` beside it and deletes all but the newest ``keep`` of those."""
     if not isinstance(state, dict):
         raise TypeError(f"a checkpoint state must be a dict, got {type(state).__name__}")
     state = {"format": FORMAT, "version": VERSION, **state}
@@ -74,10 +128,64 @@ def save_checkpoint(path: str | os.PathLike, state: dict) -> None:
             torch.save(state, f)
             f.flush()
             os.fsync(f.fileno())
+    _write_checksum(path, state.get("step"))
+    if keep > 0 and isinstance(state.get("step"), int):
+        _keep_copy(path, state["step"], keep)
 
 
-def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict:
-    """Read a checkpoint written by ``save_checkpoint``, refusing anything else with a clear message."""
+def _keep_copy(path: str, step: int, keep: int) -> None:
+    folder = os.path.dirname(os.path.abspath(path))
+    kept = os.path.join(folder, KEPT_PATTERN.format(step=step))
+    for suffix in ("", CHECKSUM_SUFFIX):
+        target = kept + suffix
+        if os.path.exists(target):
+            os.remove(target)
+        try:
+            os.link(path + suffix, target)  # the next save replaces ckpt.pt by rename, so the link keeps this one
+        except OSError:
+            shutil.copyfile(path + suffix, target)
+    for old in kept_checkpoints(folder)[keep:]:
+        for suffix in ("", CHECKSUM_SUFFIX):
+            if os.path.exists(old + suffix):
+                os.remove(old + suffix)
+
+
+def kept_checkpoints(folder: str) -> list[str]:
+    """The ``ckpt-<step>.pt`` files of a run folder, newest step first."""
+    found = []
+    for name in glob.glob(os.path.join(glob.escape(folder), "ckpt-*.pt")):
+        match = re.fullmatch(r"ckpt-(\d+)\.pt", os.path.basename(name))
+        if match:
+            found.append((int(match.group(1)), name))
+    return [name for _, name in sorted(found, reverse=True)]
+
+
+def latest_good_checkpoint(folder: str, required: tuple[str, ...] = ()) -> tuple[dict, str]:
+    """The state of ``folder``'s ckpt.pt, or, when it fails its checksum or cannot be read,
+    of the newest kept ``ckpt-<step>.pt`` that can (with a warning naming what was skipped)."""
+    problems = []
+    for candidate in [os.path.join(folder, CHECKPOINT_FILE)] + kept_checkpoints(folder):
+        if not os.path.isfile(candidate):
+            continue
+        try:
+            state = load_checkpoint(candidate, required=required)
+        except CheckpointError as exc:
+            problems.append(str(exc))
+            continue
+        for problem in problems:
+            log.warning("skipped: %s", problem)
+        if problems:
+            log.warning("resuming from %s instead", candidate)
+        return state, candidate
+    if problems:
+        raise CheckpointError("no usable checkpoint: " + "; ".join(problems))
+    raise CheckpointError(f"{folder}: no checkpoint ({CHECKPOINT_FILE} or ckpt-<step>.pt)")
+
+
+def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu", required: tuple[str, ...] = ()) -> dict:
+    """Read a checkpoint written by ``save_checkpoint``, refusing anything else with a clear
+    message: a checksum mismatch, bytes torch cannot read, another kind of file, or a
+    missing entry (``model``, ``model_config`` and any of ``required``)."""
     path = os.fspath(path)
     if os.path.isdir(path):
         path = os.path.join(path, CHECKPOINT_FILE)
@@ -86,6 +194,8 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
     size = os.path.getsize(path)
     if size == 0:
         raise CheckpointError(f"{path}: the checkpoint is empty (0 bytes): an interrupted copy?")
+    if not verify_checksum(path):
+        log.warning("%s has no %s checksum file (written by an older version): not verified", path, CHECKSUM_SUFFIX)
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as exc:
@@ -105,9 +215,13 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
         raise CheckpointError(f"{path}: not a corpusforge checkpoint ({what}); for Hugging Face weights pass the folder")
     if int(state.get("version", -1)) > VERSION:
         raise CheckpointError(f"{path}: checkpoint version {state['version']} is newer than this code reads ({VERSION})")
-    for key in ("model", "model_config"):
+    for key in ("model", "model_config", *required):
         if key not in state:
             raise CheckpointError(f"{path}: the checkpoint has no {key!r} entry")
+    if not isinstance(state["model"], dict) or not all(isinstance(v, torch.Tensor) for v in state["model"].values()):
+        raise CheckpointError(f"{path}: the checkpoint's 'model' entry is not a state dict of tensors")
+    if not isinstance(state["model_config"], dict):
+        raise CheckpointError(f"{path}: the checkpoint's 'model_config' entry is not a dict")
     return state
 
 
@@ -139,8 +253,12 @@ def model_from_state(state: dict):
     """A ``GPT`` built from a checkpoint's ``model_config`` with its weights loaded."""
     from model.gpt import GPT, GPTConfig
 
-    model = GPT(GPTConfig.from_dict(dict(state["model_config"])))
-    missing, unexpected = model.load_state_dict(clean_state_dict(state["model"]), strict=False)
+    try:
+        model = GPT(GPTConfig.from_dict(dict(state["model_config"])))
+        missing, unexpected = model.load_state_dict(clean_state_dict(state["model"]), strict=False)
+    except (RuntimeError, TypeError, ValueError) as exc:  # a tensor of another shape, a bad config value
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CheckpointError(f"the checkpoint's weights do not fit its model config: {first[:300]}") from None
     if missing or unexpected:
         raise CheckpointError(f"the checkpoint's weights do not fit its model config: missing {missing[:5]}, "
                               f"unexpected {unexpected[:5]}")

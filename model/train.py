@@ -49,7 +49,7 @@ from tqdm import tqdm
 
 from corpus.storage import atomic_path, write_atomically
 from model.checkpoint import (CHECKPOINT_FILE, HF_DIR, RUN_CONFIG_FILE, TOKENIZER_DIR, CheckpointError, clean_state_dict,
-                              load_checkpoint, save_checkpoint)
+                              kept_checkpoints, latest_good_checkpoint, save_checkpoint)
 from model.data import DataError, TokenLoader, TokenWindows, eval_indices, read_meta, split_paths, tokenizer_dir
 
 log = logging.getLogger("corpusforge.train")
@@ -96,6 +96,7 @@ class TrainConfig:
     eval_interval: int = 250
     eval_windows: int = 256
     ckpt_interval: int = 500
+    keep_checkpoints: int = 1  # previous checkpoints kept as ckpt-<step>.pt, for a resume when ckpt.pt is damaged
     log_interval: int = 10
     seed: int = 1337
     device: str = "auto"
@@ -396,6 +397,8 @@ def check_config(cfg: TrainConfig) -> None:
         raise TrainError("warmup_steps, grad_clip and weight_decay must not be negative")
     if cfg.stop_at is not None and cfg.stop_at < 1:
         raise TrainError(f"--stop_at must be at least 1, got {cfg.stop_at}")
+    if cfg.keep_checkpoints < 0:
+        raise TrainError(f"--keep_checkpoints must not be negative, got {cfg.keep_checkpoints}")
 
 
 def evaluate(model, windows: TokenWindows, indices: np.ndarray, micro_batch: int, device, autocast,
@@ -437,9 +440,11 @@ def train(cfg: TrainConfig) -> dict:
 
     state = None
     if cfg.resume:
-        if not os.path.isfile(ckpt_file):
+        if not os.path.isfile(ckpt_file) and not kept_checkpoints(out):
             raise TrainError(f"--resume: there is no checkpoint at {ckpt_file}")
-        state = load_checkpoint(ckpt_file)
+        state, ckpt_used = latest_good_checkpoint(out, required=RESUME_ENTRIES)
+        if ckpt_used != ckpt_file:
+            log.warning("--resume: %s failed its check; continuing from %s (step %s)", ckpt_file, ckpt_used, state.get("step"))
     elif os.path.exists(ckpt_file):
         raise TrainError(f"{ckpt_file} already exists: pass --resume to continue that run, or choose a new --out")
 
@@ -521,7 +526,7 @@ def train(cfg: TrainConfig) -> dict:
         rngs = gather_objects(rng_state(device), dist_info)
         if not dist_info.master:
             return
-        save_checkpoint(ckpt_file, {
+        save_checkpoint(ckpt_file, keep=cfg.keep_checkpoints, state={
             "model": raw_model.state_dict(), "model_config": model_config.to_dict(), "train_config": asdict(cfg),
             "optimizer": optimizer.state_dict(), "scheduler": schedule.state_dict(), "step": step,
             "data": loader.state_dict(), "rng": rngs, "metrics": metrics, "world_size": dist_info.world_size})
@@ -651,7 +656,9 @@ def export_hf(model, out: str, eot_id: int | None = None) -> str | None:
 
 # ---------------------------------------------------------------- command line
 
-RESUME_OVERRIDABLE = {"max_steps", "stop_at", "eval_interval", "eval_windows", "ckpt_interval", "log_interval",
+# What a resume needs besides the weights; a checkpoint without one of them is refused.
+RESUME_ENTRIES = ("optimizer", "scheduler", "step", "data", "rng")
+RESUME_OVERRIDABLE = {"max_steps", "stop_at", "eval_interval", "eval_windows", "ckpt_interval", "keep_checkpoints", "log_interval",
                       "compile", "quiet", "device", "dtype", "peak_tflops", "hf_export", "resume", "out"}
 
 
@@ -691,6 +698,9 @@ def build_parser(suppress_defaults: bool = False) -> argparse.ArgumentParser:
     g.add_argument("--eval_interval", type=int, default=default(d.eval_interval), help=f"validation every N steps and at the end (default {d.eval_interval})")
     g.add_argument("--eval_windows", type=int, default=default(d.eval_windows), help=f"validation windows per evaluation (default {d.eval_windows})")
     g.add_argument("--ckpt_interval", type=int, default=default(d.ckpt_interval), help=f"checkpoint every N steps and at the end (default {d.ckpt_interval})")
+    g.add_argument("--keep_checkpoints", type=int, default=default(d.keep_checkpoints),
+                   help=f"also keep the last N checkpoints as ckpt-<step>.pt; --resume falls back to the newest that passes "
+                        f"its checksum when ckpt.pt does not (default {d.keep_checkpoints}; 0 keeps none)")
     g.add_argument("--log_interval", type=int, default=default(d.log_interval), help=f"log line every N steps (default {d.log_interval})")
     g.add_argument("--device", default=default(d.device), help="auto, cpu, cuda, cuda:1 ... (default auto)")
     g.add_argument("--dtype", default=default(d.dtype), choices=["auto", "bf16", "fp32"], help="autocast dtype (default auto: bf16 on a bf16 GPU, fp32 on CPU)")

@@ -6,7 +6,9 @@
 
 The steps, in the reference's order (TFDS ``c4`` 3.1.0; spec ``c4.md``); every rule is
 a pure function in ``corpus.c4`` / ``dedup/``, every count a Beam counter named as the
-reference names it, every dedup a shuffle (``CombinePerKey``/``CoGroupByKey``):
+reference names it, every dedup a shuffle (``CombinePerKey``/``CoGroupByKey``) of keys
+only: the pages wait in staging files under the output (``pipelines.staging``) and are
+read back once the shuffle has decided, so memory and shuffled bytes do not carry text:
 
     read WET pages  ->  length  ->  [RealNews domains]  ->  URL dedup (newest wins)
     ->  [WebText-like URL join]  ->  clean_page  ->  line (or 3-sentence span) dedup
@@ -28,16 +30,17 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from corpus import c4, storage
 from corpus.inputs import COMMON_CRAWL_BASE_URL, InputError, expand_inputs, open_input
-from corpus.records import Document, HtmlPage, ReadError
+from corpus.records import Document, HtmlPage
 from corpus.sentences import count_line_sentences, has_sentences, require_punkt, split_sentences
 from corpus.shards import FORMATS
-from corpus.warc import ReadStats, read_archive
+from corpus.warc import MAX_RECORD_BYTES, ReadStats, read_archive
 from dedup.lines import page_line_keys, remove_duplicate_lines
 from dedup.spans import page_span_keys, remove_duplicate_spans
 from dedup.urls import url_digest
-from pipelines.options import stage_setup_file
+from pipelines.options import add_manifest_path_argument, stage_setup_file
 from pipelines.read import begin_job, counters_of, finish_job
-from pipelines.sources import READ_NAMESPACE, WriteErrors, WriteShards
+from pipelines.sources import READ_NAMESPACE, WriteErrors, WriteShards, add_max_record_bytes
+from pipelines.staging import LoadStaged, Stage
 from pipelines.steps import ReasonExamples, Steps, collect_examples, flush_counts, format_counter_table, step
 
 log = logging.getLogger(__name__)
@@ -107,8 +110,9 @@ class _ReadPagesFn(beam.DoFn):
     """One crawl file -> C4 pages: WET conversion records as the reference parses them,
     WARC HTML responses through trafilatura; bad input to ``errors``."""
 
-    def __init__(self, input_kind: str, extract_timeout_s: float):
-        self.input_kind, self.extract_timeout_s = input_kind, extract_timeout_s
+    def __init__(self, input_kind: str, extract_timeout_s: float, max_record_bytes: int = MAX_RECORD_BYTES, verify_digest: bool = False):
+        self.input_kind, self.extract_timeout_s, self.max_record_bytes = input_kind, extract_timeout_s, max_record_bytes
+        self.verify_digest = verify_digest
         self.extractor = None
 
     def setup(self):
@@ -127,7 +131,8 @@ class _ReadPagesFn(beam.DoFn):
         if self.input_kind == "wet" or (self.input_kind == "auto" and ".wet" in os.path.basename(path)):
             wet["wet-file"] += 1
         try:
-            for record in read_archive(path, text_mode="c4", stats=stats):
+            for record in read_archive(path, text_mode="c4", stats=stats, max_record_bytes=self.max_record_bytes,
+                                       verify_digest=self.verify_digest):
                 if isinstance(record, Document):
                     page = self._wet_page(index, record, wet, examples)
                 elif isinstance(record, HtmlPage):
@@ -168,22 +173,27 @@ class _ReadPagesFn(beam.DoFn):
         return c4.C4Page(url=doc.url, text=doc.text, timestamp=doc.timestamp, order=(index, page.offset))
 
 
-class _NewestPage(beam.CombineFn):
-    """URL dedup: the newest page per normalised URL (first seen on a tie), and how many."""
+class _NewestRef(beam.CombineFn):
+    """URL dedup over staged references ``(timestamp, order, ref)``: the newest page per
+    normalised URL (first seen on a tie, as ``c4.newest_page``), and how many there were."""
 
     def create_accumulator(self):
         return None, 0
 
-    def add_input(self, acc, page):
+    @staticmethod
+    def _newer(a, b):
+        return b if b[0] > a[0] or (b[0] == a[0] and b[1] < a[1]) else a
+
+    def add_input(self, acc, ref):
         best, n = acc
-        return (page if best is None else c4.newest_page(best, page)), n + 1
+        return (ref if best is None else self._newer(best, ref)), n + 1
 
     def merge_accumulators(self, accs):
         best, total = None, 0
-        for page, n in accs:
+        for ref, n in accs:
             total += n
-            if page is not None:
-                best = page if best is None else c4.newest_page(best, page)
+            if ref is not None:
+                best = ref if best is None else self._newer(best, ref)
         return best, total
 
     def extract_output(self, acc):
@@ -191,10 +201,10 @@ class _NewestPage(beam.CombineFn):
 
 
 def _count_url_duplicates(kept):
-    page, n = kept
+    ref, n = kept
     Metrics.counter(c4.DUPLICATE_URL_FILTER, c4.FILTERED).inc(n - 1)
     Metrics.counter(c4.DUPLICATE_URL_FILTER, c4.PASSED).inc()
-    return page
+    return ref
 
 
 def _webtextlike_join(joined):
@@ -210,60 +220,69 @@ def _webtextlike_join(joined):
     yield pages[0]
 
 
-def _apply_owned(joined, *, mode: str, min_num_sentences: int):
-    """CoGroupByKey result (url, {pages: [page], keys: [owned keys]}) -> verdict."""
-    _, groups = joined
-    pages = list(groups["pages"])
-    if not pages:
-        return c4.Verdict(None)
-    page = pages[0]
+def _apply_owned(item, *, mode: str, min_num_sentences: int):
+    """(page, the keys it owns) -> verdict."""
+    page, owned = item
     if mode == "lines":
-        text, counts, dropped = remove_duplicate_lines(page.text, groups["keys"], min_num_sentences=min_num_sentences, has_sentences=has_sentences)
+        text, counts, dropped = remove_duplicate_lines(page.text, owned, min_num_sentences=min_num_sentences, has_sentences=has_sentences)
     else:
-        text, counts, dropped = remove_duplicate_spans(page.text, groups["keys"], min_num_sentences=min_num_sentences,
+        text, counts, dropped = remove_duplicate_spans(page.text, owned, min_num_sentences=min_num_sentences,
                                                        split_line=_split_lines, has_sentences=has_sentences)
     if text is not None:
         page.text = text
     return c4.Verdict(page if text is not None else None, counts, dropped)
 
 
-def _line_claims(page):
-    claim = (url_digest(page.url), page.url)
-    return [(key, claim) for key in page_line_keys(page.text)]
+def _line_keys(page):
+    return url_digest(page.url), page_line_keys(page.text)
 
 
-def _span_claims(page):
-    claim = (url_digest(page.url), page.url)
-    return [(key, claim) for key in page_span_keys(page.text, _split_lines)]
+def _span_keys(page):
+    return url_digest(page.url), page_span_keys(page.text, _split_lines)
+
+
+def _claims(staged):
+    """A page's claim on each of its keys: (md5(url), staging reference); the smallest wins."""
+    ref, (digest, keys) = staged
+    claim = (digest, ref)
+    return [(key, claim) for key in keys]
 
 
 class DedupeText(beam.PTransform):
     """C4's line dedup (``lines``) or the T5 paper's 3-sentence span dedup (``spans``).
 
-    Each page claims its keys; each key goes to the smallest md5(url) (a CombinePerKey,
-    so combiners lift it before the shuffle); owned keys join back to their page by URL.
+    Pages are staged under the output (``pipelines.staging``) as they pass; each page
+    claims its keys with ``(md5(url), staging reference)``, each key goes to the smallest
+    claim (a CombinePerKey, so combiners lift it before the shuffle: the smallest md5(url),
+    and on an md5 collision of two URLs a fixed one of them), owned keys go back to their
+    page's staging file, and every staged page is read back once with the keys it owns
+    (none: all its lines are duplicates). No shuffle carries page text or URLs.
     """
 
-    def __init__(self, mode: str = "lines", min_num_sentences: int = c4.MIN_NUM_SENTENCES):
+    def __init__(self, mode: str = "lines", min_num_sentences: int = c4.MIN_NUM_SENTENCES, *, out_dir: str):
         super().__init__()
-        self.mode, self.min_num_sentences = mode, min_num_sentences
+        self.mode, self.min_num_sentences, self.out_dir = mode, min_num_sentences, out_dir
 
     def expand(self, pages):
-        claims = _line_claims if self.mode == "lines" else _span_claims
-        owners = (
-            pages
-            | "Claim keys" >> beam.FlatMap(claims)
+        label = f"dedupe-{self.mode}"
+        staged = pages | "Stage pages" >> Stage(self.out_dir, label, _line_keys if self.mode == "lines" else _span_keys)
+        owned = (
+            staged.refs
+            | "Claim keys" >> beam.FlatMap(_claims)
             | "Smallest md5(url) owns each key" >> beam.CombinePerKey(min)
-            | "Key by owner url" >> beam.MapTuple(lambda key, owner: (owner[1], key))
+            | "Owned key by staged page" >> beam.MapTuple(lambda key, owner: (owner[1], key))
         )
-        by_url = pages | "Key pages by url" >> beam.Map(lambda p: (p.url, p))
         namespace = c4.DEDUPE_LINES if self.mode == "lines" else DEDUPE_SPANS
         rule = functools.partial(_apply_owned, mode=self.mode, min_num_sentences=self.min_num_sentences)
         return (
-            {"pages": by_url, "keys": owners}
-            | "Join owned keys to pages" >> beam.CoGroupByKey()
+            (owned, staged.files)
+            | "Read pages back with owned keys" >> LoadStaged(self.out_dir, label, every=True)
             | step("Remove duplicates", namespace, rule)
         )
+
+
+def _url_dedup_key(page):
+    return page.normalized_url, page.timestamp, page.order
 
 
 def _to_split(page):
@@ -282,17 +301,18 @@ def build(pipeline: beam.Pipeline, files: list[str], args: argparse.Namespace, r
         pipeline
         | "Crawl files" >> beam.Create(list(enumerate(files)))
         | "Spread files over workers" >> beam.Reshuffle()
-        | "Read pages" >> beam.ParDo(_ReadPagesFn(args.input_kind, args.extract_timeout)).with_outputs("errors", "examples", main="pages")
+        | "Read pages" >> beam.ParDo(_ReadPagesFn(args.input_kind, args.extract_timeout, args.max_record_bytes, args.verify_digest)).with_outputs("errors", "examples", main="pages")
     )
     run_step.add(read.examples)
     pages = run_step(read.pages, "1 Length filter", c4.TOO_LONG_FILTER, _too_long_rule)
     if variant.realnewslike:
         pages = run_step(pages, "2 RealNews domains", c4.REALNEWS_FILTER, functools.partial(_realnews_rule, domains=resources["realnews_domains"]))
-    pages = (
-        pages
-        | "3 Normalise URL" >> beam.Map(lambda p: (p.normalized_url, p))
-        | "3 Newest page per URL" >> beam.CombinePerKey(_NewestPage())
-        | "3 Count URL duplicates" >> beam.MapTuple(lambda _, kept: _count_url_duplicates(kept))
+    staged = pages | "3 Stage pages" >> Stage(args.output, "pages", _url_dedup_key)
+    newest = (
+        staged.refs
+        | "3 Key by normalised URL" >> beam.MapTuple(lambda ref, key: (key[0], (key[1], key[2], ref)))
+        | "3 Newest page per URL" >> beam.CombinePerKey(_NewestRef())
+        | "3 Count URL duplicates" >> beam.MapTuple(lambda url, kept: (url, _count_url_duplicates(kept)))
     )
     if variant.webtextlike:
         urls = (
@@ -300,16 +320,24 @@ def build(pipeline: beam.Pipeline, files: list[str], args: argparse.Namespace, r
             | "4 Read WebText-like URLs" >> beam.io.ReadFromText(args.webtext_urls)
             | "4 Normalise listed URLs" >> beam.Map(lambda u: (c4.normalize_url(u.strip()), None))
         )
-        pages = (
-            {"pages": pages | "4 Key by normalised URL" >> beam.Map(lambda p: (p.normalized_url, p)), "urls": urls}
+        kept = (
+            {"pages": newest, "urls": urls}
             | "4 Join on normalised URL" >> beam.CoGroupByKey()
             | "4 Keep listed pages" >> beam.FlatMap(_webtextlike_join)
         )
+    else:
+        kept = newest | "3 Drop URL key" >> beam.Values()
+    pages = (
+        kept
+        | "3 Staged reference" >> beam.Map(lambda newest: (newest[2], None))
+        | "3 Read pages back" >> LoadStaged(args.output, "pages")
+        | "3 Pages" >> beam.MapTuple(lambda page, _: page)
+    )
     if variant.clean:
         pages = run_step(pages, "5 clean_page", c4.CLEAN_PAGE, _clean_rule)
     if variant.dedupe:
         floor = c4.MIN_NUM_SENTENCES if variant.clean else 0
-        deduped = pages | f"6 Dedupe {args.dedup}" >> DedupeText(args.dedup, floor)
+        deduped = pages | f"6 Dedupe {args.dedup}" >> DedupeText(args.dedup, floor, out_dir=args.output)
         run_step.add(deduped.examples)
         pages = deduped.pages
     pages = run_step(pages, "8 langdetect en", c4.ENGLISH_FILTER, functools.partial(_english_rule, implementation=args.langdetect))
@@ -334,6 +362,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--crawl_files", choices=("wet", "warc"), default="wet", help="with --crawl: read the crawl's WET (default) or WARC files")
     parser.add_argument("--max_files", "--max-files", type=int, default=None, help="read only the first N files")
     parser.add_argument("--base_url", default=COMMON_CRAWL_BASE_URL, help="Common Crawl's host or a mirror (URL or folder): where --crawl manifests and manifest paths are found")
+    add_manifest_path_argument(parser)
     parser.add_argument("--format", nargs="+", choices=FORMATS, default=["c4json", "parquet"], help="shard format(s) (default c4json parquet)")
     parser.add_argument("--num_shards", type=int, default=1, help="train shards (released c4/en: 1024)")
     parser.add_argument("--num_validation_shards", type=int, default=1, help="validation shards (released c4/en: 8)")
@@ -342,6 +371,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--webtext_urls", default=None, help="webtextlike: URL list file(s) (glob), one URL a line")
     parser.add_argument("--langdetect", choices=LANGDETECT_IMPLEMENTATIONS, default="fast", help="fast: exact reimplementation (default); reference: langdetect itself")
     parser.add_argument("--extract_timeout", type=float, default=10.0, help="WARC input: seconds allowed per page for trafilatura")
+    add_max_record_bytes(parser)
 
 
 def input_files(args: argparse.Namespace) -> list[str]:
@@ -352,7 +382,7 @@ def input_files(args: argparse.Namespace) -> list[str]:
             raise InputError(str(exc)) from exc
     else:
         specs = args.input
-    files = expand_inputs(specs, base=args.base_url, max_files=args.max_files)
+    files = expand_inputs(specs, base=args.base_url, max_files=args.max_files, allow_any_manifest_path=args.allow_any_manifest_path)
     kept = [f for f in files if not any(f.endswith(bad) for bad in c4.KNOWN_CORRUPT_WET_FILES)]
     if len(kept) < len(files):
         log.warning("skipping %d known-corrupt WET file(s)", len(files) - len(kept))

@@ -26,7 +26,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     from corpus.inputs import expand_inputs
     from corpus.warc import inspect_archive
 
-    files = expand_inputs(args.files, base=args.base_url)
+    files = expand_inputs(args.files, base=args.base_url, allow_any_manifest_path=args.allow_any_manifest_path)
     totals = {"records": Counter(), "mime_types": Counter(), "languages": Counter(), "errors": Counter()}
     per_file = []
     for path in tqdm(files, desc="inspect", unit="file", disable=args.quiet):
@@ -154,6 +154,8 @@ JOBS = [
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from pipelines.options import add_manifest_path_argument
+
     parser = argparse.ArgumentParser(prog="corpusforge", description="Build C4/WebText-style corpora from Common Crawl and Reddit links.")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -161,6 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("inspect", help="count records in WARC/WET files by type, MIME type, language header and error")
     p.add_argument("files", nargs="+", help="files, globs, folders, *.paths.gz manifests or URLs")
     p.add_argument("--base_url", default="https://data.commoncrawl.org/", help="base URL (or folder) for manifest paths")
+    add_manifest_path_argument(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--strict", action="store_true", help="exit 1 if any error was found")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")

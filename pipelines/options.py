@@ -29,6 +29,12 @@ from corpus.inputs import InputError
 
 log = logging.getLogger(__name__)
 
+
+def add_manifest_path_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--allow_any_manifest_path", action="store_true",
+                        help="open manifest entries that leave --base_url (.., absolute paths, other URLs); "
+                             "by default such an entry is refused before anything runs")
+
 PACKAGES = ("corpus", "dedup", "pipelines", "model")
 STAGED_FILES = ("requirements.txt", "requirements-model.txt", "README.md")
 WORKER_EXTRAS_FILE = "worker-extras.txt"  # read by beam_setup.py on the worker

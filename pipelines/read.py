@@ -24,8 +24,8 @@ from corpus import storage
 from corpus.inputs import COMMON_CRAWL_BASE_URL, expand_inputs
 from corpus.shards import FORMATS
 from corpus.warc import TEXT_MODES
-from pipelines.options import stage_setup_file
-from pipelines.sources import ERRORS_FILE, ReadCrawlFiles, WriteErrors, WriteShards
+from pipelines.options import add_manifest_path_argument, stage_setup_file
+from pipelines.sources import ERRORS_FILE, ReadCrawlFiles, WriteErrors, WriteShards, add_max_record_bytes
 
 log = logging.getLogger(__name__)
 EXAMPLES_PER_REASON = 5
@@ -36,16 +36,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--input", nargs="+", required=True, help="WARC/WET files, globs, folders, *.paths.gz manifests or URLs")
     parser.add_argument("--output", required=True, help="output folder")
     parser.add_argument("--format", nargs="+", choices=FORMATS, default=["c4json"], help="shard format(s), e.g. c4json parquet (default c4json)")
+    add_max_record_bytes(parser)
     parser.add_argument("--num_shards", type=int, default=1, help="number of output shards (default 1)")
     parser.add_argument("--name", default="docs", help="shard name prefix (default docs)")
     parser.add_argument("--split", default="train", help="split name in shard file names (default train)")
     parser.add_argument("--text_mode", choices=TEXT_MODES, default="faithful", help="WET text as written, or with the C4 reference's quirks")
     parser.add_argument("--base_url", default=COMMON_CRAWL_BASE_URL, help="base URL (or folder) for manifest paths")
+    add_manifest_path_argument(parser)
     parser.add_argument("--max_files", type=int, default=None, help="read only the first N files")
 
 
 def build(pipeline: beam.Pipeline, files: list[str], args: argparse.Namespace) -> None:
-    read = pipeline | "Crawl files" >> beam.Create(files) | "Read WARC/WET" >> ReadCrawlFiles(args.text_mode)
+    read = pipeline | "Crawl files" >> beam.Create(files) | "Read WARC/WET" >> ReadCrawlFiles(args.text_mode, args.max_record_bytes, args.verify_digest)
     read.documents | "Write shards" >> WriteShards(args.output, formats=args.format, name=args.name, split=args.split, num_shards=args.num_shards)
     read.errors | "Write errors" >> WriteErrors(args.output)
 
@@ -55,7 +57,7 @@ def run(argv: list[str] | None = None) -> dict:
     add_arguments(parser)
     args, beam_args = parser.parse_known_args(argv)
     storage.configure(beam_args)  # S3 endpoint and credentials, GCP project: for the launcher's own reads
-    files = expand_inputs(args.input, base=args.base_url, max_files=args.max_files)
+    files = expand_inputs(args.input, base=args.base_url, max_files=args.max_files, allow_any_manifest_path=args.allow_any_manifest_path)
     log.info("reading %d file(s) into %s", len(files), args.output)
     pipeline = beam.Pipeline(options=PipelineOptions(stage_setup_file(beam_args)))
     begin_job(args.output, "read")

@@ -11,30 +11,60 @@ numbered shard set, whatever the number of workers.
 from __future__ import annotations
 
 import hashlib
+import heapq
 import io
+import itertools
 import json
+import random
 
 import apache_beam as beam
 import zstandard
 from apache_beam.metrics import Metrics
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.timestamp import MIN_TIMESTAMP
+from apache_beam.utils.windowed_value import WindowedValue
 
 from corpus import storage
 from corpus.records import Document, HtmlPage, ReadError
 from corpus.shards import ShardFile, document_row, shard_name
-from corpus.warc import ReadStats, read_archive
+from corpus.warc import MAX_RECORD_BYTES, ReadStats, read_archive
 
 READ_NAMESPACE = "read-archive"
 WRITE_NAMESPACE = "write-shards"
 
 
+def add_max_record_bytes(parser) -> None:
+    """The reading options every job that reads crawl files takes."""
+    parser.add_argument("--max_record_bytes", type=_positive_bytes, default=MAX_RECORD_BYTES,
+                        help=f"largest WARC/WET record block, and largest decoded HTTP body, read into memory; "
+                             f"longer ones are skipped and counted (default {MAX_RECORD_BYTES})")
+    parser.add_argument("--verify_digest", action="store_true",
+                        help="check WARC-Block-Digest and WARC-Payload-Digest; mismatches are counted "
+                             "(read-archive digest:*_mismatch) and logged, the records still read")
+
+
+def _positive_bytes(text: str) -> int:
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of bytes: {text!r}") from None
+    if value < 1024:
+        raise argparse.ArgumentTypeError(f"must be at least 1024 bytes, not {value}")
+    return value
+
+
 class _ReadFileFn(beam.DoFn):
-    def __init__(self, text_mode: str):
-        self.text_mode = text_mode
+    def __init__(self, text_mode: str, max_record_bytes: int = MAX_RECORD_BYTES, verify_digest: bool = False):
+        self.text_mode, self.max_record_bytes, self.verify_digest = text_mode, max_record_bytes, verify_digest
 
     def process(self, path: str):
         stats = ReadStats()
         try:
-            for item in read_archive(path, text_mode=self.text_mode, stats=stats):
+            for item in read_archive(path, text_mode=self.text_mode, stats=stats, max_record_bytes=self.max_record_bytes,
+                                     verify_digest=self.verify_digest):
                 if isinstance(item, Document):
                     yield item
                 elif isinstance(item, HtmlPage):
@@ -49,15 +79,15 @@ class _ReadFileFn(beam.DoFn):
 class ReadCrawlFiles(beam.PTransform):
     """PCollection of file paths/URLs -> tagged ``documents``, ``pages``, ``errors``."""
 
-    def __init__(self, text_mode: str = "faithful"):
+    def __init__(self, text_mode: str = "faithful", max_record_bytes: int = MAX_RECORD_BYTES, verify_digest: bool = False):
         super().__init__()
-        self.text_mode = text_mode
+        self.text_mode, self.max_record_bytes, self.verify_digest = text_mode, max_record_bytes, verify_digest
 
     def expand(self, paths):
         return (
             paths
             | "Spread files over workers" >> beam.Reshuffle()
-            | "Read records" >> beam.ParDo(_ReadFileFn(self.text_mode)).with_outputs("pages", "errors", main="documents")
+            | "Read records" >> beam.ParDo(_ReadFileFn(self.text_mode, self.max_record_bytes, self.verify_digest)).with_outputs("pages", "errors", main="documents")
         )
 
 
@@ -68,13 +98,48 @@ PART_BYTES = 64 << 20
 PART_ZSTD_LEVEL = 1
 
 
+SHARD_SORTS = ("auto", "runs", "shuffle")
+# Rows one sorted run holds (``--shard_sort runs``): what one worker sorts in memory at once.
+RUN_BYTES = 64 << 20
+# Runners whose shuffle spills to disk or a service; the others (the DirectRunner, and the
+# FnApiRunner behind PortableRunner and pipelines.portable) hold a shuffle in memory.
+SPILLING_RUNNERS = ("dataflow", "flink", "spark", "samza")
+
+
+class ShardOptions(PipelineOptions):
+    """``--shard_sort``: how WriteShards orders a shard (a Beam option every job takes)."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        parser.add_argument(
+            "--shard_sort", choices=SHARD_SORTS, default="auto",
+            help="runs: sort bounded runs where rows are produced and merge them per shard (no shuffle of text: "
+                 "for runners that keep a shuffle in memory); shuffle: group rows into md5(url) parts through the "
+                 "runner's shuffle (Dataflow, Flink, Spark); auto: shuffle on Dataflow/Flink/Spark/Samza runners, "
+                 "else runs. Both give the same bytes.")
+
+
+def shard_sort_of(options: PipelineOptions) -> str:
+    sort = options.view_as(ShardOptions).shard_sort
+    if sort != "auto":
+        return sort
+    runner = options.view_as(StandardOptions).runner
+    name = (runner if isinstance(runner, str) else type(runner).__name__ if runner else "").lower()
+    return "shuffle" if any(kind in name for kind in SPILLING_RUNNERS) else "runs"
+
+
+def _sort_key(row: dict) -> tuple:
+    """A shard's order: (md5(url), url, timestamp, md5(text)); rows equal on it are equal."""
+    return (hashlib.md5(row["url"].encode("utf-8")).hexdigest(), row["url"], row["timestamp"],
+            hashlib.md5(row["text"].encode("utf-8")).hexdigest())
+
+
 def _encode_row(doc: Document, count: int):
     """(shard, md5(url) as an int, sort key, JSON line of the row) for one document."""
     row = document_row(doc)
-    digest = hashlib.md5(row["url"].encode("utf-8")).hexdigest()
+    key = _sort_key(row)
     line = json.dumps(row, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    key = (digest, row["url"], row["timestamp"], hashlib.md5(row["text"].encode("utf-8")).hexdigest())
-    return int(digest, 16) % count, int(digest[:16], 16), key, line
+    return int(key[0], 16) % count, int(key[0][:16], 16), key, line
 
 
 def _to_part(encoded, sizes):
@@ -93,12 +158,48 @@ class _WritePartFn(beam.DoFn):
     def process(self, keyed):
         (shard, part), rows = keyed
         path = storage.staging_path(self.out_dir, "parts", self.label, f"{shard:05d}-{part:05d}.jsonl.zst")
-        compressor = zstandard.ZstdCompressor(level=PART_ZSTD_LEVEL)
-        with storage.open_write(path) as raw, compressor.stream_writer(raw, closefd=False) as out:
-            for _, line in sorted(rows, key=lambda r: r[0]):
-                out.write(line + b"\n")
+        _write_lines(path, (line for _, line in sorted(rows, key=lambda r: r[0])))
         Metrics.counter(WRITE_NAMESPACE, "parts").inc()
         yield shard, (part, path)
+
+
+class _WriteRunsFn(beam.DoFn):
+    """``--shard_sort runs``: collects rows where they are produced, up to ``RUN_BYTES``;
+    sorts them by (shard, sort key) and stages each shard's slice as one run file."""
+
+    def __init__(self, out_dir: str, label: str, count: int, run_bytes: int):
+        self.out_dir, self.label, self.count, self.run_bytes = out_dir, label, count, run_bytes
+
+    def start_bundle(self):
+        self.rows, self.bytes = [], 0
+
+    def process(self, doc):
+        shard, _, key, line = _encode_row(doc, self.count)
+        self.rows.append((shard, key, line))
+        self.bytes += len(line)
+        if self.bytes >= self.run_bytes:
+            yield from self._spill()
+
+    def finish_bundle(self):
+        for shard_run in self._spill():
+            yield WindowedValue(shard_run, MIN_TIMESTAMP, [GlobalWindow()])
+
+    def _spill(self):
+        rows, self.rows, self.bytes = self.rows, [], 0
+        rows.sort(key=lambda r: (r[0], r[1]))
+        run_id = random.SystemRandom().getrandbits(63)
+        for shard, group in itertools.groupby(rows, key=lambda r: r[0]):
+            path = storage.staging_path(self.out_dir, "runs", self.label, f"{shard:05d}-{run_id:016x}.jsonl.zst")
+            _write_lines(path, (line for _, _, line in group))
+            Metrics.counter(WRITE_NAMESPACE, "runs").inc()
+            yield shard, (0, path)
+
+
+def _write_lines(path: str, lines) -> None:
+    compressor = zstandard.ZstdCompressor(level=PART_ZSTD_LEVEL)
+    with storage.open_write(path) as raw, compressor.stream_writer(raw, closefd=False) as out:
+        for line in lines:
+            out.write(line + b"\n")
 
 
 def _read_part(path: str):
@@ -107,22 +208,27 @@ def _read_part(path: str):
             yield json.loads(line)
 
 
-class _MergeShardFn(beam.DoFn):
-    """Streams a shard's parts, in md5(url) order, into one file per format."""
+def _merged_runs(paths):
+    """Rows of sorted runs, merged into one sorted stream (one open run per path)."""
+    return heapq.merge(*(_read_part(path) for path in paths), key=_sort_key)
 
-    def __init__(self, out_dir: str, formats, name: str, split: str, count: int):
-        self.out_dir, self.formats, self.name, self.split, self.count = out_dir, tuple(formats), name, split, count
+
+class _MergeShardFn(beam.DoFn):
+    """Streams a shard's parts (in md5(url) order) or merges its sorted runs into one file per format."""
+
+    def __init__(self, out_dir: str, formats, name: str, split: str, count: int, sort: str):
+        self.out_dir, self.formats, self.name, self.split, self.count, self.sort = out_dir, tuple(formats), name, split, count, sort
 
     def process(self, keyed):
         index, parts = keyed
         paths = [path for _, path in sorted(p for p in parts if p is not None)]
+        rows = _merged_runs(paths) if self.sort == "runs" else itertools.chain.from_iterable(map(_read_part, paths))
         files = [ShardFile(storage.join(self.out_dir, shard_name(self.name, self.split, index, self.count, fmt)), fmt)
                  for fmt in self.formats]
         try:
-            for path in paths:
-                for row in _read_part(path):
-                    for shard in files:
-                        shard.write(row)
+            for row in rows:
+                for shard in files:
+                    shard.write(row)
         except BaseException:
             for shard in files:
                 shard.abort()
@@ -134,7 +240,16 @@ class _MergeShardFn(beam.DoFn):
 class WriteShards(beam.PTransform):
     """Documents -> ``<name>-<split>.NNNNN-of-MMMMM.<ext>`` in every format, every index present.
 
-    Streaming, with bounded memory: a document goes to shard ``md5(url) % N``; each shard
+    A document goes to shard ``md5(url) % N``; a shard is ordered by (md5(url), url,
+    timestamp, md5(text)) one of two ways (``--shard_sort``, see ``shard_sort_of``), with
+    the same bytes either way:
+
+    ``runs`` (runners that hold a shuffle in memory): where documents are produced, up to
+    ``RUN_BYTES`` of rows are sorted and each shard's slice staged as a run under
+    ``_temporary/runs/``; one merge per shard streams its runs through a k-way merge into
+    every format. No shuffle carries text: memory is bounded by RUN_BYTES per worker.
+
+    ``shuffle`` (Dataflow, Flink, Spark): each shard
     is cut into parts by ranges of md5(url), sized from the shard's total (``PART_BYTES``);
     each part is sorted in memory by (md5(url), url, timestamp, md5(text)) and staged as a
     compressed file under ``_temporary/parts/``; one merge per shard then streams its parts
@@ -143,26 +258,32 @@ class WriteShards(beam.PTransform):
     files go to ``_temporary/written-<name>-<split>.json`` for the job's ``_SUCCESS``.
     """
 
-    def __init__(self, out_dir: str, *, formats=("c4json",), name: str = "c4", split: str = "train", num_shards: int = 1):
+    def __init__(self, out_dir: str, *, formats=("c4json",), name: str = "c4", split: str = "train", num_shards: int = 1,
+                 run_bytes: int | None = None):
         super().__init__()
         self.out_dir, self.formats, self.name, self.split, self.num_shards = out_dir, tuple(formats), name, split, num_shards
+        self.run_bytes = run_bytes
 
     def expand(self, docs):
         count, label, out_dir = self.num_shards, f"{self.name}-{self.split}", self.out_dir
-        encoded = docs | "Encode rows" >> beam.Map(_encode_row, count)
-        sizes = (encoded
-                 | "Row sizes" >> beam.Map(lambda e: (e[0], len(e[3])))
-                 | "Shard sizes" >> beam.CombinePerKey(sum))
-        parts = (encoded
-                 | "Key by shard part" >> beam.Map(_to_part, beam.pvalue.AsDict(sizes))
-                 | "Group by shard part" >> beam.GroupByKey()
-                 | "Sort and stage parts" >> beam.ParDo(_WritePartFn(out_dir, label)))
+        sort = shard_sort_of(docs.pipeline.options)
+        if sort == "runs":
+            parts = docs | "Sort and stage runs" >> beam.ParDo(_WriteRunsFn(out_dir, label, count, self.run_bytes or RUN_BYTES))
+        else:
+            encoded = docs | "Encode rows" >> beam.Map(_encode_row, count)
+            sizes = (encoded
+                     | "Row sizes" >> beam.Map(lambda e: (e[0], len(e[3])))
+                     | "Shard sizes" >> beam.CombinePerKey(sum))
+            parts = (encoded
+                     | "Key by shard part" >> beam.Map(_to_part, beam.pvalue.AsDict(sizes))
+                     | "Group by shard part" >> beam.GroupByKey()
+                     | "Sort and stage parts" >> beam.ParDo(_WritePartFn(out_dir, label)))
         every_index = docs.pipeline | "Every shard index" >> beam.Create([(i, None) for i in range(count)])
         return (
             (parts, every_index)
             | "Merge shard indices" >> beam.Flatten()
             | "Group parts by shard" >> beam.GroupByKey()
-            | "Merge parts into shards" >> beam.ParDo(_MergeShardFn(out_dir, self.formats, self.name, self.split, count))
+            | "Merge parts into shards" >> beam.ParDo(_MergeShardFn(out_dir, self.formats, self.name, self.split, count, sort))
             | "Collect file entries" >> beam.combiners.ToList()
             | "Record written files" >> beam.Map(lambda infos: storage.record_written(out_dir, label, infos))
         )

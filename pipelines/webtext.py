@@ -36,7 +36,7 @@ from corpus.records import Document, HtmlPage
 from corpus.shards import FORMATS, shard_index
 from dedup import minhash
 from dedup.urls import url_key
-from pipelines.options import stage_setup_file
+from pipelines.options import add_manifest_path_argument, stage_setup_file
 from pipelines.read import begin_job, counters_of, finish_job
 from pipelines.sources import READ_NAMESPACE, ReadCrawlFiles, WriteErrors, WriteShards
 from pipelines.steps import ReasonExamples, Steps, collect_examples, flush_counts, format_counter_table
@@ -415,7 +415,7 @@ def build(pipeline: beam.Pipeline, dumps: list[str], crawl_files: list[str], arg
     )
     if args.span_dedup:
         as_pages = docs | "As pages" >> beam.Map(lambda d: c4.C4Page(url=d.url, text=d.text, timestamp=d.timestamp))
-        deduped = as_pages | "Span dedup" >> DedupeText("spans", c4.MIN_NUM_SENTENCES)
+        deduped = as_pages | "Span dedup" >> DedupeText("spans", c4.MIN_NUM_SENTENCES, out_dir=args.output)
         run_step.add(deduped.examples)
         docs = (
             {"docs": docs | "Docs by url" >> beam.Map(lambda d: (d.url, d)),
@@ -455,6 +455,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--crawl", nargs="+", default=None, help="crawl mode: Common Crawl crawl id(s) (their warc.paths.gz)")
     p.add_argument("--warc", nargs="+", default=None, help="crawl mode: WARC files, globs, folders or manifests")
     p.add_argument("--base_url", default=COMMON_CRAWL_BASE_URL, help="Common Crawl's host or a mirror, for --crawl and manifests")
+    add_manifest_path_argument(p)
     p.add_argument("--max_files", type=int, default=None, help="crawl mode: only the first N WARC files")
     p.add_argument("--fetch_shards", type=int, default=16, help="fetch mode: shards (by host) fetched in parallel, each resumable")
     p.add_argument("--allow-hosts", "--allow_hosts", dest="allow_hosts", nargs="+", default=(), help="host:port that may be private/loopback (tests only)")
@@ -520,7 +521,7 @@ def run(argv: list[str] | None = None) -> dict:
             raise InputError(str(exc)) from exc
         if not specs:
             raise InputError("--pages crawl needs --warc files or --crawl ids")
-        crawl_files = expand_inputs(specs, base=args.base_url, max_files=args.max_files)
+        crawl_files = expand_inputs(specs, base=args.base_url, max_files=args.max_files, allow_any_manifest_path=args.allow_any_manifest_path)
     link_filter = link_filter_from(args)
     fetch_config = fetch_config_from(args) if args.pages == "fetch" else None
     log.info("WebText from %d dump(s), pages by %s, into %s", len(dumps), args.pages, args.output)

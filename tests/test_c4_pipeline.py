@@ -178,7 +178,8 @@ BAD_WET_RECORDS = [
     ("http://bad.example/nul", b"The first sentence has a NUL \x00 byte inside it somewhere.\nThe second sentence of this page is perfectly ordinary.\nA third sentence keeps the page above the floor here.\n"),
     ("http://bad.example/whitespace", b"   \n\t\n   \n"),
     ("http://bad.example/digits", b"1234567890 1234567890 1234567890 1234567890 1234567890.\n"),
-    ("http://bad.example/huge", b"x" * (50 * 1024 * 1024) + b".\n"),
+    ("http://bad.example/long", b"x" * 200_000 + b".\n"),  # over C4's 190,000 characters
+    ("http://bad.example/huge", b"x" * (50 * 1024 * 1024) + b".\n"),  # over --max_record_bytes: never buffered
     ("http://good.example/page", b"The committee met on Tuesday to discuss the annual budget.\nMembers agreed to postpone the final vote until next month.\nThe chair thanked everyone for their patience and hard work.\n"),
 ]
 
@@ -198,7 +199,8 @@ def test_bad_input_is_counted_and_every_good_page_is_kept(tmp_path, sample_crawl
     counters = stats["counters"]
     assert counters["split-wet-file"]["wet-file"] == 2
     assert counters["split-wet-file"]["filtered:no_content"] == 1  # whitespace only
-    assert counters["too-long-filter"]["filtered"] == 1  # the 50 MB line
+    assert counters["too-long-filter"]["filtered"] == 1  # the 200 kB line
+    assert counters["read-archive"]["error:record_too_large"] == 1  # the 50 MiB line
     assert counters["read-archive"]["error:corrupt_gzip"] >= 1
     assert counters["read-archive"]["repaired:invalid_utf8"] == 1  # the Latin-1 page: kept, counted
     urls = {p["url"] for p in our_pages(tmp_path / "out")["train"] + our_pages(tmp_path / "out")["validation"]}

@@ -229,15 +229,35 @@ def test_a_job_that_dies_midway_leaves_a_set_no_reader_takes_as_complete(real_da
     assert len(list(read_documents(out))) > 0
 
 
-def test_shards_are_cut_into_bounded_parts_without_changing_a_byte(real_data, wet_inputs, tmp_path, monkeypatch):
-    whole = str(tmp_path / "whole")
-    one = read_pipeline.run(["--input", str(wet_inputs), "--output", whole, "--num_shards", "2", "--format", "c4json", "parquet", "jsonl"])
-    assert one["counters"]["write-shards"]["parts"] == 2  # one part a shard
+def test_shards_are_the_same_bytes_sorted_by_runs_or_by_the_shuffle_in_any_number_of_pieces(real_data, wet_inputs, tmp_path, monkeypatch):
+    def run(name, *extra):
+        out = str(tmp_path / name)
+        stats = read_pipeline.run(["--input", str(wet_inputs), "--output", out, "--num_shards", "2",
+                                   "--format", "c4json", "parquet", "jsonl", *extra])
+        return out, stats["counters"]["write-shards"]
+
+    runs, counters = run("runs")  # the DirectRunner's default: one sorted run a shard
+    assert counters == {"runs": 2}
+    whole, counters = run("whole", "--shard_sort", "shuffle")
+    assert counters == {"parts": 2}  # one part a shard
     monkeypatch.setattr(sources, "PART_BYTES", 20_000)  # several md5(url) ranges a shard
-    parts = str(tmp_path / "parts")
-    stats = read_pipeline.run(["--input", str(wet_inputs), "--output", parts, "--num_shards", "2", "--format", "c4json", "parquet", "jsonl"])
-    assert stats["counters"]["write-shards"]["parts"] >= 10
-    assert_same_output(whole, parts, skip=("stats.json",))
+    parts, counters = run("parts", "--shard_sort", "shuffle")
+    assert counters["parts"] >= 10
+    monkeypatch.setattr(sources, "RUN_BYTES", 20_000)  # several runs a shard, merged
+    many_runs, counters = run("many-runs", "--shard_sort", "runs")
+    assert counters["runs"] >= 10
+    for other in (whole, parts, many_runs):
+        assert_same_output(runs, other, skip=("stats.json",))
+
+
+def test_shard_sort_auto_picks_runs_where_the_shuffle_lives_in_memory():
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    assert sources.shard_sort_of(PipelineOptions([])) == "runs"
+    assert sources.shard_sort_of(PipelineOptions(["--runner", "PortableRunner"])) == "runs"
+    assert sources.shard_sort_of(PipelineOptions(["--runner", "DataflowRunner"])) == "shuffle"
+    assert sources.shard_sort_of(PipelineOptions(["--runner", "FlinkRunner"])) == "shuffle"
+    assert sources.shard_sort_of(PipelineOptions(["--runner", "DataflowRunner", "--shard_sort", "runs"])) == "runs"
 
 
 def test_read_decontaminate_tokenize_and_webtext_write_to_s3(real_data, wet_inputs, sample_crawl, s3, tmp_path):

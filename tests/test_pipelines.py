@@ -81,3 +81,35 @@ def test_manifest_input_joins_relative_paths_to_a_base_folder(inputs, tmp_path):
     stats = run(["--input", str(manifest), "--base_url", str(inputs), "--output", str(out), "--format", "jsonl"])
     assert stats["files"] == 2
     assert len(list(read_documents(str(out)))) == 26
+
+
+@pytest.mark.parametrize("entry", ["../in/a-good.wet.gz", "{inputs}/a-good.wet.gz", "file://{inputs}/a-good.wet.gz",
+                                   "http://127.0.0.1:9/a-good.wet.gz", "sub/../../etc/passwd"])
+def test_a_manifest_entry_outside_the_base_is_refused_before_anything_runs(inputs, tmp_path, entry):
+    from corpus.inputs import ManifestPathError
+
+    entry = entry.format(inputs=inputs)
+    manifest = tmp_path / "wet.paths.gz"
+    manifest.write_bytes(gzip.compress(f"a-good.wet.gz\n{entry}\n".encode()))
+    out = tmp_path / "out"
+    with pytest.raises(ManifestPathError, match=r"wet\.paths\.gz, line 2: .*must be relative and stay under the base"):
+        run(["--input", str(manifest), "--base_url", str(inputs), "--output", str(out)])
+    assert not out.exists()  # refused before the job began
+
+
+def test_allow_any_manifest_path_opens_an_absolute_entry(inputs, tmp_path):
+    manifest = tmp_path / "wet.paths"
+    manifest.write_text(f"{inputs}/a-good.wet.gz\n")
+    stats = run(["--input", str(manifest), "--base_url", str(tmp_path), "--output", str(tmp_path / "out"),
+                 "--allow_any_manifest_path", "--format", "jsonl"])
+    assert stats["files"] == 1
+
+
+def test_manifest_errors_quote_input_escaped_and_short():
+    from corpus.inputs import ManifestPathError, join_base
+
+    hostile = "/\x1b[31mred\x1b[0m" + "x" * 500
+    with pytest.raises(ManifestPathError) as raised:
+        join_base("https://data.commoncrawl.org/", hostile, allow_any=False)
+    message = str(raised.value)
+    assert "\x1b" not in message and "\\x1b[31mred" in message and len(message) < 300

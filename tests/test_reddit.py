@@ -30,6 +30,8 @@ from corpus.reddit import (
     Link,
     LinkFilter,
     Submission,
+    TooLongLine,
+    _zstd_pieces,
     decode_lines,
     iter_dump_chunks,
     iter_dump_lines,
@@ -264,7 +266,7 @@ def test_parse_submission_reads_every_created_utc_spelling():
 
 
 def test_parse_submission_problems_and_defaults():
-    assert PARSE_PROBLEMS == ("malformed_json", "not_an_object", "missing_url", "bad_created_utc", "bad_score")
+    assert PARSE_PROBLEMS == ("line_too_long", "malformed_json", "json_too_deep", "not_an_object", "missing_url", "bad_created_utc", "bad_score")
     assert parse_submission('{"url": "https://a.com/", "created_utc": 1') == "malformed_json"
     assert parse_submission("") == "malformed_json"
     assert parse_submission("[1, 2]") == "not_an_object"
@@ -662,3 +664,47 @@ def test_sample_filter_outcomes_match_the_truth(sample_crawl, until_2017):
     expected = Counter(expected_problem(entry, until_2017) for entry in entries)
     assert {reason: counts[reason] for reason in expected if reason} == {r: n for r, n in expected.items() if r}
     assert counts["kept_submissions"] == expected[None]
+
+
+# -- hostile dumps ----------------------------------------------------------------------
+
+
+def test_hostile_lines_are_counted_by_reason_never_raised():
+    assert parse_submission("[" * 100_000) == "json_too_deep"
+    assert parse_submission('{"url": "https://a.com/", "created_utc": ' + "9" * 5000 + "}") == "malformed_json"
+    assert parse_submission(record(score=1e30)) == "bad_score"
+    assert parse_submission(record(score=-(10**12))) == "bad_score"
+    assert parse_submission(record(created_utc=9223372036854775808)) == "bad_created_utc"
+    assert parse_submission(record(created_utc=-5)) == "bad_created_utc"
+    assert parse_submission(record(num_comments=10**30)).num_comments == 10**9  # clamped, not an int64 overflow
+
+
+def test_huge_numbers_never_reach_the_link_table(tmp_path):
+    lines = [json.dumps({"url": "https://ok.example/a", "score": 5, "created_utc": utc(2016, 5, 1), "subreddit": "x"}),
+             json.dumps({"url": "https://big.example/a", "score": 1e30, "created_utc": utc(2016, 5, 1)}),
+             json.dumps({"url": "https://late.example/a", "score": 5, "created_utc": 9223372036854775808})]
+    links, counts = select_links(lines, LinkFilter())
+    assert [link.url for link in links] == ["https://ok.example/a"]
+    assert counts["bad_score"] == 1 and counts["bad_created_utc"] == 1
+    write_link_table(links, tmp_path / "links.parquet")  # no OverflowError
+    assert [link.url for link in read_link_table(tmp_path / "links.parquet")] == ["https://ok.example/a"]
+
+
+def test_a_line_over_the_limit_is_skipped_without_being_held_whole():
+    good = b'{"url": "https://a.com/", "created_utc": 1500000000}'
+    pieces = [good + b"\n", b"x" * 3000, b"y" * 3000, b"z\n", good]  # the long line spans three pieces
+    lines = list(decode_lines(pieces, max_line_chars=4000))
+    assert lines[0] == good.decode() and lines[2] == good.decode()
+    assert isinstance(lines[1], TooLongLine) and parse_submission(lines[1]) == "line_too_long"
+    last = list(decode_lines([good + b"\n", b"x" * 5000], max_line_chars=4000))  # unterminated at the end
+    assert isinstance(last[1], TooLongLine)
+
+
+def test_a_zstd_bomb_is_read_in_bounded_pieces(tmp_path):
+    path = tmp_path / "RS_bomb.zst"
+    line = b'{"url": "https://a.com/", "created_utc": 1500000000}\n'
+    path.write_bytes(zstandard.ZstdCompressor(level=19).compress(line * (2_000_000)))  # ~106 MB of lines
+    assert path.stat().st_size < 200_000
+    pieces = list(_zstd_pieces(open(path, "rb"), str(path)))
+    assert sum(map(len, pieces)) == len(line) * 2_000_000
+    assert max(map(len, pieces)) <= 64 << 20  # what 2 KiB of input can decode to at most

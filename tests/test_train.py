@@ -248,6 +248,58 @@ def test_corrupted_truncated_and_foreign_checkpoints_are_refused_clearly(tmp_pat
         load_checkpoint(tmp_path / "missing.pt")
 
 
+def test_every_seeded_bit_flip_in_a_checkpoint_is_refused_by_its_checksum(tmp_path):
+    model = GPT(GPTConfig.named("gpt2", n_layer=1, n_head=2, n_embd=16, block_size=8, vocab_size=40))
+    good = tmp_path / "ckpt.pt"
+    save_checkpoint(good, {"model": model.state_dict(), "model_config": model.config.to_dict(), "step": 3})
+    data = good.read_bytes()
+    rng = np.random.default_rng(0)
+    for bit in rng.integers(0, len(data) * 8, size=60):
+        flipped = bytearray(data)
+        flipped[bit // 8] ^= 1 << (bit % 8)
+        good.write_bytes(bytes(flipped))
+        with pytest.raises(CheckpointError, match="ckpt.pt: sha256 .* does not match .*corrupted"):
+            load_checkpoint(good)
+    good.write_bytes(data + b"\0")
+    with pytest.raises(CheckpointError, match="bytes, but .* were written"):
+        load_checkpoint(good)
+    good.write_bytes(data)
+    assert load_checkpoint(good)["step"] == 3
+
+
+def test_missing_entries_and_wrong_shapes_are_errors_naming_the_file(tmp_path):
+    from model.checkpoint import model_from_state
+
+    model = GPT(GPTConfig.named("gpt2", n_layer=1, n_head=2, n_embd=16, block_size=8, vocab_size=40))
+    path = tmp_path / "ckpt.pt"
+    save_checkpoint(path, {"model": model.state_dict(), "model_config": model.config.to_dict(), "step": 3})
+    with pytest.raises(CheckpointError, match=r"ckpt.pt: the checkpoint has no 'optimizer' entry"):
+        load_checkpoint(path, required=("optimizer",))
+    wrong = dict(model.config.to_dict(), n_embd=32)
+    save_checkpoint(path, {"model": model.state_dict(), "model_config": wrong, "step": 3})
+    with pytest.raises(CheckpointError, match="do not fit its model config"):
+        model_from_state(load_checkpoint(path))
+    save_checkpoint(path, {"model": {"w": [1, 2]}, "model_config": model.config.to_dict()})
+    with pytest.raises(CheckpointError, match="not a state dict of tensors"):
+        load_checkpoint(path)
+
+
+def test_resume_falls_back_to_the_newest_kept_checkpoint_that_passes_its_checksum(pattern_data, tmp_path, caplog):
+    cfg = tiny_config(pattern_data, tmp_path / "run", max_steps=10, ckpt_interval=2, keep_checkpoints=2)
+    train(replace(cfg, stop_at=6))
+    kept = sorted(p.name for p in (tmp_path / "run").glob("ckpt-*.pt"))
+    assert kept == ["ckpt-00000004.pt", "ckpt-00000006.pt"]  # the last two kept, older ones deleted
+    latest = tmp_path / "run" / "ckpt.pt"
+    damaged = bytearray(latest.read_bytes())
+    damaged[len(damaged) // 2] ^= 0x10
+    latest.write_bytes(bytes(damaged))  # written in place: ckpt-00000006.pt, a hard link of it, is damaged too
+    with caplog.at_level("WARNING"):
+        resumed = train(replace(cfg, resume=True))
+    assert resumed["steps"] == 10
+    assert any("ckpt-00000004.pt" in r.getMessage() and "continuing from" in r.getMessage() for r in caplog.records)
+    assert load_checkpoint(latest)["step"] == 10
+
+
 def test_compile_and_ddp_prefixes_never_reach_the_file(tmp_path):
     model = GPT(GPTConfig.named("gpt2", n_layer=1, n_head=2, n_embd=16, block_size=8, vocab_size=40))
     compiled = torch.compile(model)  # not run: only its state-dict keys matter here
@@ -299,7 +351,7 @@ def test_cli_trains_resumes_samples_and_exports(text_data, tmp_path, caplog, cap
     assert "no such file or folder" in caplog.text
     (run / "ckpt.pt").write_bytes((run / "ckpt.pt").read_bytes()[:1000])
     assert train_main(["--out", str(run), "--resume", "--max_steps", "8", "-q"]) == 2
-    assert "truncated, corrupted" in caplog.text
+    assert "no usable checkpoint" in caplog.text and "1,000 bytes, but" in caplog.text and "truncated or replaced" in caplog.text
 
 
 def test_torchrun_ranks_share_the_batch_like_one_process_with_accumulation(pattern_data, tmp_path):

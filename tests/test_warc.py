@@ -195,7 +195,7 @@ def test_garbage_between_records_is_skipped_once(tmp_path):
 
 def test_unknown_version_and_bad_header_are_skipped(tmp_path):
     data = (
-        warc_record("conversion", b"old\n", "http://old.example/", version="WARC/0.17")
+        warc_record("conversion", b"old\n", "http://old.example/", version="WARC/0.9")
         + b"WARC/1.0\r\nWARC-Type: conversion\r\nContent-Length: many\r\n\r\nbody\r\n\r\n"
         + b"WARC/1.0\r\nWARC-Type: conversion\r\nno colon here\r\nContent-Length: 4\r\n\r\nbody\r\n\r\n"
         + conversion("http://good.example/", "Good.\n")
@@ -203,6 +203,17 @@ def test_unknown_version_and_bad_header_are_skipped(tmp_path):
     docs, _, _, stats = read_all(write(tmp_path, "versions.warc", members(data)))
     assert [d.url for d in docs] == ["http://good.example/"]
     assert stats.errors() == {"unknown_warc_version": 1, "bad_header": 2}
+
+
+def test_draft_versions_0_17_and_0_18_are_read(tmp_path):
+    """ClueWeb09 (WARC/0.18) and Heritrix drafts (WARC/0.17) frame records like 1.0."""
+    page = b"<html><body><p>ClueWeb page.</p></body></html>"
+    http = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n" + page
+    data = (warc_record("response", http, "http://clueweb.example/", version="WARC/0.18", extra="WARC-TREC-ID: clueweb09-en0000-00-00000\r\n")
+            + warc_record("conversion", b"Draft text.\n", "http://heritrix.example/", version="WARC/0.17"))
+    docs, pages, errors, _ = read_all(write(tmp_path, "drafts.warc.gz", members(data)))
+    assert [p.url for p in pages] == ["http://clueweb.example/"] and pages[0].html.endswith("ClueWeb page.</p></body></html>")
+    assert [d.url for d in docs] == ["http://heritrix.example/"] and not errors
 
 
 def test_lf_only_records_are_read(tmp_path):
