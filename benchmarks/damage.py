@@ -38,20 +38,7 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 from corpus.records import ReadError  # noqa: E402
 from corpus.warc import iter_records  # noqa: E402
-from damage import damaged_variants, intact_records_before, length_variants  # noqa: E402
-
-
-class Unseekable(io.RawIOBase):
-    def __init__(self, data: bytes):
-        self._inner = io.BytesIO(data)
-
-    def readable(self):
-        return True
-
-    def readinto(self, buffer):
-        chunk = self._inner.read(len(buffer))
-        buffer[: len(chunk)] = chunk
-        return len(chunk)
+from damage import Unseekable, damaged_variants, intact_records_before, length_variants  # noqa: E402
 
 
 def ours(data: bytes, seekable: bool = True) -> tuple[set, int]:

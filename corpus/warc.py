@@ -199,6 +199,7 @@ def _gzip_stream(raw: BinaryIO, head: bytes) -> Iterator[tuple[bytes, int] | _Br
     member_offset = 0  # file offset where the current member starts
     inflater = zlib.decompressobj(31)
     while True:
+        broken = None  # after a damaged member: the compressed bytes still in memory
         if not pending:
             try:
                 pending = raw.read(RAW_READ_SIZE)
@@ -211,23 +212,20 @@ def _gzip_stream(raw: BinaryIO, head: bytes) -> Iterator[tuple[bytes, int] | _Br
                 # The file ends inside a member: cut short, or a damaged member whose
                 # decoder never failed and ran on through the members after it.
                 yield _Break(TRUNCATED_GZIP, member_offset, "file ends inside a gzip member")
-                resumed = _resume_after(raw, b"", pending_offset, member_offset)
-                if resumed is None:
-                    return
-                pending, pending_offset = resumed
-                member_offset = pending_offset
-                inflater = zlib.decompressobj(31)
-                continue
-        # To replay a failing read byte by byte: the state before it (a fresh member needs none).
-        before = inflater.copy() if pending_offset > member_offset else None
-        try:
-            out = inflater.decompress(pending)
-        except zlib.error as exc:  # bad deflate data, or bytes after a member that are not one
-            good = _inflate_until_error(before or zlib.decompressobj(31), pending)
-            if good:
-                yield good, member_offset  # everything before the bad byte
-            yield _Break(CORRUPT_GZIP, member_offset, str(exc))
-            resumed = _resume_after(raw, pending, pending_offset, member_offset)
+                broken = b""
+        if broken is None:
+            # To replay a failing read byte by byte: the state before it (a fresh member needs none).
+            before = inflater.copy() if pending_offset > member_offset else None
+            try:
+                out = inflater.decompress(pending)
+            except zlib.error as exc:  # bad deflate data, or bytes after a member that are not one
+                good = _inflate_until_error(before or zlib.decompressobj(31), pending)
+                if good:
+                    yield good, member_offset  # everything before the bad byte
+                yield _Break(CORRUPT_GZIP, member_offset, str(exc))
+                broken = pending
+        if broken is not None:
+            resumed = _resume_after(raw, broken, pending_offset, member_offset)
             if resumed is None:
                 return
             pending, pending_offset = resumed

@@ -17,9 +17,25 @@ decompresses wholly from before it must come out.
 from __future__ import annotations
 
 import gzip
+import io
 import random
 import re
 import zlib
+
+
+class Unseekable(io.RawIOBase):
+    """A stream that cannot go back (an HTTP body, say)."""
+
+    def __init__(self, data: bytes):
+        self._inner = io.BytesIO(data)
+
+    def readable(self):
+        return True
+
+    def readinto(self, buffer):
+        chunk = self._inner.read(len(buffer))
+        buffer[: len(chunk)] = chunk
+        return len(chunk)
 
 
 def gzip_members(data: bytes) -> list[tuple[int, int, bytes]]:

@@ -13,32 +13,17 @@ import pytest
 
 from corpus.records import ReadError
 from corpus.warc import DECODED_TOO_LARGE, RECORD_TOO_LARGE, WRONG_LENGTH, ReadStats, iter_records, read_archive
-from damage import LENGTH_EDITS, damaged_variants, gzip_members, ids_in, intact_records_before, length_variants, with_member_replaced
+from damage import LENGTH_EDITS, Unseekable, damaged_variants, gzip_members, ids_in, intact_records_before, length_variants, with_member_replaced
 
 WET = "warc/ccscalatools/filter_test_1.wet.gz"  # one gzip stream for the whole file
 WARC = "warc/resiliparse/warcfile.warc.gz"  # one gzip member per record, 50 records
 
 
 def record_ids(data: bytes, *, seekable: bool = True, **kwargs) -> tuple[list[str], list[ReadError]]:
-    raw = io.BytesIO(data) if seekable else _Unseekable(data)
+    raw = io.BytesIO(data) if seekable else Unseekable(data)
     items = list(iter_records(raw, "damaged", **kwargs))
     ids = [r.get("warc-record-id") for r in items if not isinstance(r, ReadError)]
     return ids, [r for r in items if isinstance(r, ReadError)]
-
-
-class _Unseekable(io.RawIOBase):
-    """A stream that cannot go back (an HTTP body, say)."""
-
-    def __init__(self, data: bytes):
-        self._inner = io.BytesIO(data)
-
-    def readable(self):
-        return True
-
-    def readinto(self, buffer):
-        chunk = self._inner.read(len(buffer))
-        buffer[: len(chunk)] = chunk
-        return len(chunk)
 
 
 @pytest.fixture(scope="module")
