@@ -41,6 +41,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import logging
 import os
 import re
 from typing import BinaryIO, Iterable, Iterator, Mapping, Sequence
@@ -52,6 +53,8 @@ import pyarrow.parquet as pq
 
 from corpus import storage
 from corpus.records import DOCUMENT_SCHEMA, Document
+
+log = logging.getLogger(__name__)
 
 FORMATS = ("c4json", "parquet", "jsonl")
 SHARD_EXTENSIONS = {"c4json": ".json.gz", "parquet": ".parquet", "jsonl": ".jsonl"}
@@ -357,7 +360,7 @@ def find_shards(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[
     found: list[str] = []
     for path in map(os.fspath, paths):
         if storage.is_folder(path):
-            found += storage.folder_files(path, _is_listed_shard)
+            found += one_format_per_shard(storage.folder_files(path, _is_listed_shard))
         elif storage.has_magic(path):
             matches = [p for p in storage.glob(path) if not storage.basename(p).startswith((".", "_"))]
             if not matches:
@@ -371,6 +374,28 @@ def find_shards(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[
         if _read_extension(path) is None:
             raise ValueError(f"{path}: unknown shard format; expected one of {', '.join(_READ_EXTENSIONS)}")
     return found
+
+
+# When a folder holds one shard set in several formats (``--format c4json parquet``), the
+# readers take one of them: Parquet first (typed, with ``meta``), then JSON lines.
+_FORMAT_PREFERENCE = (".parquet", ".jsonl.gz", ".jsonl", ".json.gz", ".json")
+
+
+def one_format_per_shard(paths: list[str]) -> list[str]:
+    """``paths`` with each shard (the same name but for its extension) kept once, in the
+    preferred format, so a folder written in two formats is not read twice."""
+    best: dict[str, tuple[int, str]] = {}
+    for path in paths:
+        ext = _read_extension(path)
+        stem = path[: -len(ext)] if ext else path
+        rank = _FORMAT_PREFERENCE.index(ext) if ext in _FORMAT_PREFERENCE else len(_FORMAT_PREFERENCE)
+        if stem not in best or rank < best[stem][0]:
+            best[stem] = (rank, path)
+    kept = sorted(path for _, path in best.values())
+    if len(kept) < len(paths):
+        log.info("%d shard file(s) are the same shards in another format; reading %s", len(paths) - len(kept),
+                 ", ".join(sorted({_read_extension(p) or "?" for p in kept})))
+    return kept
 
 
 def _read_json_lines(path: str) -> Iterator[Document]:

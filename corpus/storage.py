@@ -31,6 +31,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import tempfile
 import urllib.parse
@@ -405,9 +406,41 @@ def staging_path(folder: str, *names: str) -> str:
     return join(folder, STAGING_DIR, *names)
 
 
-def begin_output(folder: str, job: str) -> None:
+class OutputExistsError(ValueError):
+    """The output folder already holds files and the job was not told to replace them."""
+
+
+# Names of data files that a shard set is made of (``c4-train.00003-of-01024.json.gz``,
+# ``links/links-00000-of-00001.parquet``, token shards ``c4_train_000001.bin``): the ones
+# a commit removes when the new manifest does not list them.
+_SHARD_NAME = re.compile(r"\d{5}-of-\d{5}|_\d{6}\.bin$")
+
+
+def existing_output(folder: str, keep: tuple[str, ...] = ()) -> list[str]:
+    """Files already under ``folder`` (relative names; ``_temporary/`` and ``keep`` prefixes aside)."""
+    if is_local(folder):
+        if not os.path.exists(_local(folder)):
+            return []
+        if not os.path.isdir(_local(folder)):
+            raise OutputExistsError(f"{folder} is a file, not a folder: choose another --output")
+    root = folder.rstrip("/") + "/" if not is_local(folder) else _local(folder).rstrip(os.sep) + os.sep
+    names = [path[len(root):].replace(os.sep, "/") for path in _sizes_under(folder)]
+    return sorted(n for n in names if not n.startswith((STAGING_DIR + "/", *keep)))
+
+
+def begin_output(folder: str, job: str, *, overwrite: bool = False, keep: tuple[str, ...] = ()) -> None:
     """Mark ``folder`` as being written by ``job``: the old ``_SUCCESS`` goes first, so a
-    reader never takes a half-replaced set as the old complete one."""
+    reader never takes a half-replaced set as the old complete one.
+
+    A folder that already holds files (other than ``_temporary/`` and ``keep``, e.g. the
+    fetch logs a WebText rerun resumes from) is refused with ``OutputExistsError`` unless
+    ``overwrite``: then the old files stay until ``commit_output``, which removes the
+    shard files the new manifest does not list, so old and new sets never mix.
+    """
+    found = existing_output(folder, keep)
+    if found and not overwrite:
+        raise OutputExistsError(f"{folder} already holds {len(found)} file(s) ({found[0]}{', ...' if len(found) > 1 else ''}): "
+                                f"pass --overwrite to replace them with this {job} job's output, or choose another --output")
     makedirs(folder)
     delete([join(folder, SUCCESS_FILE), staging_path(folder)])
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
@@ -444,6 +477,12 @@ def commit_output(folder: str, job: str, extra_files: Iterable[str] = ()) -> dic
     }
     write_atomically(join(folder, SUCCESS_FILE), json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
     delete([staging_path(folder)])
+    listed = set(entries)
+    stale = [name for name in existing_output(folder) if name not in listed and _SHARD_NAME.search(name)]
+    if stale:
+        log.info("%s: removing %d shard file(s) of an earlier set that this one replaces (%s%s)",
+                 folder, len(stale), stale[0], ", ..." if len(stale) > 1 else "")
+        delete([join(folder, *name.split("/")) for name in stale])
     return manifest
 
 

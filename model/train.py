@@ -200,7 +200,16 @@ def resolve_device(cfg: TrainConfig, local_rank: int | None) -> torch.device:
         return torch.device("cuda", local_rank)
     if cfg.device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(cfg.device)
+    try:
+        device = torch.device(cfg.device)
+    except RuntimeError:
+        raise TrainError(f"--device {cfg.device!r} is not a device torch knows (auto, cpu, cuda, cuda:1, mps ...)") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        build = "a CPU-only build" if torch.version.cuda is None else f"CUDA {torch.version.cuda}, but no GPU is visible"
+        raise TrainError(f"--device {cfg.device}: this torch ({torch.__version__}) is {build}; use --device cpu or auto")
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        raise TrainError(f"--device {cfg.device}: only {torch.cuda.device_count()} GPU(s) are visible")
+    return device
 
 
 def resolve_dtype(cfg: TrainConfig, device: torch.device) -> torch.dtype:

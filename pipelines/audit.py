@@ -32,7 +32,7 @@ from corpus import storage
 from corpus.inputs import InputError
 from corpus.records import Document
 from corpus.shards import FORMATS, find_shards, read_documents
-from pipelines.options import stage_setup_file
+from pipelines.options import add_overwrite_argument, non_negative_int, open_probability, positive_int, power_of_two, split_job_args, stage_setup_file, unit_fraction
 from pipelines.read import begin_job, counters_of, finish_job, write_json
 from pipelines.sources import WriteShards
 
@@ -300,9 +300,10 @@ def write_reports(rows, out_dir: str, title: str) -> dict[str, str]:
 
 def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--corpus", nargs="+", required=True, help="training shards: files, globs or folders (.json.gz, .jsonl, .parquet)")
-    parser.add_argument("--benchmark", nargs="+", required=True, help="KIND:PATH[:OPTION], e.g. wikitext2:wiki.test.raw lambada:lambada_test.jsonl jsonl:file.jsonl:text")
+    parser.add_argument("--benchmark", nargs="+", action="extend", required=True, help="KIND:PATH[:OPTION], e.g. wikitext2:wiki.test.raw lambada:lambada_test.jsonl jsonl:file.jsonl:text")
     parser.add_argument("--output", required=True, help="output folder")
-    parser.add_argument("--n", type=int, default=8, help="words per n-gram (GPT-2: 8; GPT-3 / harness: 13)")
+    add_overwrite_argument(parser)
+    parser.add_argument("--n", type=positive_int, default=8, help="words per n-gram (GPT-2: 8; GPT-3 / harness: 13)")
     parser.add_argument("--apostrophes", choices=("split", "join"), default="split", help="don't -> 'don t' (split, default) or 'dont'")
     parser.add_argument("--ascii", action="store_true", help="only ASCII letters and digits are word characters")
 
@@ -311,17 +312,17 @@ def run_audit(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="corpusforge audit", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_common_arguments(parser)
     parser.add_argument("--mode", choices=MODES, default="both", help="bloom filter, exact index, or both compared (default)")
-    parser.add_argument("--error_rate", type=float, default=1e-8, help="Bloom false-positive rate (GPT-2: <= 1e-8)")
-    parser.add_argument("--capacity", type=int, default=None, help="n-grams the filter is sized for (default: counted)")
-    parser.add_argument("--filter_parts", type=int, default=1, help="Bloom parts by hash prefix, built in parallel (a power of two)")
+    parser.add_argument("--error_rate", type=open_probability, default=1e-8, help="Bloom false-positive rate (GPT-2: <= 1e-8)")
+    parser.add_argument("--capacity", type=positive_int, default=None, help="n-grams the filter is sized for (default: counted)")
+    parser.add_argument("--filter_parts", type=power_of_two, default=1, help="Bloom parts by hash prefix, built in parallel (a power of two)")
     parser.add_argument("--filter", default=None, help="reuse the filter parts in this folder instead of building them")
-    parser.add_argument("--seed", type=int, default=0, help="Bloom hash seed")
-    parser.add_argument("--fp_queries", type=int, default=1_000_000, help="random never-added keys queried for the empirical FP rate (paper: 1M)")
-    parser.add_argument("--dirty_threshold", type=float, default=0.0, help="an example is dirty when this share of its n-grams is found (0: any)")
-    parser.add_argument("--max_doc_count", type=int, default=None, help="ignore n-grams found in more training documents (GPT-3: 10)")
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="Bloom hash seed")
+    parser.add_argument("--fp_queries", type=non_negative_int, default=1_000_000, help="random never-added keys queried for the empirical FP rate (paper: 1M)")
+    parser.add_argument("--dirty_threshold", type=unit_fraction, default=0.0, help="an example is dirty when this share of its n-grams is found (0: any)")
+    parser.add_argument("--max_doc_count", type=positive_int, default=None, help="ignore n-grams found in more training documents (GPT-3: 10)")
     parser.add_argument("--own_train", nargs="*", default=[], metavar="NAME=SPEC", help="a benchmark's own training split, for Table 6's first row")
     parser.add_argument("--corpus_name", default="training corpus", help="the corpus's name in the reports")
-    args, beam_args = parser.parse_known_args(argv)
+    args, beam_args = split_job_args(parser, argv)
     from dedup.partitioned import PartitionedBloom
 
     files = corpus_files(args.corpus)
@@ -330,7 +331,7 @@ def run_audit(argv: list[str] | None = None) -> dict:
     indexes = build_indexes(sets, config)
     own_train = own_train_overlap(args.own_train, indexes, config)
     storage.configure(beam_args)
-    begin_job(args.output, "audit")
+    begin_job(args.output, "audit", args.overwrite)
     result = {"files": len(files), "benchmarks": [s.name for s in sets], "config": config.to_dict(), "mode": args.mode}
     bloom = evidence = exact = None
     if args.mode in ("both", "bloom"):
@@ -412,19 +413,19 @@ def run_decontaminate(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="corpusforge decontaminate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_common_arguments(parser)
     parser.add_argument("--mode", choices=("spans", "drop", "mask"), default="spans", help="GPT-3 spans (default), drop documents, or mask matches")
-    parser.add_argument("--margin", type=int, default=200, help="characters removed either side of a match (GPT-3: 200)")
-    parser.add_argument("--min_piece", type=int, default=200, help="drop pieces shorter than this (GPT-3: 200)")
-    parser.add_argument("--max_splits", type=int, default=10, help="drop documents split into more pieces (GPT-3: 10)")
+    parser.add_argument("--margin", type=non_negative_int, default=200, help="characters removed either side of a match (GPT-3: 200)")
+    parser.add_argument("--min_piece", type=non_negative_int, default=200, help="drop pieces shorter than this (GPT-3: 200)")
+    parser.add_argument("--max_splits", type=positive_int, default=10, help="drop documents split into more pieces (GPT-3: 10)")
     parser.add_argument("--format", nargs="+", choices=FORMATS, default=["parquet"], help="output shard formats")
-    parser.add_argument("--num_shards", type=int, default=1, help="output shards")
+    parser.add_argument("--num_shards", type=positive_int, default=1, help="output shards")
     parser.add_argument("--name", default="decontaminated", help="output shard name")
-    args, beam_args = parser.parse_known_args(argv)
+    args, beam_args = split_job_args(parser, argv)
     files = corpus_files(args.corpus)
     indexes = build_indexes(load_benchmarks(args.benchmark), ngram_config(args))
     options = {"mode": args.mode, "margin": args.margin, "min_piece": args.min_piece, "max_splits": args.max_splits}
     removed_path = storage.join(args.output, "removed.jsonl")
     storage.configure(beam_args)
-    begin_job(args.output, "decontaminate")
+    begin_job(args.output, "decontaminate", args.overwrite)
     with beam.Pipeline(options=PipelineOptions(stage_setup_file(beam_args))) as p:
         out = (p | "Shards" >> beam.Create(files) | "Spread" >> beam.Reshuffle()
                | "Decontaminate" >> beam.ParDo(_DecontaminateFn(indexes, options)).with_outputs("removed", main="docs"))

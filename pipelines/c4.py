@@ -37,7 +37,7 @@ from corpus.warc import MAX_RECORD_BYTES, ReadStats, read_archive
 from dedup.lines import page_line_keys, remove_duplicate_lines
 from dedup.spans import page_span_keys, remove_duplicate_spans
 from dedup.urls import url_digest
-from pipelines.options import add_manifest_path_argument, stage_setup_file
+from pipelines.options import add_manifest_path_argument, add_overwrite_argument, positive_float, positive_int, split_job_args, stage_setup_file
 from pipelines.read import begin_job, counters_of, finish_job
 from pipelines.sources import READ_NAMESPACE, WriteErrors, WriteShards, add_max_record_bytes
 from pipelines.staging import LoadStaged, Stage
@@ -356,21 +356,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--input", nargs="+", help="WET/WARC files, globs, folders, *.paths.gz manifests or URLs")
     source.add_argument("--crawl", nargs="+", help=f"Common Crawl crawl id(s), e.g. {c4.DEFAULT_CRAWL}: expands to its wet.paths.gz")
     parser.add_argument("--output", required=True, help="output folder")
+    add_overwrite_argument(parser)
     parser.add_argument("--variant", choices=sorted(c4.VARIANTS), default="en", help="C4 variant (default en)")
     parser.add_argument("--dedup", choices=DEDUP_MODES, default="lines", help="lines: the reference's line dedup (default); spans: the T5 paper's 3-sentence spans")
     parser.add_argument("--input_kind", choices=INPUT_KINDS, default="auto", help="wet, warc (trafilatura main text), or auto by file name")
     parser.add_argument("--crawl_files", choices=("wet", "warc"), default="wet", help="with --crawl: read the crawl's WET (default) or WARC files")
-    parser.add_argument("--max_files", "--max-files", type=int, default=None, help="read only the first N files")
+    parser.add_argument("--max_files", "--max-files", type=positive_int, default=None, help="read only the first N files")
     parser.add_argument("--base_url", default=COMMON_CRAWL_BASE_URL, help="Common Crawl's host or a mirror (URL or folder): where --crawl manifests and manifest paths are found")
     add_manifest_path_argument(parser)
     parser.add_argument("--format", nargs="+", choices=FORMATS, default=["c4json", "parquet"], help="shard format(s) (default c4json parquet)")
-    parser.add_argument("--num_shards", type=int, default=1, help="train shards (released c4/en: 1024)")
-    parser.add_argument("--num_validation_shards", type=int, default=1, help="validation shards (released c4/en: 8)")
+    parser.add_argument("--num_shards", type=positive_int, default=1, help="train shards (released c4/en: 1024)")
+    parser.add_argument("--num_validation_shards", type=positive_int, default=1, help="validation shards (released c4/en: 8)")
     parser.add_argument("--badwords", default=c4.BADWORDS_URL, help="bad-words list, file or URL (default: the pinned LDNOOBW en list)")
     parser.add_argument("--realnews_domains", default=c4.REALNEWS_DOMAINS_URL, help="realnewslike: allowed domains (Grover JSON or one per line), file or URL")
     parser.add_argument("--webtext_urls", default=None, help="webtextlike: URL list file(s) (glob), one URL a line")
     parser.add_argument("--langdetect", choices=LANGDETECT_IMPLEMENTATIONS, default="fast", help="fast: exact reimplementation (default); reference: langdetect itself")
-    parser.add_argument("--extract_timeout", type=float, default=10.0, help="WARC input: seconds allowed per page for trafilatura")
+    parser.add_argument("--extract_timeout", type=positive_float, default=10.0, help="WARC input: seconds allowed per page for trafilatura")
     add_max_record_bytes(parser)
 
 
@@ -413,7 +414,7 @@ def _read_text(location: str, option: str) -> str:
 def run(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="corpusforge c4", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser)
-    args, beam_args = parser.parse_known_args(argv)
+    args, beam_args = split_job_args(parser, argv)
     try:
         require_punkt()  # before any input is read
     except Exception as exc:
@@ -423,7 +424,7 @@ def run(argv: list[str] | None = None) -> dict:
     resources = load_resources(args)
     log.info("C4 %s (%s dedup) over %d file(s) into %s", args.variant, args.dedup, len(files), args.output)
     pipeline = beam.Pipeline(options=PipelineOptions(stage_setup_file(beam_args)))
-    begin_job(args.output, "c4")
+    begin_job(args.output, "c4", args.overwrite)
     build(pipeline, files, args, resources)
     result = pipeline.run()
     result.wait_until_finish()

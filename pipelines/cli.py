@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections import Counter
 
@@ -188,8 +189,28 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _QuietBeamImports(logging.Filter):
+    """Drops the warning Beam logs on import when the optional GCP client libraries are
+    absent ("apitools not found ..."): it says nothing about the job being run."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("apitools not found")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_QuietBeamImports())
+    try:
+        return _main(argv)
+    except BrokenPipeError:  # `corpusforge inspect --json | head`: the reader left, not an error
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+
+
+def _main(argv: list[str]) -> int:
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
     if args.command in {name for name, _, _ in JOBS}:
@@ -198,15 +219,16 @@ def main(argv: list[str] | None = None) -> int:
         args.filesystem_args = rest  # e.g. --s3_endpoint_url for s3:// shards
     elif rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger().setLevel(logging.DEBUG if args.verbose else logging.INFO)
     logging.getLogger("apache_beam").setLevel(logging.WARNING)
     from corpus.inputs import InputError
-    from corpus.storage import IncompleteOutputError
+    from corpus.storage import IncompleteOutputError, OutputExistsError
 
     try:
         return args.func(args)
-    except (InputError, IncompleteOutputError) as exc:
-        log.error("%s", exc)
+    except (InputError, IncompleteOutputError, OutputExistsError, FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:
+        # A user's mistake (a path, an existing output): the cause in one line; -v adds the traceback.
+        log.error("%s", exc, exc_info=args.verbose)
         return 2
     except ModuleNotFoundError as exc:
         if (exc.name or "").split(".")[0] not in MODEL_LIBRARIES:

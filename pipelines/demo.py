@@ -93,14 +93,14 @@ def run_demo(out: str, seed: int = 0, pages: int = 300) -> dict:
     docs_dir = os.path.join(out, "documents")
     log.info("3/10 reading the WET manifest into shards with Beam (DirectRunner) in %s", docs_dir)
     read_stats = run_read(
-        ["--input", crawl.manifest_path, "--base_url", crawl_dir, "--output", docs_dir,
+        ["--input", crawl.manifest_path, "--base_url", crawl_dir, "--output", docs_dir, "--overwrite",
          "--format", "c4json", "parquet", "--num_shards", "2", "--name", "sample"]
     )
 
     c4_dir = os.path.join(out, "c4")
     log.info("4/10 building C4 en from the WET manifest with Beam (DirectRunner) in %s", c4_dir)
     c4_stats = run_c4(
-        ["--input", crawl.manifest_path, "--base_url", crawl_dir, "--output", c4_dir, "--badwords", crawl.badwords_path,
+        ["--input", crawl.manifest_path, "--base_url", crawl_dir, "--output", c4_dir, "--overwrite", "--badwords", crawl.badwords_path,
          "--format", "c4json", "parquet", "--num_shards", "2"]
     )
 
@@ -114,20 +114,20 @@ def run_demo(out: str, seed: int = 0, pages: int = 300) -> dict:
     log.info("5/10 building WebText: Reddit links joined against the sample WARC files, in %s", webtext_dir)
     webtext_stats = run_webtext(
         ["--submissions", crawl.submissions_zst_path, "--pages", "crawl", "--warc", *crawl.warc_paths,
-         "--output", webtext_dir, "--format", "parquet", "jsonl"]
+         "--output", webtext_dir, "--overwrite", "--format", "parquet", "jsonl"]
     )
 
     audit_dir = os.path.join(out, "audit")
     log.info("6/10 auditing the C4 corpus against the sample benchmark, in %s", audit_dir)
     benchmark = f"jsonl:{crawl.benchmark_path}:text"
-    audit_result = run_audit(["--corpus", c4_dir, "--benchmark", benchmark, "--output", audit_dir,
+    audit_result = run_audit(["--corpus", c4_dir, "--benchmark", benchmark, "--output", audit_dir, "--overwrite",
                               "--corpus_name", "C4 (sample crawl)", "--fp_queries", "1000000"])
-    decontaminated = run_decontaminate(["--corpus", c4_dir, "--benchmark", benchmark, "--output", os.path.join(out, "c4-decontaminated"),
+    decontaminated = run_decontaminate(["--corpus", c4_dir, "--benchmark", benchmark, "--output", os.path.join(out, "c4-decontaminated"), "--overwrite",
                                         "--mode", "spans"])
 
     tokens_dir = os.path.join(out, "tokens")
     log.info("7/10 tokenizing the C4 corpus (a %d-token byte-level BPE trained on it) into %s", DEMO_VOCAB, tokens_dir)
-    tokenized = run_tokenize(["--input", c4_dir, "--output", tokens_dir, "--vocab_size", str(DEMO_VOCAB),
+    tokenized = run_tokenize(["--input", c4_dir, "--output", tokens_dir, "--overwrite", "--vocab_size", str(DEMO_VOCAB),
                               "--val_docs", "4", "--prefix", "c4"])
 
     run_dir = os.path.join(out, "model")

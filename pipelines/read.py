@@ -24,7 +24,7 @@ from corpus import storage
 from corpus.inputs import COMMON_CRAWL_BASE_URL, expand_inputs
 from corpus.shards import FORMATS
 from corpus.warc import TEXT_MODES
-from pipelines.options import add_manifest_path_argument, stage_setup_file
+from pipelines.options import add_manifest_path_argument, add_overwrite_argument, positive_int, split_job_args, stage_setup_file
 from pipelines.sources import ERRORS_FILE, ReadCrawlFiles, WriteErrors, WriteShards, add_max_record_bytes
 
 log = logging.getLogger(__name__)
@@ -35,15 +35,16 @@ STATS_FILE = "stats.json"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--input", nargs="+", required=True, help="WARC/WET files, globs, folders, *.paths.gz manifests or URLs")
     parser.add_argument("--output", required=True, help="output folder")
+    add_overwrite_argument(parser)
     parser.add_argument("--format", nargs="+", choices=FORMATS, default=["c4json"], help="shard format(s), e.g. c4json parquet (default c4json)")
     add_max_record_bytes(parser)
-    parser.add_argument("--num_shards", type=int, default=1, help="number of output shards (default 1)")
+    parser.add_argument("--num_shards", type=positive_int, default=1, help="number of output shards (default 1)")
     parser.add_argument("--name", default="docs", help="shard name prefix (default docs)")
     parser.add_argument("--split", default="train", help="split name in shard file names (default train)")
     parser.add_argument("--text_mode", choices=TEXT_MODES, default="faithful", help="WET text as written, or with the C4 reference's quirks")
     parser.add_argument("--base_url", default=COMMON_CRAWL_BASE_URL, help="base URL (or folder) for manifest paths")
     add_manifest_path_argument(parser)
-    parser.add_argument("--max_files", type=int, default=None, help="read only the first N files")
+    parser.add_argument("--max_files", type=positive_int, default=None, help="read only the first N files")
 
 
 def build(pipeline: beam.Pipeline, files: list[str], args: argparse.Namespace) -> None:
@@ -55,12 +56,12 @@ def build(pipeline: beam.Pipeline, files: list[str], args: argparse.Namespace) -
 def run(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="corpusforge read", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser)
-    args, beam_args = parser.parse_known_args(argv)
+    args, beam_args = split_job_args(parser, argv)
     storage.configure(beam_args)  # S3 endpoint and credentials, GCP project: for the launcher's own reads
     files = expand_inputs(args.input, base=args.base_url, max_files=args.max_files, allow_any_manifest_path=args.allow_any_manifest_path)
     log.info("reading %d file(s) into %s", len(files), args.output)
     pipeline = beam.Pipeline(options=PipelineOptions(stage_setup_file(beam_args)))
-    begin_job(args.output, "read")
+    begin_job(args.output, "read", args.overwrite)
     build(pipeline, files, args)
     result = pipeline.run()
     result.wait_until_finish()
@@ -69,11 +70,12 @@ def run(argv: list[str] | None = None) -> dict:
     return stats
 
 
-def begin_job(output: str, job: str) -> None:
-    """Before a job writes into ``output``: drop the old ``_SUCCESS``, mark the job as started
-    (``corpus.storage``'s output contract). Call after the pipeline object exists, so that
-    FileSystems has the job's options (S3 endpoint, credentials)."""
-    storage.begin_output(output, job)
+def begin_job(output: str, job: str, overwrite: bool = False, keep: tuple[str, ...] = ()) -> None:
+    """Before a job writes into ``output``: refuse a non-empty folder unless ``overwrite``,
+    drop the old ``_SUCCESS``, mark the job as started (``corpus.storage``'s output
+    contract). Call after the pipeline object exists, so that FileSystems has the job's
+    options (S3 endpoint, credentials), and before the pipeline runs."""
+    storage.begin_output(output, job, overwrite=overwrite, keep=keep)
 
 
 def finish_job(output: str, job: str, stats: dict, extra_files: tuple[str, ...] = ()) -> dict:

@@ -55,7 +55,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from corpus import storage
 from corpus.inputs import InputError
 from pipelines.audit import corpus_files
-from pipelines.options import stage_setup_file
+from pipelines.options import add_overwrite_argument, non_negative_int, positive_int, split_job_args, stage_setup_file, unit_fraction
 from pipelines.read import begin_job, counters_of, error_examples, finish_job, write_json
 from pipelines.sources import WriteErrors
 
@@ -267,17 +267,18 @@ def write_planned_shard(shard: dict) -> str:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--input", nargs="+", required=True, help="document shards: files, globs or folders (C4 .json.gz, .jsonl, .parquet)")
     parser.add_argument("--output", required=True, help="output folder")
+    add_overwrite_argument(parser)
     parser.add_argument("--tokenizer", default=None, help="use this tokenizer (folder with vocab.json + merges.txt, or encoder.json + vocab.bpe)")
-    parser.add_argument("--vocab_size", type=int, default=50257, help="vocabulary of a trained tokenizer, end-of-text included (GPT-2: 50,257)")
-    parser.add_argument("--train_docs", type=int, default=DEFAULT_TRAIN_DOCS, help="train the tokenizer on the first N non-empty documents (file order)")
-    parser.add_argument("--min_frequency", type=int, default=2, help="merge only pairs seen at least this often")
+    parser.add_argument("--vocab_size", type=positive_int, default=50257, help="vocabulary of a trained tokenizer, end-of-text included (GPT-2: 50,257)")
+    parser.add_argument("--train_docs", type=positive_int, default=DEFAULT_TRAIN_DOCS, help="train the tokenizer on the first N non-empty documents (file order)")
+    parser.add_argument("--min_frequency", type=positive_int, default=2, help="merge only pairs seen at least this often")
     val = parser.add_mutually_exclusive_group()
-    val.add_argument("--val_fraction", type=float, default=None, help=f"share of documents for validation, by digest (default {DEFAULT_VAL_FRACTION})")
-    val.add_argument("--val_docs", type=int, default=None, help="exactly this many validation documents (the smallest digests)")
-    parser.add_argument("--shard_tokens", type=int, default=100_000_000, help="tokens per shard (llm.c: 100M)")
+    val.add_argument("--val_fraction", type=unit_fraction, default=None, help=f"share of documents for validation, by digest (default {DEFAULT_VAL_FRACTION})")
+    val.add_argument("--val_docs", type=non_negative_int, default=None, help="exactly this many validation documents (the smallest digests)")
+    parser.add_argument("--shard_tokens", type=positive_int, default=100_000_000, help="tokens per shard (llm.c: 100M)")
     parser.add_argument("--prefix", default="corpus", help="shard name prefix: <prefix>_<split>_<i:06d>.bin")
     parser.add_argument("--field", default="text", help="the JSON field / Parquet column holding the text")
-    parser.add_argument("--buckets", type=int, default=None, help="digest ranges sorted in parallel (default: one per 64 MB of input)")
+    parser.add_argument("--buckets", type=positive_int, default=None, help="digest ranges sorted in parallel (default: one per 64 MB of input)")
 
 
 def check_arguments(args) -> None:
@@ -356,11 +357,11 @@ def run(argv: list[str] | None = None) -> dict:
 
     parser = argparse.ArgumentParser(prog="corpusforge tokenize", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser)
-    args, beam_args = parser.parse_known_args(argv)
+    args, beam_args = split_job_args(parser, argv)
     check_arguments(args)
     storage.configure(beam_args)
     files = corpus_files(args.input)
-    begin_job(args.output, "tokenize")
+    begin_job(args.output, "tokenize", args.overwrite)
     tokenizer = prepare_tokenizer(args, files)
     if args.buckets is None:
         args.buckets = default_buckets(files)

@@ -36,7 +36,7 @@ from corpus.records import Document, HtmlPage
 from corpus.shards import FORMATS, shard_index
 from dedup import minhash
 from dedup.urls import url_key
-from pipelines.options import add_manifest_path_argument, stage_setup_file
+from pipelines.options import add_manifest_path_argument, add_overwrite_argument, non_negative_float, non_negative_int, positive_float, positive_int, split_job_args, stage_setup_file, unit_fraction
 from pipelines.read import begin_job, counters_of, finish_job
 from pipelines.sources import READ_NAMESPACE, ReadCrawlFiles, WriteErrors, WriteShards
 from pipelines.steps import ReasonExamples, Steps, collect_examples, flush_counts, format_counter_table
@@ -448,7 +448,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--subreddit_blocklist", default=None, help="file, one subreddit a line")
     p.add_argument("--domain_blocklist", default=str(DEFAULT_DOMAIN_BLOCKLIST_PATH), help="file, one domain a line (default: bundled media/file hosts)")
     p.add_argument("--extension_blocklist", default=str(DEFAULT_EXTENSION_BLOCKLIST_PATH), help="file, one extension a line (default: bundled)")
-    p.add_argument("--num_link_shards", type=int, default=1, help="Parquet files of the link table")
+    p.add_argument("--num_link_shards", type=positive_int, default=1, help="Parquet files of the link table")
 
     p = parser.add_argument_group("pages")
     p.add_argument("--pages", choices=PAGE_SOURCES, default="fetch", help="fetch: live, safely, into WARC; crawl: join against Common Crawl WARC files")
@@ -456,27 +456,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--warc", nargs="+", default=None, help="crawl mode: WARC files, globs, folders or manifests")
     p.add_argument("--base_url", default=COMMON_CRAWL_BASE_URL, help="Common Crawl's host or a mirror, for --crawl and manifests")
     add_manifest_path_argument(p)
-    p.add_argument("--max_files", type=int, default=None, help="crawl mode: only the first N WARC files")
-    p.add_argument("--fetch_shards", type=int, default=16, help="fetch mode: shards (by host) fetched in parallel, each resumable")
+    p.add_argument("--max_files", type=positive_int, default=None, help="crawl mode: only the first N WARC files")
+    p.add_argument("--fetch_shards", type=positive_int, default=16, help="fetch mode: shards (by host) fetched in parallel, each resumable")
     p.add_argument("--allow-hosts", "--allow_hosts", dest="allow_hosts", nargs="+", default=(), help="host:port that may be private/loopback (tests only)")
-    p.add_argument("--max_bytes", type=int, default=10 << 20, help="fetch: body cap in bytes (default 10 MiB)")
-    p.add_argument("--deadline", type=float, default=30.0, help="fetch: wall-clock seconds per page, redirects included")
-    p.add_argument("--per_host_delay", type=float, default=1.0, help="fetch: seconds between requests to one host")
+    p.add_argument("--max_bytes", type=positive_int, default=10 << 20, help="fetch: body cap in bytes (default 10 MiB)")
+    p.add_argument("--deadline", type=positive_float, default=30.0, help="fetch: wall-clock seconds per page, redirects included")
+    p.add_argument("--per_host_delay", type=non_negative_float, default=1.0, help="fetch: seconds between requests to one host")
     p.add_argument("--ignore_robots", action="store_true", help="fetch: do not read robots.txt (only for your own servers)")
 
     p = parser.add_argument_group("text and dedup")
-    p.add_argument("--extract_timeout", type=float, default=10.0, help="seconds allowed per page for extraction")
-    p.add_argument("--min_words", type=int, default=MIN_WORDS, help=f"drop pages with fewer words (default {MIN_WORDS})")
-    p.add_argument("--min_english_probability", type=float, default=MIN_ENGLISH_PROBABILITY, help="langdetect probability of en to keep a page")
-    p.add_argument("--near_dup_threshold", type=float, default=minhash.DEFAULT_THRESHOLD, help="Jaccard of word 5-gram sets above which pages are near duplicates")
-    p.add_argument("--shingle_words", type=int, default=minhash.DEFAULT_NGRAM, help="words per shingle (default 5)")
-    p.add_argument("--num_perm", type=int, default=minhash.DEFAULT_NUM_PERM, help="MinHash permutations (default 96 = 16 bands x 6 rows)")
+    p.add_argument("--extract_timeout", type=positive_float, default=10.0, help="seconds allowed per page for extraction")
+    p.add_argument("--min_words", type=non_negative_int, default=MIN_WORDS, help=f"drop pages with fewer words (default {MIN_WORDS})")
+    p.add_argument("--min_english_probability", type=unit_fraction, default=MIN_ENGLISH_PROBABILITY, help="langdetect probability of en to keep a page")
+    p.add_argument("--near_dup_threshold", type=unit_fraction, default=minhash.DEFAULT_THRESHOLD, help="Jaccard of word 5-gram sets above which pages are near duplicates")
+    p.add_argument("--shingle_words", type=positive_int, default=minhash.DEFAULT_NGRAM, help="words per shingle (default 5)")
+    p.add_argument("--num_perm", type=positive_int, default=minhash.DEFAULT_NUM_PERM, help="MinHash permutations (default 96 = 16 bands x 6 rows)")
     p.add_argument("--span_dedup", action="store_true", help="also run C4's 3-sentence span dedup (T5 paper wording)")
 
     p = parser.add_argument_group("output")
-    p.add_argument("--output", required=True, help="output folder")
+    p.add_argument("--output", required=True, help="output folder (with --pages fetch, a rerun into it resumes the fetch)")
+    add_overwrite_argument(p)
     p.add_argument("--format", nargs="+", choices=FORMATS, default=["parquet", "jsonl"], help="shard formats (default parquet jsonl: both keep the metadata)")
-    p.add_argument("--num_shards", type=int, default=1, help="document shards")
+    p.add_argument("--num_shards", type=positive_int, default=1, help="document shards")
 
 
 def link_filter_from(args: argparse.Namespace):
@@ -502,7 +503,7 @@ def fetch_config_from(args: argparse.Namespace):
 def run(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="corpusforge webtext", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser)
-    args, beam_args = parser.parse_known_args(argv)
+    args, beam_args = split_job_args(parser, argv)
     from corpus.sentences import require_punkt
 
     if args.span_dedup:
@@ -526,7 +527,9 @@ def run(argv: list[str] | None = None) -> dict:
     fetch_config = fetch_config_from(args) if args.pages == "fetch" else None
     log.info("WebText from %d dump(s), pages by %s, into %s", len(dumps), args.pages, args.output)
     pipeline = beam.Pipeline(options=PipelineOptions(stage_setup_file(beam_args)))
-    begin_job(args.output, "webtext")
+    # A fetch is resumable: a rerun into its folder replaces the set and resumes from the
+    # logs and WARCs under fetch/ (kept). Crawl mode refuses a full folder unless --overwrite.
+    begin_job(args.output, "webtext", args.overwrite or args.pages == "fetch", keep=("fetch/",) if args.pages == "fetch" else ())
     build(pipeline, dumps, crawl_files, args, link_filter, fetch_config)
     result = pipeline.run()
     result.wait_until_finish()

@@ -79,3 +79,90 @@ def test_read_via_cli_passes_beam_options_through(real_data, tmp_path):
     result = corpusforge("read", "--input", str(real_data / "warc/ccscalatools/filter_test_1.wet.gz"), "--output", str(out), "--direct_num_workers", "1")
     assert "25 documents" in result.stdout
     assert (out / "docs-train.00000-of-00001.json.gz").exists() and (out / "stats.json").exists()
+
+
+# -- mistakes are refused before any work, in one line, with exit 2 ------------------------
+
+WET = "warc/ccscalatools/filter_test_1.wet.gz"
+
+
+@pytest.mark.parametrize("job, args, message", [
+    ("c4", ["--varient", "realnewslike"], "--varient (did you mean --variant?)"),
+    ("read", ["--num_shards", "0"], "argument --num_shards: must be at least 1, not 0"),
+    ("read", ["--num_shards", "-3"], "argument --num_shards: must be at least 1, not -3"),
+    ("read", ["--max_files", "-1"], "argument --max_files: must be at least 1, not -1"),
+    ("c4", ["--extract_timeout", "-1"], "argument --extract_timeout: must be a positive number, not -1"),
+    ("c4", ["--num_shards", "two"], "argument --num_shards: not an integer: 'two'"),
+])
+def test_a_mistaken_option_is_a_one_line_usage_error_before_anything_runs(real_data, tmp_path, job, args, message):
+    out = tmp_path / "out"
+    extra = ["--badwords", str(real_data / "badwords/en")] if job == "c4" else []
+    result = corpusforge(job, "--input", str(real_data / WET), "--output", str(out), *extra, *args, check=False)
+    assert result.returncode == 2
+    assert message in result.stderr and "Traceback" not in result.stderr
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("job, args, message", [
+    ("audit", ["--n", "0"], "argument --n: must be at least 1, not 0"),
+    ("audit", ["--error_rate", "2"], "argument --error_rate: must be between 0 and 1 (exclusive), not 2"),
+    ("audit", ["--filter_parts", "3"], "argument --filter_parts: must be a power of two (1, 2, 4, ...), not 3"),
+    ("decontaminate", ["--margin", "-5"], "argument --margin: must not be negative, not -5"),
+])
+def test_audit_options_out_of_range_are_refused(real_data, tmp_path, job, args, message):
+    benchmark = f"lambada:{real_data / 'lm_benchmarks/lambada/lambada_test.jsonl'}"
+    result = corpusforge(job, "--corpus", str(tmp_path), "--benchmark", benchmark, "--output", str(tmp_path / "out"), *args, check=False)
+    assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--near_dup_threshold", "2"], "argument --near_dup_threshold: must be between 0 and 1, not 2"),
+    (["--fetch_shards", "0"], "argument --fetch_shards: must be at least 1, not 0"),
+])
+def test_webtext_options_out_of_range_are_refused(tmp_path, args, message):
+    result = corpusforge("webtext", "--submissions", str(tmp_path / "RS.zst"), "--output", str(tmp_path / "out"), *args, check=False)
+    assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_repeated_benchmark_options_add_up():
+    from pipelines import audit
+
+    parser = __import__("argparse").ArgumentParser()
+    audit.add_common_arguments(parser)
+    args = parser.parse_args(["--corpus", "c", "--output", "o", "--benchmark", "a:x", "--benchmark", "b:y", "c:z"])
+    assert args.benchmark == ["a:x", "b:y", "c:z"]
+
+
+def test_help_is_quiet_and_a_closed_pipe_is_not_an_error(real_data):
+    result = corpusforge("c4", "--help")
+    assert "apitools" not in result.stderr
+    pipe = subprocess.run(f"{sys.executable} -m pipelines.cli inspect --json -q {real_data / WET} {real_data / WET} | head -c 10",
+                          shell=True, capture_output=True, text=True, timeout=120)
+    assert len(pipe.stdout) == 10 and "BrokenPipe" not in pipe.stderr and "Traceback" not in pipe.stderr
+
+
+@pytest.mark.parametrize("command", [
+    ["stats", "{missing}"],
+    ["audit", "--corpus", "{missing}", "--benchmark", "lambada:{data}/lm_benchmarks/lambada/lambada_test.jsonl", "--output", "{tmp}/a"],
+    ["decontaminate", "--corpus", "{missing}", "--benchmark", "lambada:{data}/lm_benchmarks/lambada/lambada_test.jsonl", "--output", "{tmp}/d"],
+    ["tokenize", "--input", "{missing}", "--output", "{tmp}/t"],
+])
+def test_missing_shard_inputs_are_one_line_errors(real_data, tmp_path, command):
+    args = [a.format(missing=tmp_path / "nothing", data=real_data, tmp=tmp_path) for a in command]
+    result = corpusforge(*args, check=False)
+    assert result.returncode == 2 and "no such shard file or directory" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_rerun_into_a_full_output_is_refused_until_overwrite_and_never_mixes_sets(real_data, tmp_path):
+    out = tmp_path / "out"
+    corpusforge("read", "--input", str(real_data / WET), "--output", str(out), "--num_shards", "2", "--format", "jsonl")
+    again = corpusforge("read", "--input", str(real_data / WET), "--output", str(out), "--num_shards", "1", "--format", "jsonl", check=False)
+    assert again.returncode == 2 and "already holds 5 file(s)" in again.stderr and "--overwrite" in again.stderr
+    assert "Traceback" not in again.stderr
+    corpusforge("read", "--input", str(real_data / WET), "--output", str(out), "--num_shards", "1", "--format", "jsonl", "--overwrite")
+    assert sorted(p.name for p in out.glob("docs-*")) == ["docs-train.00000-of-00001.jsonl"]
+    stats = json.loads(corpusforge("stats", str(out), "--json").stdout)
+    assert stats["documents"] == 25  # one set, not 25 + 25
+    (tmp_path / "a-file").write_text("x")
+    result = corpusforge("read", "--input", str(real_data / WET), "--output", str(tmp_path / "a-file"), check=False)
+    assert result.returncode == 2 and "is a file, not a folder" in result.stderr

@@ -199,7 +199,7 @@ def test_every_job_round_trips_through_memory(real_data, wet_inputs, tmp_path):
     assert_same_output(str(tmp_path / "tokens"), "memory://out/tokens")
     # readers take the memory set through its manifest
     docs = list(read_documents("memory://out/c4"))
-    assert len(docs) > 20 and docs == list(read_documents(str(tmp_path / "c4")))
+    assert len(docs) > 10 and docs == list(read_documents(str(tmp_path / "c4")))  # one format of the two read
     memfs.clear()
 
 
@@ -216,7 +216,7 @@ def test_a_job_that_dies_midway_leaves_a_set_no_reader_takes_as_complete(real_da
     original = sources._MergeShardFn.process
     monkeypatch.setattr(sources._MergeShardFn, "process", dies_on_shard_one)
     with pytest.raises(Exception, match="worker lost"):
-        c4_pipeline.run(c4_args(real_data, str(wet_inputs), out))
+        c4_pipeline.run(c4_args(real_data, str(wet_inputs), out) + ["--overwrite"])
     monkeypatch.setattr(sources._MergeShardFn, "process", original)
     assert not Path(out, "_SUCCESS").exists()
     with pytest.raises(storage.IncompleteOutputError, match="never finished"):
@@ -225,7 +225,7 @@ def test_a_job_that_dies_midway_leaves_a_set_no_reader_takes_as_complete(real_da
     assert "never finished" in capsys.readouterr().err or True  # logged through logging, checked below
     with pytest.raises(storage.IncompleteOutputError):
         list(read_documents(out))
-    c4_pipeline.run(c4_args(real_data, str(wet_inputs), out))  # a rerun completes the set
+    c4_pipeline.run(c4_args(real_data, str(wet_inputs), out) + ["--overwrite"])  # a rerun completes the set
     assert len(list(read_documents(out))) > 0
 
 

@@ -279,10 +279,14 @@ def test_reader_rejects_missing_paths_and_unknown_formats(tmp_path):
 
 def test_open_dataset_refuses_mixed_formats(tmp_path):
     docs = many_documents(5)
-    write_shards(docs, tmp_path, fmt="parquet")
-    write_shards(docs, tmp_path, fmt="c4json")
+    write_shards(docs, tmp_path, fmt="parquet", name="a")
+    write_shards(docs, tmp_path, fmt="c4json", name="b")  # other shards, not the same ones in another format
     with pytest.raises(ValueError, match="one format"):
         open_dataset(tmp_path)
+    same = tmp_path / "same"
+    write_shards(docs, same, fmt="parquet")
+    write_shards(docs, same, fmt="c4json")
+    assert open_dataset(same).count_rows() == 5  # one set in two formats: read once, as Parquet
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -313,3 +317,14 @@ def test_atomic_path_keeps_the_old_file_when_writing_fails(tmp_path):
             raise RuntimeError("disk full")
     assert target.read_text() == "old\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json"]
+
+
+def test_a_folder_written_in_two_formats_is_read_once(tmp_path):
+    docs = [Document(text=f"text {i}", url=f"https://a.example/{i}", timestamp="2019-04-20T10:00:00Z") for i in range(7)]
+    for fmt in ("c4json", "parquet", "jsonl"):
+        write_shards(docs, str(tmp_path), fmt=fmt, name="c4", num_shards=2)
+    found = find_shards(str(tmp_path))
+    assert [os.path.basename(p) for p in found] == ["c4-train.00000-of-00002.parquet", "c4-train.00001-of-00002.parquet"]
+    assert sorted(d.url for d in read_documents(found)) == sorted(d.url for d in docs)
+    named = find_shards(str(tmp_path / "c4-train.00000-of-00002.json.gz"))  # a file is taken as named
+    assert named == [str(tmp_path / "c4-train.00000-of-00002.json.gz")]

@@ -81,9 +81,31 @@ def test_a_committed_set_reads_back_exactly_what_its_manifest_lists(root, caplog
 def test_an_unfinished_job_is_refused_by_readers(root):
     out = storage.join(root, "out")
     write_shards(docs(5), out, fmt="jsonl", name="t", num_shards=1)
-    storage.begin_output(out, "c4")  # a rerun starts and is killed before it commits
+    storage.begin_output(out, "c4", overwrite=True)  # a rerun starts and is killed before it commits
     with pytest.raises(storage.IncompleteOutputError, match="a c4 job started .* never finished"):
         find_shards(out)
+
+
+def _commit(out, paths, job="read"):
+    storage.record_written(out, "t", [storage.file_info(p, storage.basename(p)) for p in paths])
+    storage.commit_output(out, job)
+
+
+def test_a_non_empty_output_is_refused_unless_overwrite_and_old_shards_go_at_the_commit(root):
+    out = storage.join(root, "out")
+    storage.begin_output(out, "read")
+    _commit(out, write_shards(docs(6), out, fmt="jsonl", name="t", num_shards=2))
+    assert storage.existing_output(out) == ["_SUCCESS", "t-train.00000-of-00002.jsonl", "t-train.00001-of-00002.jsonl"]
+    with pytest.raises(storage.OutputExistsError, match=r"already holds 3 file\(s\) \(_SUCCESS, ...\): pass --overwrite"):
+        storage.begin_output(out, "read")
+    assert storage.read_success(out) is not None  # refused before anything changed
+    storage.begin_output(out, "read", overwrite=True)
+    _commit(out, write_shards(docs(6), out, fmt="jsonl", name="t", num_shards=1))
+    assert storage.existing_output(out) == ["_SUCCESS", "t-train.00000-of-00001.jsonl"]  # never two sets side by side
+    assert len(find_shards(out)) == 1
+    fetch = storage.join(root, "fetched")
+    storage.write_atomically(storage.join(fetch, "fetch", "shard-00000", "log.jsonl"), "{}\n")
+    storage.begin_output(fetch, "webtext", keep=("fetch/",))  # what a resumed fetch left does not block it
 
 
 def test_a_file_changed_after_the_commit_is_refused(root):
@@ -113,7 +135,7 @@ def test_a_job_rerun_replaces_the_old_marker_first(tmp_path):
     storage.begin_output(out, "first")
     storage.commit_output(out, "first")
     assert storage.read_success(out)["job"] == "first"
-    storage.begin_output(out, "second")
+    storage.begin_output(out, "second", overwrite=True)
     assert storage.read_success(out) is None
     assert json.loads(storage.read_text(storage.staging_path(out, storage.JOB_FILE)))["job"] == "second"
 

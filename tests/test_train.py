@@ -415,3 +415,14 @@ def test_generate_greedy_seeded_and_past_the_context():
     assert torch.equal(a, b) and not torch.equal(a, c)
     stopped = generate(model, start, 10, temperature=0, stop_token=int(greedy[0, 3]))
     assert stopped.shape == (1, 4)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without a GPU")
+def test_cuda_on_a_machine_without_a_gpu_is_a_one_line_error(pattern_data, tmp_path):
+    from model.train import TrainError
+
+    with pytest.raises(TrainError, match="--device cuda: this torch .* use --device cpu or auto"):
+        train(tiny_config(pattern_data, tmp_path / "run", device="cuda"))
+    with pytest.raises(TrainError, match="not a device torch knows"):
+        train(tiny_config(pattern_data, tmp_path / "run", device="gpu0"))
+    assert not (tmp_path / "run" / "ckpt.pt").exists()
