@@ -159,7 +159,13 @@ def realnews_domain_problem(normalized_url: str, domains: Mapping[str, list[str]
 # --- 3. URL dedup ------------------------------------------------------------------------
 def newest_page(a: C4Page, b: C4Page) -> C4Page:
     """Of two pages with one normalised URL: the larger timestamp, on a tie the first seen."""
-    if b.timestamp > a.timestamp or (b.timestamp == a.timestamp and b.order < a.order):
+    return newer_of(a, b, a.timestamp, a.order, b.timestamp, b.order)
+
+
+def newer_of(a, b, a_timestamp: str, a_order: tuple, b_timestamp: str, b_order: tuple):
+    """The URL-dedup rule on anything that carries a page's timestamp and order (a page, or
+    the staged reference the pipeline shuffles instead): ``b`` if newer, else ``a``."""
+    if b_timestamp > a_timestamp or (b_timestamp == a_timestamp and b_order < a_order):
         return b
     return a
 

@@ -84,8 +84,7 @@ def read_manifest(path: str, base: str = COMMON_CRAWL_BASE_URL, *, allow_any_pat
     with open_input(path) as raw:
         data = raw.read(MAX_MANIFEST_BYTES + 1)
     if data[:2] == b"\x1f\x8b":
-        inflater = zlib.decompressobj(31)
-        data = inflater.decompress(data, MAX_MANIFEST_BYTES + 1)
+        data = _gunzip_capped(data, MAX_MANIFEST_BYTES + 1)
     if len(data) > MAX_MANIFEST_BYTES:
         raise InputError(f"{path}: a manifest over {MAX_MANIFEST_BYTES} bytes is not a list of crawl paths")
     files = []
@@ -98,6 +97,16 @@ def read_manifest(path: str, base: str = COMMON_CRAWL_BASE_URL, *, allow_any_pat
         except ManifestPathError as exc:
             raise ManifestPathError(f"{path}, line {number}: {exc}") from None
     return files
+
+
+def _gunzip_capped(data: bytes, limit: int) -> bytes:
+    """Every gzip member of ``data`` (a concatenated .gz too), at most ``limit`` bytes out."""
+    out = bytearray()
+    while data and len(out) < limit:
+        inflater = zlib.decompressobj(31)
+        out += inflater.decompress(data, limit - len(out))
+        data = inflater.unused_data if inflater.eof else b""
+    return bytes(out)
 
 
 def expand_inputs(specs: Iterable[str] | str, base: str = COMMON_CRAWL_BASE_URL, max_files: int | None = None,

@@ -802,8 +802,6 @@ def decode_content(body: bytes, encoding: str, max_bytes: int = MAX_DECODED_BYTE
     if encoding == "deflate":  # servers send both zlib-wrapped and raw deflate under this name
         try:
             return _inflate_capped(zlib.decompressobj(15), body, max_bytes)
-        except DecodedTooLarge:
-            raise
         except zlib.error:
             return _inflate_capped(zlib.decompressobj(-15), body, max_bytes)
     if encoding == "br":

@@ -175,14 +175,14 @@ class _ReadPagesFn(beam.DoFn):
 
 class _NewestRef(beam.CombineFn):
     """URL dedup over staged references ``(timestamp, order, ref)``: the newest page per
-    normalised URL (first seen on a tie, as ``c4.newest_page``), and how many there were."""
+    normalised URL (``c4.newer_of``: first seen on a tie), and how many there were."""
 
     def create_accumulator(self):
         return None, 0
 
     @staticmethod
     def _newer(a, b):
-        return b if b[0] > a[0] or (b[0] == a[0] and b[1] < a[1]) else a
+        return c4.newer_of(a, b, a[0], a[1], b[0], b[1])
 
     def add_input(self, acc, ref):
         best, n = acc

@@ -29,6 +29,7 @@ from corpus import storage
 from corpus.records import Document, HtmlPage, ReadError
 from corpus.shards import ShardFile, document_row, shard_name
 from corpus.warc import MAX_RECORD_BYTES, ReadStats, read_archive
+from pipelines.options import int_at_least
 
 READ_NAMESPACE = "read-archive"
 WRITE_NAMESPACE = "write-shards"
@@ -36,24 +37,12 @@ WRITE_NAMESPACE = "write-shards"
 
 def add_max_record_bytes(parser) -> None:
     """The reading options every job that reads crawl files takes."""
-    parser.add_argument("--max_record_bytes", type=_positive_bytes, default=MAX_RECORD_BYTES,
+    parser.add_argument("--max_record_bytes", type=int_at_least(1024), default=MAX_RECORD_BYTES,
                         help=f"largest WARC/WET record block, and largest decoded HTTP body, read into memory; "
                              f"longer ones are skipped and counted (default {MAX_RECORD_BYTES})")
     parser.add_argument("--verify_digest", action="store_true",
                         help="check WARC-Block-Digest and WARC-Payload-Digest; mismatches are counted "
                              "(read-archive digest:*_mismatch) and logged, the records still read")
-
-
-def _positive_bytes(text: str) -> int:
-    import argparse
-
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of bytes: {text!r}") from None
-    if value < 1024:
-        raise argparse.ArgumentTypeError(f"must be at least 1024 bytes, not {value}")
-    return value
 
 
 class _ReadFileFn(beam.DoFn):

@@ -113,3 +113,11 @@ def test_manifest_errors_quote_input_escaped_and_short():
         join_base("https://data.commoncrawl.org/", hostile, allow_any=False)
     message = str(raised.value)
     assert "\x1b" not in message and "\\x1b[31mred" in message and len(message) < 300
+
+
+def test_a_manifest_of_concatenated_gzip_members_lists_every_entry(inputs, tmp_path):
+    from corpus.inputs import read_manifest
+
+    manifest = tmp_path / "wet.paths.gz"
+    manifest.write_bytes(gzip.compress(b"a-good.wet.gz\n") + gzip.compress(b"b-whirlwind.wet.gz\n"))
+    assert read_manifest(str(manifest), str(inputs)) == [str(inputs / "a-good.wet.gz"), str(inputs / "b-whirlwind.wet.gz")]
