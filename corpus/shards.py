@@ -89,6 +89,16 @@ def shard_name(name: str, split: str, index: int, count: int, fmt: str) -> str:
     return f"{name}-{split}.{index:05d}-of-{count:05d}{SHARD_EXTENSIONS[fmt]}"
 
 
+_SHARD_NAME = re.compile(r"^(?P<name>.+)-(?P<split>[^-./]+)\.\d{5}-of-\d{5}\.")
+
+
+def shard_split(path: str) -> str | None:
+    """The split in a shard's file name (``c4-validation.00000-of-00008.json.gz`` ->
+    ``validation``), or None when the name does not follow ``shard_name``."""
+    found = _SHARD_NAME.match(os.path.basename(os.fspath(path)))
+    return found["split"] if found else None
+
+
 def shard_index(url: str, num_shards: int) -> int:
     """The shard a document belongs to: ``int(md5(url).hexdigest(), 16) % num_shards``."""
     digest = hashlib.md5(utf8_safe(url).encode("utf-8")).hexdigest()

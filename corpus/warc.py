@@ -910,6 +910,11 @@ def inspect_archive(source: str, fileobj: BinaryIO | None = None, keep_errors: i
                 continue
             rec_type = item.rec_type or "unknown"
             summary.records[rec_type] += 1
+            if rec_type in ("conversion", "response") and not item.get("warc-target-uri"):  # as read_archive finds it
+                error = ReadError(source, item.offset, MISSING_TARGET_URI, f"{rec_type} record {item.get('warc-record-id')}")
+                summary.errors[error.reason] += 1
+                if len(summary.first_errors) < keep_errors:
+                    summary.first_errors.append(error)
             summary.mime_types[f"{rec_type}:{payload_mime(item)}"] += 1
             language = item.get("warc-identified-content-language")
             if language:

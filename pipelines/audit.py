@@ -31,7 +31,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from corpus import storage
 from corpus.inputs import InputError
 from corpus.records import Document
-from corpus.shards import FORMATS, find_shards, read_documents
+from corpus.shards import FORMATS, find_shards, one_format_per_shard, read_documents, shard_split
 from pipelines.options import add_overwrite_argument, non_negative_int, open_probability, positive_int, power_of_two, split_job_args, stage_setup_file, unit_fraction
 from pipelines.read import begin_job, counters_of, finish_job, write_json
 from pipelines.sources import WriteShards
@@ -71,27 +71,13 @@ def build_indexes(sets, config) -> dict:
     return {s.name: BenchmarkIndex.build([(e.id, e.text) for e in s.examples], config, s.name) for s in sets}
 
 
-FORMAT_PREFERENCE = (".parquet", ".jsonl", ".json.gz")  # one shard set written in several formats: read one
-
-
 def corpus_files(specs: list[str]) -> list[str]:
     """The shard files to read, each document once: when a shard is present in several
-    formats (``c4-train.00000-of-00002.json.gz`` and ``.parquet``), only the first of
-    ``FORMAT_PREFERENCE`` is read."""
-    files = find_shards(specs)
+    formats (``c4-train.00000-of-00002.json.gz`` and ``.parquet``), one of them is read."""
+    files = one_format_per_shard(find_shards(specs))
     if not files:
         raise InputError(f"no corpus shards found for {specs}")
-    by_stem: dict[str, list[str]] = {}
-    for path in files:
-        suffix = next((s for s in FORMAT_PREFERENCE if path.endswith(s)), "")
-        by_stem.setdefault(path[: len(path) - len(suffix)] if suffix else path, []).append(path)
-    chosen = []
-    for copies in by_stem.values():
-        copies.sort(key=lambda p: next((i for i, s in enumerate(FORMAT_PREFERENCE) if p.endswith(s)), len(FORMAT_PREFERENCE)))
-        chosen.append(copies[0])
-        if len(copies) > 1:
-            log.info("%s: reading %s (the same shard exists as %s)", copies[0], os.path.basename(copies[0]), ", ".join(map(os.path.basename, copies[1:])))
-    return sorted(chosen)
+    return files
 
 
 def _doc_id(path: str, number: int, doc: Document) -> str:
@@ -426,16 +412,30 @@ def run_decontaminate(argv: list[str] | None = None) -> dict:
     removed_path = storage.join(args.output, "removed.jsonl")
     storage.configure(beam_args)
     begin_job(args.output, "decontaminate", args.overwrite)
+    by_split = files_by_split(files)
     with beam.Pipeline(options=PipelineOptions(stage_setup_file(beam_args))) as p:
-        out = (p | "Shards" >> beam.Create(files) | "Spread" >> beam.Reshuffle()
-               | "Decontaminate" >> beam.ParDo(_DecontaminateFn(indexes, options)).with_outputs("removed", main="docs"))
-        out.docs | "Write shards" >> WriteShards(args.output, formats=args.format, name=args.name, split="train", num_shards=args.num_shards)
-        (out.removed | "Collect removed" >> beam.combiners.ToList()
+        removed = []
+        for split, split_files in by_split.items():  # every split keeps its own shard set
+            out = (p | f"Shards {split}" >> beam.Create(split_files) | f"Spread {split}" >> beam.Reshuffle()
+                   | f"Decontaminate {split}" >> beam.ParDo(_DecontaminateFn(indexes, options)).with_outputs("removed", main="docs"))
+            out.docs | f"Write shards {split}" >> WriteShards(args.output, formats=args.format, name=args.name, split=split,
+                                                             num_shards=args.num_shards)
+            removed.append(out.removed)
+        (removed | "All removed" >> beam.Flatten() | "Collect removed" >> beam.combiners.ToList()
          | "Write removed" >> beam.Map(_write_removed, removed_path))
     counters = counters_of(p.result).get(DECONTAMINATE, {})
-    stats = {"files": len(files), "benchmarks": sorted(indexes), "options": options, "counters": counters, "removed": removed_path}
+    stats = {"files": len(files), "splits": {split: len(f) for split, f in by_split.items()}, "benchmarks": sorted(indexes),
+             "options": options, "counters": counters, "removed": removed_path}
     finish_job(args.output, "decontaminate", stats, extra_files=("removed.jsonl",))
     return stats
+
+
+def files_by_split(files: list[str]) -> dict[str, list[str]]:
+    """Shard files grouped by the split in their names (``train`` for names without one)."""
+    groups: dict[str, list[str]] = {}
+    for path in files:
+        groups.setdefault(shard_split(path) or "train", []).append(path)
+    return dict(sorted(groups.items()))
 
 
 def _write_removed(rows, path):

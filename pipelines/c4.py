@@ -41,7 +41,7 @@ from pipelines.options import add_manifest_path_argument, add_overwrite_argument
 from pipelines.read import begin_job, counters_of, finish_job
 from pipelines.sources import READ_NAMESPACE, WriteErrors, WriteShards, add_max_record_bytes
 from pipelines.staging import LoadStaged, Stage
-from pipelines.steps import ReasonExamples, Steps, collect_examples, flush_counts, format_counter_table, step
+from pipelines.steps import ReasonExamples, Steps, collect_examples, flush_counts, format_counter_table, format_read_errors, step
 
 log = logging.getLogger(__name__)
 
@@ -436,7 +436,8 @@ def run(argv: list[str] | None = None) -> dict:
 
 def format_summary(stats: dict) -> str:
     """The C4 run's one-screen table of counters, stage by stage."""
-    return format_counter_table(f"C4 {stats['variant']} ({stats['dedup']} dedup), {stats['files']} file(s)", stats["counters"], SUMMARY_STAGES)
+    table = format_counter_table(f"C4 {stats['variant']} ({stats['dedup']} dedup), {stats['files']} file(s)", stats["counters"], SUMMARY_STAGES)
+    return "\n".join(filter(None, [table, format_read_errors(stats["counters"])]))
 
 
 if __name__ == "__main__":

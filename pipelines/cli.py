@@ -89,6 +89,17 @@ def cmd_read(args: argparse.Namespace) -> int:
     read = stats["counters"].get("read-archive", {})
     errors = {k.split(":", 1)[1]: v for k, v in read.items() if k.startswith("error:")}
     print(f"{stats['files']} file(s): {read.get('produced:conversion', 0):,} documents, {read.get('produced:response', 0):,} HTML pages, errors {errors or 'none'}")
+    return _read_status(stats)
+
+
+def _read_status(stats: dict) -> int:
+    """1 when not one record could be read from the inputs (e.g. a ``.wet.gz`` that is not
+    gzip): the job ran and wrote empty shards, but what it was given is not what was meant."""
+    from pipelines.steps import read_nothing
+
+    if read_nothing(stats["counters"]):
+        log.error("no WARC record could be read from any input file (the summary lists the errors by reason)")
+        return 1
     return 0
 
 
@@ -97,7 +108,7 @@ def cmd_c4(args: argparse.Namespace) -> int:
 
     stats = run(args.sub_argv)
     print(format_summary(stats))
-    return 0
+    return _read_status(stats)
 
 
 def cmd_webtext(args: argparse.Namespace) -> int:
@@ -105,7 +116,7 @@ def cmd_webtext(args: argparse.Namespace) -> int:
 
     stats = run(args.sub_argv)
     print(format_summary(stats))
-    return 0
+    return _read_status(stats)
 
 
 def cmd_audit(args: argparse.Namespace) -> int:

@@ -30,8 +30,8 @@ from corpus.records import Document, HtmlPage, ReadError
 from corpus.shards import ShardFile, document_row, shard_name
 from corpus.warc import MAX_RECORD_BYTES, ReadStats, read_archive
 from pipelines.options import int_at_least
+from pipelines.steps import READ_NAMESPACE
 
-READ_NAMESPACE = "read-archive"
 WRITE_NAMESPACE = "write-shards"
 
 

@@ -159,6 +159,27 @@ def format_counter_table(title: str, counters: dict, stages) -> str:
     return "\n".join(rows)
 
 
+READ_NAMESPACE = "read-archive"  # the archive reader's counters (records, errors by reason)
+
+
+def format_read_errors(counters: dict) -> str:
+    """The input problems of a run, one line per reason (``errors/errors.jsonl`` has each
+    one), or a line saying that no record could be read at all; '' when all went well."""
+    read = counters.get(READ_NAMESPACE, {})
+    errors = {k.split(":", 1)[1]: v for k, v in read.items() if k.startswith("error:")}
+    rows = [f"{'read errors':22} {reason:38} {count:>12,}" for reason, count in sorted(errors.items())]
+    if read_nothing(counters):
+        rows.append("no record could be read from any input file: see errors/errors.jsonl")
+    return "\n".join(rows)
+
+
+def read_nothing(counters: dict) -> bool:
+    """Whether the run found input problems and not a single WARC record."""
+    read = counters.get(READ_NAMESPACE, {})
+    records = sum(v for k, v in read.items() if k.startswith("records:"))
+    return records == 0 and any(k.startswith("error:") for k in read)
+
+
 def _unit(namespace: str, name: str) -> str:
     """What a counter counts: ``pages`` (one decision per page), ``lines``/``spans``, or ``other``."""
     if name.startswith("line-"):

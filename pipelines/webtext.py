@@ -39,7 +39,7 @@ from dedup.urls import url_key
 from pipelines.options import add_manifest_path_argument, add_overwrite_argument, non_negative_float, non_negative_int, positive_float, positive_int, split_job_args, stage_setup_file, unit_fraction
 from pipelines.read import begin_job, counters_of, finish_job
 from pipelines.sources import READ_NAMESPACE, ReadCrawlFiles, WriteErrors, WriteShards
-from pipelines.steps import ReasonExamples, Steps, collect_examples, flush_counts, format_counter_table
+from pipelines.steps import ReasonExamples, Steps, collect_examples, flush_counts, format_counter_table, format_read_errors
 
 log = logging.getLogger(__name__)
 
@@ -558,7 +558,7 @@ def _expand_dumps(specs: list[str]) -> list[str]:
 
 def format_summary(stats: dict) -> str:
     title = f"WebText, {stats['dumps']} dump(s), pages by {stats['pages']}"
-    return format_counter_table(title, stats["counters"], SUMMARY_STAGES)
+    return "\n".join(filter(None, [format_counter_table(title, stats["counters"], SUMMARY_STAGES), format_read_errors(stats["counters"])]))
 
 
 if __name__ == "__main__":

@@ -115,3 +115,31 @@ def test_decontaminate_removes_planted_passages_and_keeps_the_rest(corpus, tmp_p
     for doc in read_documents(str(tmp_path / "spans" / "decontaminated-train.*.parquet")):
         if doc.url.startswith("http://planted.example/lambada/"):
             assert not lambada_hashes & set(ngram_hashes(doc.text, DEFAULT).tolist())
+
+
+def test_decontaminate_keeps_train_and_validation_apart(corpus, tmp_path):
+    # The case: c4-train and c4-validation used to merge into one decontaminated-train set.
+    folder = tmp_path / "c4"
+    lambada = corpus["sets"]["lambada"].examples[7].text
+    train = [Document(text=f"train page {i} " + "plain words " * 30, url=f"http://t.example/{i}", timestamp="") for i in range(5)]
+    validation = [Document(text=f"validation page {i} " + "other words " * 30, url=f"http://v.example/{i}", timestamp="") for i in range(3)]
+    validation.append(Document(text=lambada, url="http://v.example/quoted", timestamp=""))
+    write_shard(train, folder / "c4-train.00000-of-00001.json.gz", "c4json")
+    write_shard(validation, folder / "c4-validation.00000-of-00001.json.gz", "c4json")
+    stats = audit.run_decontaminate(["--corpus", str(folder), "--benchmark", corpus["specs"]["lambada"], "--output",
+                                     str(tmp_path / "out"), "--mode", "drop"])
+    assert stats["splits"] == {"train": 1, "validation": 1}
+    assert sorted(p.name for p in (tmp_path / "out").glob("*.parquet")) == [
+        "decontaminated-train.00000-of-00001.parquet", "decontaminated-validation.00000-of-00001.parquet"]
+    kept_train = {d.url for d in read_documents(str(tmp_path / "out" / "decontaminated-train.00000-of-00001.parquet"))}
+    kept_validation = {d.url for d in read_documents(str(tmp_path / "out" / "decontaminated-validation.00000-of-00001.parquet"))}
+    assert kept_train == {d.url for d in train}
+    assert kept_validation == {f"http://v.example/{i}" for i in range(3)}
+
+
+def test_shard_split_reads_the_split_from_a_shard_name():
+    from corpus.shards import shard_split
+
+    assert shard_split("gs://b/c4/c4-validation.00003-of-01024.json.gz") == "validation"
+    assert shard_split("webtext-train.00000-of-00001.parquet") == "train"
+    assert shard_split("my-corpus.jsonl") is None

@@ -166,3 +166,26 @@ def test_a_rerun_into_a_full_output_is_refused_until_overwrite_and_never_mixes_s
     (tmp_path / "a-file").write_text("x")
     result = corpusforge("read", "--input", str(real_data / WET), "--output", str(tmp_path / "a-file"), check=False)
     assert result.returncode == 2 and "is a file, not a folder" in result.stderr
+
+
+def test_inspect_strict_finds_the_missing_target_uri_that_read_finds(real_data, tmp_path):
+    # The issue's case: `inspect --strict` passed a file in which `read` reports missing_target_uri.
+    bad = str(real_data / "warc_malformed/ccscalatools/corrupt_warcconversion_1.wet.gz")
+    result = corpusforge("inspect", "-q", "--strict", "--json", bad, check=False)
+    assert result.returncode == 1
+    assert json.loads(result.stdout)["errors"] == {"missing_target_uri": 1}
+    read = corpusforge("read", "--input", bad, "--output", str(tmp_path / "read"))
+    assert "missing_target_uri': 1" in read.stdout
+
+
+def test_a_wet_gz_that_is_not_gzip_is_an_error_row_and_a_failing_exit(real_data, tmp_path):
+    # The issue's case: a non-gzip .wet.gz gave exit 0, empty shards and no error row.
+    fake = tmp_path / "CC-MAIN-x.warc.wet.gz"
+    fake.write_bytes(b"this is a text file, not gzip\n" * 10)
+    for job in ("read", "c4"):
+        extra = ["--badwords", str(real_data / "badwords" / "en")] if job == "c4" else []
+        result = corpusforge(job, "--input", str(fake), "--output", str(tmp_path / job), *extra, check=False)
+        assert result.returncode == 1, result.stderr
+        assert "no WARC record could be read" in result.stderr
+        assert "garbage_between_records" in result.stdout
+        assert (tmp_path / job / "errors" / "errors.jsonl").read_text().count("garbage_between_records") == 1
