@@ -10,12 +10,15 @@ report compressed offsets and survive a damaged gzip member.
 from __future__ import annotations
 
 import glob
+import hashlib
 import io
 import os
 import urllib.parse
 import urllib.request
 import zlib
 from typing import BinaryIO, Iterable
+
+from corpus.storage import write_atomically
 
 # Common Crawl's public data host; relative paths in wet.paths.gz / warc.paths.gz join to it.
 COMMON_CRAWL_BASE_URL = "https://data.commoncrawl.org/"
@@ -210,3 +213,39 @@ def _open_with_filesystems(path: str) -> BinaryIO:
         f"{path}: cannot open this URL ({'; '.join(errors)}). For gs:// install apache-beam[gcp] "
         "or gcsfs; for s3:// install apache-beam[aws] or s3fs."
     )
+
+
+def cache_dir() -> str:
+    """Where downloads of pinned, immutable files are kept: ``$CORPUSFORGE_CACHE``, else
+    ``$XDG_CACHE_HOME/corpusforge``, else ``~/.cache/corpusforge``."""
+    explicit = os.environ.get("CORPUSFORGE_CACHE")
+    if explicit:
+        return explicit
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "corpusforge")
+
+
+def read_pinned(url: str, option: str, folder: str | None = None) -> bytes:
+    """The bytes at ``url``, a file pinned to a commit (it never changes): downloaded once into
+    ``cache_dir()`` and read from there afterwards, so later runs work offline. Offline with
+    no cached copy, an ``InputError`` says where to put a local copy."""
+    name = cache_name(url)
+    cached = os.path.join(folder or cache_dir(), name)
+    if os.path.isfile(cached):
+        with open(cached, "rb") as f:
+            return f.read()
+    try:
+        with open_input(url) as f:
+            data = f.read()
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{option}: cannot download {url} ({exc}). Offline, pass a local copy with {option} FILE, "
+                         f"or put the file at {cached}") from exc
+    os.makedirs(os.path.dirname(cached), exist_ok=True)
+    write_atomically(cached, data)
+    return data
+
+
+def cache_name(url: str) -> str:
+    """A cache file name for ``url``: its last path part and a hash of the whole URL."""
+    tail = os.path.basename(urllib.parse.urlsplit(url).path) or "file"
+    return f"{hashlib.sha256(url.encode('utf-8')).hexdigest()[:16]}-{tail}"

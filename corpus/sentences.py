@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import functools
 import itertools
+import shlex
+import sys
 import threading
+from typing import Iterable
 
 PUNKT_LANGUAGE = "english"
+PUNKT_INSTALL_COMMAND = f"{shlex.quote(sys.executable)} -c 'import nltk; nltk.download(\"punkt_tab\")'"  # this Python (the venv's)
 PUNKT_INSTALL_HINT = (
     "NLTK's English punkt sentence model is not installed. Install it once with\n"
-    "    python -c 'import nltk; nltk.download(\"punkt_tab\")'\n"
+    f"    {PUNKT_INSTALL_COMMAND}\n"
     "or point NLTK_DATA at a folder that holds tokenizers/punkt_tab/english/."
 )
 _SENTENCE_END_CHARS = frozenset(".?!")  # punkt's candidate sentence ends (PunktLanguageVars.sent_end_chars)
@@ -42,6 +46,24 @@ def punkt_tokenizer():
                 except LookupError as exc:
                     raise PunktMissingError(PUNKT_INSTALL_HINT) from exc
     return _tokenizer
+
+
+def use_trained_punkt(texts: Iterable[str]) -> None:
+    """Use, in this process, a punkt model trained on ``texts`` (punkt learns abbreviations,
+    collocations and sentence starters without labels). The demo's stand-in when NLTK's
+    English model is not installed: it splits its own sample pages well enough, while a
+    real corpus needs the real model for sentence counts as C4 made them."""
+    global _tokenizer
+    from nltk.tokenize.punkt import PunktSentenceTokenizer, PunktTrainer
+
+    trainer = PunktTrainer()
+    trainer.INCLUDE_ALL_COLLOCS = True
+    for text in texts:
+        trainer.train(text, finalize=False)
+    trainer.finalize_training()
+    with _lock:
+        _tokenizer = PunktSentenceTokenizer(trainer.get_params())
+    _cached_count.cache_clear()
 
 
 def require_punkt() -> None:

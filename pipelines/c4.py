@@ -29,7 +29,7 @@ from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from corpus import c4, storage
-from corpus.inputs import COMMON_CRAWL_BASE_URL, InputError, expand_inputs, open_input
+from corpus.inputs import COMMON_CRAWL_BASE_URL, InputError, expand_inputs, open_input, read_pinned
 from corpus.records import Document, HtmlPage
 from corpus.sentences import count_line_sentences, has_sentences, require_punkt, split_sentences
 from corpus.shards import FORMATS
@@ -367,7 +367,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", nargs="+", choices=FORMATS, default=["c4json", "parquet"], help="shard format(s) (default c4json parquet)")
     parser.add_argument("--num_shards", type=positive_int, default=1, help="train shards (released c4/en: 1024)")
     parser.add_argument("--num_validation_shards", type=positive_int, default=1, help="validation shards (released c4/en: 8)")
-    parser.add_argument("--badwords", default=c4.BADWORDS_URL, help="bad-words list, file or URL (default: the pinned LDNOOBW en list)")
+    parser.add_argument("--badwords", default=c4.BADWORDS_URL, help="bad-words list, file or URL (default: the LDNOOBW en list at C4's pinned commit, downloaded once into ~/.cache/corpusforge, then used offline)")
     parser.add_argument("--realnews_domains", default=c4.REALNEWS_DOMAINS_URL, help="realnewslike: allowed domains (Grover JSON or one per line), file or URL")
     parser.add_argument("--webtext_urls", default=None, help="webtextlike: URL list file(s) (glob), one URL a line")
     parser.add_argument("--langdetect", choices=LANGDETECT_IMPLEMENTATIONS, default="fast", help="fast: exact reimplementation (default); reference: langdetect itself")
@@ -404,6 +404,8 @@ def load_resources(args: argparse.Namespace) -> dict:
 
 
 def _read_text(location: str, option: str) -> str:
+    if location in (c4.BADWORDS_URL, c4.REALNEWS_DOMAINS_URL):  # pinned defaults: downloaded once, then offline
+        return read_pinned(location, option).decode("utf-8")
     try:
         with open_input(location) as f:
             return f.read().decode("utf-8")

@@ -53,6 +53,20 @@ def _compare_manifests(local: str, remote: str) -> dict:
     return {"files": len(ours), "identical": len(same) == len(shards), "summary": summary}
 
 
+def _ensure_sentence_model(docs_dir: str) -> None:
+    """C4 counts punkt sentences. Without NLTK's English model installed, the demo trains a
+    punkt model on its own sample pages (unsupervised, as punkt is) and says so."""
+    from corpus.sentences import PUNKT_INSTALL_COMMAND, PunktMissingError, require_punkt, use_trained_punkt
+    from corpus.shards import find_shards, read_documents
+
+    try:
+        require_punkt()
+    except PunktMissingError:
+        log.warning("NLTK's English punkt model is not installed: the demo trains a punkt model on its sample pages "
+                    "instead. Sentence counts of a real corpus need the real model: %s", PUNKT_INSTALL_COMMAND)
+        use_trained_punkt(doc.text for doc in read_documents(find_shards(docs_dir)))
+
+
 def run_demo(out: str, seed: int = 0, pages: int = 300) -> dict:
     from corpus.sample import write_sample_crawl
     from corpus.shards import find_shards, read_documents
@@ -97,6 +111,7 @@ def run_demo(out: str, seed: int = 0, pages: int = 300) -> dict:
          "--format", "c4json", "parquet", "--num_shards", "2", "--name", "sample"]
     )
 
+    _ensure_sentence_model(docs_dir)
     c4_dir = os.path.join(out, "c4")
     log.info("4/10 building C4 en from the WET manifest with Beam (DirectRunner) in %s", c4_dir)
     c4_stats = run_c4(

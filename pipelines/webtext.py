@@ -451,7 +451,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--num_link_shards", type=positive_int, default=1, help="Parquet files of the link table")
 
     p = parser.add_argument_group("pages")
-    p.add_argument("--pages", choices=PAGE_SOURCES, default="fetch", help="fetch: live, safely, into WARC; crawl: join against Common Crawl WARC files")
+    p.add_argument("--pages", choices=PAGE_SOURCES, required=True,
+                   help="where pages come from, chosen explicitly: fetch = live from the internet (safely, politely, into WARC); "
+                        "crawl = a join against Common Crawl WARC files (--crawl or --warc)")
     p.add_argument("--crawl", nargs="+", default=None, help="crawl mode: Common Crawl crawl id(s) (their warc.paths.gz)")
     p.add_argument("--warc", nargs="+", default=None, help="crawl mode: WARC files, globs, folders or manifests")
     p.add_argument("--base_url", default=COMMON_CRAWL_BASE_URL, help="Common Crawl's host or a mirror, for --crawl and manifests")

@@ -120,8 +120,18 @@ def test_audit_options_out_of_range_are_refused(real_data, tmp_path, job, args, 
     (["--fetch_shards", "0"], "argument --fetch_shards: must be at least 1, not 0"),
 ])
 def test_webtext_options_out_of_range_are_refused(tmp_path, args, message):
-    result = corpusforge("webtext", "--submissions", str(tmp_path / "RS.zst"), "--output", str(tmp_path / "out"), *args, check=False)
+    result = corpusforge("webtext", "--submissions", str(tmp_path / "RS.zst"), "--pages", "crawl", "--output", str(tmp_path / "out"),
+                         *args, check=False)
     assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_webtext_never_fetches_the_internet_unless_asked(tmp_path):
+    # The case: `webtext` without --pages started live fetching, and --help did not say so.
+    result = corpusforge("webtext", "--submissions", str(tmp_path / "RS.zst"), "--output", str(tmp_path / "out"), check=False)
+    assert result.returncode == 2 and "the following arguments are required: --pages" in result.stderr
+    assert not (tmp_path / "out").exists()
+    help_text = " ".join(corpusforge("webtext", "--help").stdout.split())
+    assert "fetch = live from the internet" in help_text
 
 
 def test_repeated_benchmark_options_add_up():

@@ -306,3 +306,26 @@ def test_decode_html_reads_gb2312_label_as_gbk():
     # U+9555 is in GBK but not in GB2312; browsers decode the gb2312 label as GBK.
     body = "<p>\u4e2d\u6587 \u9555</p>".encode("gbk")
     assert decode_html(body, "text/html; charset=gb2312") == ("<p>\u4e2d\u6587 \u9555</p>", "gbk")
+
+
+def test_a_pinned_download_is_cached_and_then_read_offline(tmp_path, real_data):
+    # The C4 default --badwords is a pinned URL: the first run downloads it, later ones need no network.
+    from corpus.inputs import InputError, read_pinned
+
+    served = tmp_path / "served"
+    served.mkdir()
+    (served / "en").write_bytes((real_data / "badwords" / "en").read_bytes())
+    handler = partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
+    handler.log_message = lambda *args: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_port}/en"
+    try:
+        first = read_pinned(url, "--badwords", folder=str(tmp_path / "cache"))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert first == (real_data / "badwords" / "en").read_bytes()
+    assert read_pinned(url, "--badwords", folder=str(tmp_path / "cache")) == first  # the server is gone
+    with pytest.raises(InputError, match=r"--badwords: cannot download .*Offline, pass a local copy with --badwords FILE"):
+        read_pinned(url, "--badwords", folder=str(tmp_path / "empty-cache"))
