@@ -1,7 +1,7 @@
 """The records every stage passes around: one document schema, one HTML page, one error.
 
 A ``Document`` is what every shard holds (``text``, ``url``, ``timestamp``, plus a
-``meta`` map of strings). ``HtmlPage`` is a WARC ``response`` before text extraction.
+``meta`` map of strings, a JSON string column in Parquet). ``HtmlPage`` is a WARC ``response`` before text extraction.
 ``ReadError`` is one piece of bad input: where it was and why it could not be read.
 All three are plain, picklable values, so Beam can move them between workers.
 """
@@ -9,6 +9,7 @@ All three are plain, picklable values, so Beam can move them between workers.
 from __future__ import annotations
 
 import datetime as _dt
+import json
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -23,7 +24,9 @@ DOCUMENT_SCHEMA = pa.schema(
         pa.field("text", pa.string(), nullable=False),
         pa.field("url", pa.string(), nullable=False),
         pa.field("timestamp", pa.string(), nullable=False),
-        pa.field("meta", pa.map_(pa.string(), pa.string()), nullable=False),
+        # A JSON object of strings, stored as a string: every Parquet reader loads it (Hugging Face
+        # datasets has no map type); json.loads / DuckDB's json functions / polars' json_decode open it.
+        pa.field("meta", pa.string(), nullable=False, metadata={"encoding": "json-object"}),
     ]
 )
 
@@ -43,7 +46,9 @@ class Document:
     @classmethod
     def from_dict(cls, row: Mapping) -> "Document":
         meta = row.get("meta") or {}
-        if isinstance(meta, list):  # Arrow map columns come back as (key, value) pairs
+        if isinstance(meta, str):  # Parquet's meta column: a JSON object
+            meta = json.loads(meta)
+        elif isinstance(meta, list):  # a map column (Parquet shards written before 0.2) comes back as pairs
             meta = dict(meta)
         return cls(
             text=row.get("text") or "",

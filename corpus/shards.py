@@ -5,7 +5,9 @@ Formats (``fmt``), each a complete set of ``<name>-<split>.NNNNN-of-MMMMM<ext>``
 - ``c4json`` (``.json.gz``): the released c4/en layout. One compact JSON object per line
   with exactly ``text``, ``timestamp``, ``url`` in that order, raw UTF-8
   (``ensure_ascii=False``), gzip. ``meta`` is not written.
-- ``parquet`` (``.parquet``): ``DOCUMENT_SCHEMA``, zstd, one row group per flushed batch.
+- ``parquet`` (``.parquet``): ``DOCUMENT_SCHEMA``, zstd, one row group per flushed batch;
+  ``meta`` is a string column holding a JSON object, so Hugging Face ``datasets``, DuckDB
+  and polars load the files as they are (none of them needs a map type).
 - ``jsonl`` (``.jsonl``): plain JSON lines with ``text``, ``url``, ``timestamp``, ``meta``.
 
 A document goes to shard ``int(md5(url).hexdigest(), 16) % num_shards``, so the layout
@@ -170,7 +172,7 @@ class _ParquetSink:
         self.buffered_bytes = 0
 
     def write(self, row: Mapping) -> None:
-        self._rows.append(row)
+        self._rows.append({**row, "meta": json.dumps(row["meta"], ensure_ascii=False, separators=(",", ":"))})
         self.buffered_bytes += _row_size(row)
         if self.buffered_bytes >= self._row_group_bytes:
             self.flush()

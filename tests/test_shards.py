@@ -131,7 +131,7 @@ def test_pandas_reads_each_shard_with_equal_values(tmp_path, fmt):
     assert frame["url"].tolist() == [d.url for d in expected]
     if fmt == "parquet":
         assert frame["timestamp"].tolist() == [TIMESTAMP] * len(docs)
-        assert [dict(m) for m in frame["meta"]] == [d.meta for d in expected]
+        assert [json.loads(m) for m in frame["meta"]] == [d.meta for d in expected]
     else:  # read_json turns a column named "timestamp" into datetimes by default
         assert frame["timestamp"].tolist() == [pd.Timestamp(TIMESTAMP)] * len(docs)
 
@@ -144,7 +144,7 @@ def test_pyarrow_dataset_reads_the_shards_with_equal_values(tmp_path, fmt):
     expected = in_shard_order(docs, 2)
     assert [(r["text"], r["url"], r["timestamp"]) for r in rows] == [(d.text, d.url, d.timestamp) for d in expected]
     if fmt == "parquet":
-        assert [dict(r["meta"]) for r in rows] == [d.meta for d in expected]
+        assert [json.loads(r["meta"]) for r in rows] == [d.meta for d in expected]
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
