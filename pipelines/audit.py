@@ -32,6 +32,7 @@ from corpus import storage
 from corpus.inputs import InputError
 from corpus.records import Document
 from corpus.shards import FORMATS, find_shards, one_format_per_shard, read_documents, shard_split
+from pipelines import progress
 from pipelines.options import add_overwrite_argument, non_negative_int, open_probability, positive_int, power_of_two, split_job_args, stage_setup_file, unit_fraction
 from pipelines.read import begin_job, counters_of, finish_job, write_json
 from pipelines.sources import WriteShards
@@ -92,6 +93,7 @@ def _count_ngrams(path, config):
     for doc in read_documents(path):
         total += len(ngram_hashes(doc.text, config))
     Metrics.counter(AUDIT, "documents").inc(0)
+    progress.tally("files")
     return total
 
 
@@ -106,6 +108,7 @@ def _hashes_by_part(path, config, parts):
     Metrics.counter(AUDIT, "documents").inc(docs)
     keys = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.uint64)
     Metrics.counter(AUDIT, "ngrams").inc(len(keys))
+    progress.tally("files")
     for index, part_keys in enumerate(split_by_part(keys, parts)):
         yield index, part_keys
 
@@ -131,14 +134,14 @@ def build_filter(files, config, args, folder, beam_args) -> dict:
     capacity = args.capacity
     if capacity is None:
         count_path = storage.staging_path(args.output, "capacity.json")
-        with beam.Pipeline(options=PipelineOptions(stage_setup_file(beam_args))) as p:
+        with progress.pipeline(PipelineOptions(stage_setup_file(beam_args)), "audit: counting n-grams", len(files)) as p:
             (p | "Shards" >> beam.Create(files) | "Spread" >> beam.Reshuffle()
              | "Count n-grams" >> beam.Map(_count_ngrams, config)
              | "Sum" >> beam.CombineGlobally(sum)
              | "Write count" >> beam.Map(lambda n: write_json(count_path, {"ngrams": int(n)})))
         capacity = max(1, json.loads(storage.read_text(count_path))["ngrams"])
     parts, meta = args.filter_parts, ngram_meta(config)
-    with beam.Pipeline(options=PipelineOptions(stage_setup_file(beam_args))) as p:
+    with progress.pipeline(PipelineOptions(stage_setup_file(beam_args)), "audit: building the Bloom filter", len(files)) as p:
         every = p | "Every part" >> beam.Create([(i, None) for i in range(parts)])
         keyed = (p | "Shard files" >> beam.Create(files) | "Spread files" >> beam.Reshuffle()
                  | "N-gram hashes by part" >> beam.FlatMap(_hashes_by_part, config, parts))
@@ -169,6 +172,7 @@ class _ScanShardFn(beam.DoFn):
             for counter in counters.values():
                 counter.add_many(batch, hashed)
         Metrics.counter(AUDIT, "scanned_documents").inc(docs)
+        progress.tally("files")
         for name, counter in counters.items():
             yield name, counter.to_dict()
 
@@ -208,7 +212,7 @@ def _merge_counters(keyed, indexes):
 def scan_exact(files, indexes, beam_args, out_dir) -> dict:
     """One Beam run streaming the corpus against the exact benchmark indexes."""
     path = storage.staging_path(out_dir, "exact.json")
-    with beam.Pipeline(options=PipelineOptions(stage_setup_file(beam_args))) as p:
+    with progress.pipeline(PipelineOptions(stage_setup_file(beam_args)), "audit: exact scan", len(files)) as p:
         (p | "Shards" >> beam.Create(files) | "Spread" >> beam.Reshuffle()
          | "Scan against benchmarks" >> beam.ParDo(_ScanShardFn(indexes))
          | "Group by benchmark" >> beam.GroupByKey()
@@ -375,6 +379,7 @@ class _DecontaminateFn(beam.DoFn):
             scanned = {name: index.scan_many(texts, hashed) for name, index in self.indexes.items()}
             for i, (doc_id, doc) in enumerate(batch):
                 yield from self._decontaminate(doc, [(name, hits[i]) for name, hits in scanned.items()], decontaminate_document)
+        progress.tally("files")
 
     def _decontaminate(self, doc, hits_by_benchmark, decontaminate_document):
         spans, benchmarks = [], []
@@ -413,7 +418,7 @@ def run_decontaminate(argv: list[str] | None = None) -> dict:
     storage.configure(beam_args)
     begin_job(args.output, "decontaminate", args.overwrite)
     by_split = files_by_split(files)
-    with beam.Pipeline(options=PipelineOptions(stage_setup_file(beam_args))) as p:
+    with progress.pipeline(PipelineOptions(stage_setup_file(beam_args)), "decontaminate", len(files)) as p:
         removed = []
         for split, split_files in by_split.items():  # every split keeps its own shard set
             out = (p | f"Shards {split}" >> beam.Create(split_files) | f"Spread {split}" >> beam.Reshuffle()

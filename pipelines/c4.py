@@ -37,6 +37,7 @@ from corpus.warc import MAX_RECORD_BYTES, ReadStats, read_archive
 from dedup.lines import page_line_keys, remove_duplicate_lines
 from dedup.spans import page_span_keys, remove_duplicate_spans
 from dedup.urls import url_digest
+from pipelines import progress
 from pipelines.options import add_manifest_path_argument, add_overwrite_argument, positive_float, positive_int, split_job_args, stage_setup_file
 from pipelines.read import begin_job, counters_of, finish_job
 from pipelines.sources import READ_NAMESPACE, WriteErrors, WriteShards, add_max_record_bytes
@@ -130,9 +131,11 @@ class _ReadPagesFn(beam.DoFn):
         examples = ReasonExamples()
         if self.input_kind == "wet" or (self.input_kind == "auto" and ".wet" in os.path.basename(path)):
             wet["wet-file"] += 1
+        records = 0
         try:
-            for record in read_archive(path, text_mode="c4", stats=stats, max_record_bytes=self.max_record_bytes,
-                                       verify_digest=self.verify_digest):
+            for records, record in enumerate(read_archive(path, text_mode="c4", stats=stats, max_record_bytes=self.max_record_bytes,
+                                                          verify_digest=self.verify_digest), start=1):
+                progress.record_read(records)
                 if isinstance(record, Document):
                     page = self._wet_page(index, record, wet, examples)
                 elif isinstance(record, HtmlPage):
@@ -150,6 +153,7 @@ class _ReadPagesFn(beam.DoFn):
                 Metrics.counter(READ_NAMESPACE, key).inc(value)
             for key, value in extracted.items():
                 Metrics.counter(EXTRACT_NAMESPACE, key).inc(value)
+            progress.file_read(records)
         yield from flush_counts((c4.SPLIT_WET_FILE,), wet, examples, windowed=False)
 
     @staticmethod
@@ -428,8 +432,7 @@ def run(argv: list[str] | None = None) -> dict:
     pipeline = beam.Pipeline(options=PipelineOptions(stage_setup_file(beam_args)))
     begin_job(args.output, "c4", args.overwrite)
     build(pipeline, files, args, resources)
-    result = pipeline.run()
-    result.wait_until_finish()
+    result = progress.run_pipeline(pipeline, "c4", files=len(files))
     stats = {"variant": args.variant, "dedup": args.dedup, "files": len(files), "counters": counters_of(result),
              "examples": collect_examples(args.output)}
     finish_job(args.output, "c4", stats)

@@ -169,7 +169,9 @@ def build_parser() -> argparse.ArgumentParser:
     from pipelines.options import add_manifest_path_argument
 
     parser = argparse.ArgumentParser(prog="corpusforge", description="Build C4/WebText-style corpora from Common Crawl and Reddit links.")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging, Beam's own logs and every worker line")
+    parser.add_argument("-q", "--quiet", action="store_true", dest="no_progress",
+                        help="no progress display on Beam jobs (warnings and errors still shown)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("inspect", help="count records in WARC/WET files by type, MIME type, language header and error")
@@ -200,19 +202,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-class _QuietBeamImports(logging.Filter):
-    """Drops the warning Beam logs on import when the optional GCP client libraries are
-    absent ("apitools not found ..."): it says nothing about the job being run."""
+# Lines Beam logs that say nothing about the job being run: the import-time warning when the
+# optional GCP client libraries are absent, the note that the default runner is used, and
+# the start-up warnings of local worker processes that Beam forwards.
+QUIET_BEAM_LINES = ("apitools not found", "Missing pipeline option (runner)")
+QUIET_WORKER_WORDS = ("semi_persistent_directory", "Discarding unparseable args")
 
+
+class _QuietBeamLines(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith("apitools not found")
+        message = record.getMessage()
+        if record.name.startswith("apache_beam.runners.portability") and any(w in message for w in QUIET_WORKER_WORDS):
+            return False
+        return not message.startswith(QUIET_BEAM_LINES)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for handler in logging.getLogger().handlers:
-        handler.addFilter(_QuietBeamImports())
+        handler.addFilter(_QuietBeamLines())
+    logging.getLogger("apache_beam").setLevel(logging.WARNING)  # before Beam is imported; -v resets it
     try:
         return _main(argv)
     except BrokenPipeError:  # `corpusforge inspect --json | head`: the reader left, not an error
@@ -231,7 +241,11 @@ def _main(argv: list[str]) -> int:
     elif rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     logging.getLogger().setLevel(logging.DEBUG if args.verbose else logging.INFO)
-    logging.getLogger("apache_beam").setLevel(logging.WARNING)
+    logging.getLogger("apache_beam").setLevel(logging.NOTSET if args.verbose else logging.WARNING)
+    logging.getLogger("matplotlib").setLevel(logging.NOTSET if args.verbose else logging.WARNING)
+    from pipelines import progress
+
+    progress.enabled = not args.no_progress
     from corpus.inputs import InputError
     from corpus.storage import IncompleteOutputError, OutputExistsError
 

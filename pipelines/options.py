@@ -26,6 +26,7 @@ import tempfile
 from typing import Sequence
 
 from corpus.inputs import InputError
+from pipelines.progress import quiet_worker_args
 
 log = logging.getLogger(__name__)
 
@@ -207,8 +208,9 @@ def portable_runner_options(beam_args: list[str]) -> list[str]:
 def stage_setup_file(beam_args: list[str], extras: Sequence[str] = ()) -> list[str]:
     """Replace ``--setup_file X`` (X not named setup.py/pyproject.toml) with ``--extra_package``,
     an sdist whose workers also install ``extras`` (see ``build_worker_package``); apply the
-    PortableRunner defaults (``portable_runner_options``)."""
-    beam_args = portable_runner_options(beam_args)
+    PortableRunner defaults (``portable_runner_options``) and quiet local workers
+    (``progress.quiet_worker_args``)."""
+    beam_args = quiet_worker_args(portable_runner_options(beam_args))
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--setup_file")
     known, rest = parser.parse_known_args(beam_args)

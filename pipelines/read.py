@@ -24,6 +24,7 @@ from corpus import storage
 from corpus.inputs import COMMON_CRAWL_BASE_URL, expand_inputs
 from corpus.shards import FORMATS
 from corpus.warc import TEXT_MODES
+from pipelines import progress
 from pipelines.options import add_manifest_path_argument, add_overwrite_argument, positive_int, split_job_args, stage_setup_file
 from pipelines.sources import ERRORS_FILE, ReadCrawlFiles, WriteErrors, WriteShards, add_max_record_bytes
 
@@ -63,8 +64,7 @@ def run(argv: list[str] | None = None) -> dict:
     pipeline = beam.Pipeline(options=PipelineOptions(stage_setup_file(beam_args)))
     begin_job(args.output, "read", args.overwrite)
     build(pipeline, files, args)
-    result = pipeline.run()
-    result.wait_until_finish()
+    result = progress.run_pipeline(pipeline, "read", files=len(files))
     stats = {"files": len(files), "counters": counters_of(result), "examples": error_examples(args.output)}
     finish_job(args.output, "read", stats)
     return stats

@@ -29,6 +29,7 @@ from corpus import storage
 from corpus.records import Document, HtmlPage, ReadError
 from corpus.shards import ShardFile, document_row, shard_name
 from corpus.warc import MAX_RECORD_BYTES, ReadStats, read_archive
+from pipelines import progress
 from pipelines.options import int_at_least
 from pipelines.steps import READ_NAMESPACE
 
@@ -50,10 +51,11 @@ class _ReadFileFn(beam.DoFn):
         self.text_mode, self.max_record_bytes, self.verify_digest = text_mode, max_record_bytes, verify_digest
 
     def process(self, path: str):
-        stats = ReadStats()
+        stats, items = ReadStats(), 0
         try:
-            for item in read_archive(path, text_mode=self.text_mode, stats=stats, max_record_bytes=self.max_record_bytes,
-                                     verify_digest=self.verify_digest):
+            for items, item in enumerate(read_archive(path, text_mode=self.text_mode, stats=stats, max_record_bytes=self.max_record_bytes,
+                                                      verify_digest=self.verify_digest), start=1):
+                progress.record_read(items)
                 if isinstance(item, Document):
                     yield item
                 elif isinstance(item, HtmlPage):
@@ -63,6 +65,7 @@ class _ReadFileFn(beam.DoFn):
         finally:  # a failing worker still reports what it counted
             for key, value in stats.counts.items():
                 Metrics.counter(READ_NAMESPACE, key).inc(value)
+            progress.file_read(items)
 
 
 class ReadCrawlFiles(beam.PTransform):
@@ -214,14 +217,16 @@ class _MergeShardFn(beam.DoFn):
         rows = _merged_runs(paths) if self.sort == "runs" else itertools.chain.from_iterable(map(_read_part, paths))
         files = [ShardFile(storage.join(self.out_dir, shard_name(self.name, self.split, index, self.count, fmt)), fmt)
                  for fmt in self.formats]
+        written = 0
         try:
-            for row in rows:
+            for written, row in enumerate(rows, start=1):
                 for shard in files:
                     shard.write(row)
         except BaseException:
             for shard in files:
                 shard.abort()
             raise
+        progress.tally("written", written)
         for shard in files:
             yield shard.commit()
 

@@ -54,6 +54,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from corpus import storage
 from corpus.inputs import InputError
+from pipelines import progress
 from pipelines.audit import corpus_files
 from pipelines.options import add_overwrite_argument, non_negative_int, positive_int, split_job_args, stage_setup_file, unit_fraction
 from pipelines.read import begin_job, counters_of, error_examples, finish_job, write_json
@@ -170,6 +171,7 @@ def _read_documents(path: str, field: str):
         yield document_digest(text), text
     Metrics.counter(NAMESPACE, "documents_read").inc(documents)
     Metrics.counter(NAMESPACE, "empty_dropped").inc(empty)
+    progress.tally("files")
 
 
 class _EncodeFn(beam.DoFn):
@@ -198,6 +200,7 @@ class _EncodeFn(beam.DoFn):
         tokens[1:] = ids
         Metrics.counter(NAMESPACE, f"{split}_documents").inc()
         Metrics.counter(NAMESPACE, f"{split}_tokens").inc(len(tokens))
+        progress.tally("records")
         yield (split, bucket_of(digest, self.buckets)), (digest, tokens.tobytes())
 
 
@@ -367,7 +370,7 @@ def run(argv: list[str] | None = None) -> dict:
         args.buckets = default_buckets(files)
     parts_dir = storage.staging_path(args.output, PARTS_FOLDER)
     plan_path = storage.staging_path(args.output, PLAN_FILE)
-    with beam.Pipeline(options=PipelineOptions(stage_setup_file(beam_args, extras=("tokenize",)))) as p:
+    with progress.pipeline(PipelineOptions(stage_setup_file(beam_args, extras=("tokenize",))), "tokenize", len(files)) as p:
         build(p, files, tokenizer, args, parts_dir, plan_path)
     counters = counters_of(p.result).get(NAMESPACE, {})
     if storage.is_file(plan_path):

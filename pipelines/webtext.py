@@ -36,6 +36,7 @@ from corpus.records import Document, HtmlPage
 from corpus.shards import FORMATS, shard_index
 from dedup import minhash
 from dedup.urls import url_key
+from pipelines import progress
 from pipelines.options import add_manifest_path_argument, add_overwrite_argument, non_negative_float, non_negative_int, positive_float, positive_int, split_job_args, stage_setup_file, unit_fraction
 from pipelines.read import begin_job, counters_of, finish_job
 from pipelines.sources import READ_NAMESPACE, ReadCrawlFiles, WriteErrors, WriteShards
@@ -533,8 +534,7 @@ def run(argv: list[str] | None = None) -> dict:
     # logs and WARCs under fetch/ (kept). Crawl mode refuses a full folder unless --overwrite.
     begin_job(args.output, "webtext", args.overwrite or args.pages == "fetch", keep=("fetch/",) if args.pages == "fetch" else ())
     build(pipeline, dumps, crawl_files, args, link_filter, fetch_config)
-    result = pipeline.run()
-    result.wait_until_finish()
+    result = progress.run_pipeline(pipeline, "webtext", files=len(crawl_files) if crawl_files else None)
     stats = {"pages": args.pages, "dumps": len(dumps), "crawl_files": len(crawl_files), "counters": counters_of(result),
              "examples": collect_examples(args.output)}
     finish_job(args.output, "webtext", stats)

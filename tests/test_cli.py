@@ -199,3 +199,36 @@ def test_a_wet_gz_that_is_not_gzip_is_an_error_row_and_a_failing_exit(real_data,
         assert "no WARC record could be read" in result.stderr
         assert "garbage_between_records" in result.stdout
         assert (tmp_path / job / "errors" / "errors.jsonl").read_text().count("garbage_between_records") == 1
+
+
+def test_a_beam_job_shows_progress_and_keeps_stderr_quiet(real_data, tmp_path):
+    # The issue's case: 38 s of silence, then noise ("apitools not found", "Missing pipeline
+    # option (runner)", one INFO line per shard). Off a terminal, progress is a periodic log line.
+    import os
+
+    wet = [str(real_data / "warc/ccscalatools/filter_test_1.wet.gz"), str(real_data / "warc/whirlwind/whirlwind.warc.wet.gz")]
+    env = {**os.environ, "CORPUSFORGE_PROGRESS_SECONDS": "0.2"}
+    result = subprocess.run([sys.executable, "-m", "pipelines.cli", "read", "--input", *wet, "--output", str(tmp_path / "out"),
+                             "--num_shards", "16"], capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 0, result.stderr
+    assert "read: 2/2 files, 26 records, 26 documents written" in result.stderr
+    for noise in ("apitools not found", "Missing pipeline option", "00015-of-00016"):
+        assert noise not in result.stderr
+    assert len(result.stderr.splitlines()) < 40
+    quiet = subprocess.run([sys.executable, "-m", "pipelines.cli", "-q", "read", "--input", *wet, "--output", str(tmp_path / "q")],
+                           capture_output=True, text=True, timeout=300, env=env)
+    assert quiet.returncode == 0 and "files" not in quiet.stderr.replace("file(s)", "")
+
+
+def test_worker_processes_do_not_flood_stderr(real_data, tmp_path):
+    # The issue's case: ~45 lines of worker chatter with --direct_running_mode multi_processing.
+    wet = str(real_data / "warc/ccscalatools/filter_test_1.wet.gz")
+    args = ["read", "--input", wet, "--output", str(tmp_path / "out"), "--direct_num_workers", "2",
+            "--direct_running_mode", "multi_processing"]
+    result = corpusforge(*args)
+    assert "25 documents" in result.stdout
+    for chatter in ("sdk_worker", "semi_persistent_directory", "Discarding unparseable args", "Pipeline_options", "apitools"):
+        assert chatter not in result.stderr, chatter
+    assert len(result.stderr.splitlines()) <= 5, result.stderr
+    verbose = corpusforge("-v", *args[:4], str(tmp_path / "verbose"), *args[5:])
+    assert "sdk_worker" in verbose.stderr  # -v shows everything

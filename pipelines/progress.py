@@ -1,0 +1,256 @@
+"""Live progress of a Beam job on stderr, and a quiet stderr while it runs.
+
+``run_pipeline(pipeline, desc, files)`` runs a job and shows how far it is:
+
+- **In-process runners** (the DirectRunner's default ``in_memory`` and ``multi_threading``
+  modes): the job's DoFns add to a process-wide tally (``tally("files")``,
+  ``tally("records", n)``, ``tally("written", n)``). On a terminal a tqdm line shows it
+  live; elsewhere (a log file, CI) a line is logged every ``CORPUSFORGE_PROGRESS_SECONDS``
+  (default 30).
+- **Other runners** (worker processes or machines): ``pipeline.run()`` returns while the
+  job runs; the launcher asks the runner for its metrics every
+  ``CORPUSFORGE_PROGRESS_SECONDS`` and logs the counters that show progress (files,
+  records read, documents written). Dataflow answers this live; runners whose results
+  report metrics only at the end (the PortableRunner's job service) show their own UI.
+
+Worker processes started on this machine (``--direct_running_mode multi_processing``, the
+PortableRunner with a local job server) log their start-up and shutdown on the terminal;
+``quiet_workers`` sets their log level to WARNING unless the user set one, and drops
+the start-up lines that Beam prints before any level applies. ``corpusforge -v`` keeps all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+import threading
+import time
+from collections import Counter
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
+from apache_beam.runners.runner import PipelineState
+from tqdm import tqdm
+
+log = logging.getLogger(__name__)
+
+INTERVAL_ENV = "CORPUSFORGE_PROGRESS_SECONDS"
+DEFAULT_INTERVAL_S = 30.0
+# Counters (namespace-free names) that tell how far a job is, on runners with live metrics.
+PROGRESS_COUNTERS = ("files", "records:conversion", "records:response", "written")
+
+_lock = threading.Lock()
+_tally: Counter = Counter()
+enabled = True  # ``corpusforge -q`` turns the display off
+
+
+def tally(name: str, n: int = 1) -> None:
+    """Add ``n`` to the in-process progress count ``name`` (cheap: call per file or per batch)."""
+    with _lock:
+        _tally[name] += n
+
+
+RECORDS_PER_TALLY = 1000  # a reader adds its records to the tally in steps of this many
+
+
+def record_read(number: int) -> None:
+    """The reader of one file is at its ``number``-th record (counted from 1)."""
+    if number % RECORDS_PER_TALLY == 0:
+        tally("records", RECORDS_PER_TALLY)
+
+
+def file_read(records: int) -> None:
+    """One input file finished after ``records`` records: count it, and its records not tallied yet."""
+    with _lock:
+        _tally["files"] += 1
+        _tally["records"] += records % RECORDS_PER_TALLY
+
+
+def snapshot() -> Counter:
+    with _lock:
+        return Counter(_tally)
+
+
+def _interval() -> float:
+    try:
+        return max(0.1, float(os.environ.get(INTERVAL_ENV, DEFAULT_INTERVAL_S)))
+    except ValueError:
+        return DEFAULT_INTERVAL_S
+
+
+def describe(counts: Counter, files: int | None) -> str:
+    parts = [f"{counts.get('files', 0):,}" + (f"/{files:,}" if files is not None else "") + " files"]
+    if counts.get("records"):
+        parts.append(f"{counts['records']:,} records")
+    if counts.get("written"):
+        parts.append(f"{counts['written']:,} documents written")
+    return ", ".join(parts)
+
+
+def in_process(options: PipelineOptions) -> bool:
+    """Whether the job's DoFns run in this process (so the tally sees them)."""
+    runner = (options.view_as(StandardOptions).runner or "DirectRunner")
+    runner = runner if isinstance(runner, str) else type(runner).__name__
+    if runner not in ("DirectRunner", "direct", "FnApiRunner", "BundleBasedDirectRunner", "SwitchingDirectRunner"):
+        return False
+    return options.view_as(DirectOptions).direct_running_mode in (None, "in_memory", "multi_threading")
+
+
+class _Display(threading.Thread):
+    """Shows the tally: a tqdm line on a terminal, a log line every interval elsewhere."""
+
+    def __init__(self, desc: str, files: int | None):
+        super().__init__(daemon=True, name="corpusforge-progress")
+        self.desc, self.files = desc, files
+        self.done = threading.Event()
+        self.tty = sys.stderr.isatty()
+
+    def run(self) -> None:
+        started = time.monotonic()
+        if self.tty:
+            with tqdm(total=self.files, desc=self.desc, unit="file", leave=False, file=sys.stderr) as bar:
+                while not self.done.wait(0.5):
+                    counts = snapshot()
+                    bar.n = counts.get("files", 0)
+                    bar.set_postfix_str(describe(counts, None).split(", ", 1)[-1] if len(counts) > 1 else "", refresh=True)
+            return
+        while not self.done.wait(_interval()):
+            log.info("%s: %s (%.0f s)", self.desc, describe(snapshot(), self.files), time.monotonic() - started)
+
+
+def run_pipeline(pipeline, desc: str, files: int | None = None):
+    """Run ``pipeline`` to the end with progress on stderr; the finished ``PipelineResult``."""
+    options = pipeline.options
+    local = in_process(options)
+    with _lock:
+        _tally.clear()
+    display = _Display(desc, files) if enabled and local else None
+    if display:
+        display.start()
+    quiet = starts_local_workers(options) and not logging.getLogger().isEnabledFor(logging.DEBUG)
+    try:
+        with filtered_stderr() if quiet else contextlib.nullcontext():
+            result = pipeline.run()
+            if not local and enabled:
+                _poll_metrics(result, desc)
+            result.wait_until_finish()
+    finally:
+        if display:
+            display.done.set()
+            display.join()
+    if enabled and local:
+        log.info("%s: %s", desc, describe(snapshot(), files))
+    return result
+
+
+def _poll_metrics(result, desc: str) -> None:
+    """Log the runner's progress counters every interval until the job ends."""
+    started = time.monotonic()
+    while not PipelineState.is_terminal(result.state):
+        time.sleep(_interval())
+        try:
+            counters = result.metrics().query()["counters"]
+        except Exception:  # noqa: BLE001 - a runner without live metrics: stop asking
+            return
+        totals = Counter()
+        for counter in counters:
+            if counter.key.metric.name in PROGRESS_COUNTERS:
+                totals[counter.key.metric.name] += counter.committed or counter.attempted or 0
+        if totals:
+            log.info("%s: %s (%.0f s)", desc, ", ".join(f"{k} {v:,}" for k, v in sorted(totals.items())),
+                     time.monotonic() - started)
+
+
+# --- quiet workers -------------------------------------------------------------------------
+# Lines local worker processes print before their log level is read from the options.
+WORKER_STARTUP_LINES = (
+    "INFO:__main__:Logging handler created.",
+    "INFO:__main__:semi_persistent_directory:",
+    "WARNING:__main__:No semi_persistent_directory found",
+    "WARNING:root:apitools not found",
+    "WARNING:apache_beam.options.pipeline_options:Discarding unparseable args",
+    "INFO:__main__:Pipeline_options:",
+    "INFO:__main__:Load pipeline options from file",
+)
+
+
+def starts_local_workers(options: PipelineOptions) -> bool:
+    """Whether the job runs in worker processes that this machine starts and whose stderr is
+    ours: the DirectRunner's ``multi_processing`` mode, the PortableRunner's embedded job server."""
+    runner = options.view_as(StandardOptions).runner or "DirectRunner"
+    runner = (runner if isinstance(runner, str) else type(runner).__name__).lower()
+    if runner in ("directrunner", "direct"):
+        return options.view_as(DirectOptions).direct_running_mode == "multi_processing"
+    if runner in ("portablerunner", "portable"):
+        endpoint = options.get_all_options().get("job_endpoint")
+        return endpoint in (None, "embed") or endpoint.split(":")[0] in ("localhost", "127.0.0.1")
+    return False
+
+
+def quiet_worker_args(beam_args: list[str]) -> list[str]:
+    """``beam_args`` with ``--default_sdk_harness_log_level WARNING`` when the job's workers
+    log on this terminal, unless the user chose a level or asked for debug logs (``-v``)."""
+    if logging.getLogger().isEnabledFor(logging.DEBUG) or any(a.startswith("--default_sdk_harness_log_level") for a in beam_args):
+        return list(beam_args)
+    if not starts_local_workers(PipelineOptions(beam_args)):
+        return list(beam_args)
+    return list(beam_args) + ["--default_sdk_harness_log_level=WARNING"]
+
+
+def worker_stderr_filter(line: str) -> bool:
+    """Whether a line a local worker process printed on stderr is kept."""
+    return not line.startswith(WORKER_STARTUP_LINES)
+
+
+class filtered_stderr:
+    """While active, everything written to file descriptor 2 (this process's and its child
+    worker processes') passes through ``keep(line)``; lines it refuses are dropped. Used
+    only while no progress bar draws (bars rewrite a line without ending it)."""
+
+    def __init__(self, keep=worker_stderr_filter):
+        self.keep = keep
+
+    def __enter__(self):
+        sys.stderr.flush()
+        self.saved = os.dup(2)
+        read_end, write_end = os.pipe()
+        os.dup2(write_end, 2)
+        os.close(write_end)
+        self.thread = threading.Thread(target=self._forward, args=(read_end,), daemon=True, name="corpusforge-stderr")
+        self.thread.start()
+        return self
+
+    def _forward(self, read_end: int) -> None:
+        pending = b""
+        with os.fdopen(read_end, "rb", buffering=0) as pipe:
+            while chunk := pipe.read(1 << 16):
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                kept = [line + b"\n" for line in lines if self.keep(line.decode("utf-8", "replace"))]
+                if kept:
+                    self._write(b"".join(kept))
+        if pending and self.keep(pending.decode("utf-8", "replace")):
+            self._write(pending)
+
+    def _write(self, data: bytes) -> None:
+        try:
+            os.write(self.saved, data)
+        except OSError:  # the context ended while a lingering worker still wrote
+            pass
+
+    def __exit__(self, *exc) -> None:
+        sys.stderr.flush()
+        os.dup2(self.saved, 2)  # closes the pipe's last write end held by this process
+        self.thread.join(timeout=5)
+        os.close(self.saved)
+
+
+@contextlib.contextmanager
+def pipeline(options: PipelineOptions, desc: str, files: int | None = None):
+    """``with progress.pipeline(options, "audit", files=n) as p:`` builds a pipeline that, at
+    the end of the block, runs with progress (``run_pipeline``); ``p.result`` is its result."""
+    p = beam.Pipeline(options=options)
+    yield p
+    p.result = run_pipeline(p, desc, files)
