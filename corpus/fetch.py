@@ -8,7 +8,8 @@ One page in, one ``FetchResult`` out, whose ``outcome`` is one of ``OUTCOMES``:
 ``refused_scheme``       not http/https (also a redirect to ``ftp:``, ``file:``, ...)
 ``refused_address``      the host is, or resolves to, an address we never connect to (below)
 ``dns_error``            the name does not resolve (or not within ``connect_timeout_s``)
-``robots_disallowed``    robots.txt forbids it, or robots.txt was unreachable (RFC 9309)
+``robots_disallowed``    robots.txt forbids it
+``robots_unreachable``   robots.txt could not be fetched (5xx, 429, no connection): disallowed, as RFC 9309 says, and retried on a rerun
 ``too_many_redirects``   more than ``max_redirects`` redirects
 ``non_html``             Content-Type not in ``html_types``, or no Content-Type at all
 ``too_large``            body over ``max_bytes`` (by Content-Length, or counted while streaming)
@@ -143,6 +144,8 @@ import json
 import logging
 import os
 import queue
+import re
+import signal
 import socket
 import ssl
 import threading
@@ -171,6 +174,7 @@ REFUSED_SCHEME = "refused_scheme"
 REFUSED_ADDRESS = "refused_address"
 DNS_ERROR = "dns_error"
 ROBOTS_DISALLOWED = "robots_disallowed"
+ROBOTS_UNREACHABLE = "robots_unreachable"
 TOO_MANY_REDIRECTS = "too_many_redirects"
 NON_HTML = "non_html"
 TOO_LARGE = "too_large"
@@ -184,7 +188,7 @@ SKIPPED_RESUME = "skipped_resume"
 SKIPPED_DUPLICATE = "skipped_duplicate"  # fetch_links: the same URL string earlier in this run's input
 
 OUTCOMES = (
-    OK, BAD_URL, REFUSED_SCHEME, REFUSED_ADDRESS, DNS_ERROR, ROBOTS_DISALLOWED, TOO_MANY_REDIRECTS,
+    OK, BAD_URL, REFUSED_SCHEME, REFUSED_ADDRESS, DNS_ERROR, ROBOTS_DISALLOWED, ROBOTS_UNREACHABLE, TOO_MANY_REDIRECTS,
     NON_HTML, TOO_LARGE, DECOMPRESSION_BOMB, DEADLINE, HTTP_ERROR, CONNECTION_ERROR, BAD_RESPONSE,
     INTERNAL_ERROR, SKIPPED_RESUME,
 )
@@ -983,7 +987,7 @@ class AsyncFetcher:
             if purpose == _PAGE and cfg.respect_robots:
                 robots = await self._robots_for(target)
                 if not robots.allows(target.url, cfg.user_agent):
-                    raise _Fail(ROBOTS_DISALLOWED, robots.detail)
+                    raise _Fail(ROBOTS_DISALLOWED if robots.parser is not None else ROBOTS_UNREACHABLE, robots.detail)
                 if robots.crawl_delay:
                     gate = self._gate(target.host)
                     gate.delay = max(gate.delay, robots.crawl_delay)
@@ -1669,6 +1673,21 @@ class _RunWriter:
             self.pool.shutdown(wait=True, cancel_futures=True)
 
 
+# Outcomes that say nothing lasting about a page: a rerun fetches the page again.
+TRANSIENT_OUTCOMES = frozenset({DNS_ERROR, ROBOTS_UNREACHABLE, DEADLINE, CONNECTION_ERROR, INTERNAL_ERROR})
+
+
+def is_transient(entry: dict) -> bool:
+    """Whether a fetch log entry records a failure worth trying again on a rerun: no answer
+    (connection, DNS, deadline, robots.txt unreachable) or a 429/5xx after the retries."""
+    outcome = entry.get("outcome")
+    if outcome == HTTP_ERROR:
+        return int(entry.get("status") or 0) in RETRY_STATUSES
+    if outcome == ROBOTS_DISALLOWED:  # logs written before robots_unreachable existed
+        return str(entry.get("detail", "")).startswith("robots.txt unreachable")
+    return outcome in TRANSIENT_OUTCOMES
+
+
 def read_fetch_log(out_dir: str | os.PathLike) -> dict[str, dict]:
     """Every link already fetched into ``out_dir``: url -> its latest log entry."""
     done: dict[str, dict] = {}
@@ -1691,12 +1710,58 @@ def read_fetch_log(out_dir: str | os.PathLike) -> dict[str, dict]:
     return done
 
 
+_TEMPORARY = re.compile(r"^\..+\.tmp-(\d+)(-[0-9a-f]+)?$")
+
+
+def remove_stale_temporaries(out_dir: str) -> list[str]:
+    """Remove the hidden partial files (``.NAME.tmp-PID-...``) that a process which is no
+    longer running left in ``out_dir`` (killed before it could clean up); return their names."""
+    removed = []
+    for name in os.listdir(out_dir):
+        found = _TEMPORARY.match(name)
+        if not found or _process_alive(int(found.group(1))):
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(out_dir, name))
+            removed.append(name)
+    if removed:
+        log.info("%s: removed %d partial file(s) of an interrupted earlier run", out_dir, len(removed))
+    return removed
+
+
+def _process_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def _deferred_interrupts():
+    """While it lasts, Ctrl-C (SIGINT) is noted and ignored; only the main thread can do this."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    noted = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: noted.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def fetch_links(
     urls: Iterable[str],
     config: FetchConfig | None = None,
     out_dir: str | os.PathLike = ".",
     *,
     resume: bool = True,
+    retry_transient: bool = True,
     refetch: Iterable[str] = (),
     fetcher: Fetcher | None = None,
     warc_prefix: str = "webtext",
@@ -1710,8 +1775,9 @@ def fetch_links(
     """Fetch links into ``out_dir`` (WARC files + fetch log); return counts by outcome.
 
     With ``resume`` every URL already in a fetch log of ``out_dir`` is skipped
-    (``skipped_resume``), unless its logged outcome is in ``refetch`` (e.g.
-    ``{"deadline", "connection_error"}``). A URL repeated in ``urls`` is fetched once
+    (``skipped_resume``), unless its logged failure was transient (``is_transient``: no
+    connection, DNS, deadline, robots.txt unreachable, 429/5xx; off with
+    ``retry_transient=False``) or its outcome is in ``refetch`` (e.g. ``{"non_html"}``). A URL repeated in ``urls`` is fetched once
     (``skipped_duplicate``). ``on_result`` sees every result after it is recorded.
     """
     out_dir = os.fspath(out_dir)
@@ -1725,7 +1791,7 @@ def fetch_links(
         seen: set[str] = set()
         for url in urls:
             entry = done.get(url)
-            if entry is not None and entry.get("outcome") not in refetch:
+            if entry is not None and entry.get("outcome") not in refetch and not (retry_transient and is_transient(entry)):
                 counts[SKIPPED_RESUME] += 1
                 continue
             if url in seen:
@@ -1738,6 +1804,7 @@ def fetch_links(
     fetcher = fetcher or Fetcher(config)
     workers = warc_workers if warc_workers is not None else min(4, os.cpu_count() or 1)
     writer = _RunWriter(out_dir, config, warc_prefix, warc_max_bytes, checkpoint_pages, checkpoint_s, warc_gzip_level, workers)
+    remove_stale_temporaries(out_dir)
     results = fetcher.fetch_many(todo())
     try:
         for result in results:
@@ -1746,9 +1813,12 @@ def fetch_links(
             if on_result is not None:
                 on_result(result)
         writer.checkpoint()
-    except BaseException:
-        results.close()
-        writer.abort()
+    except BaseException as exc:
+        with _deferred_interrupts():  # a second Ctrl-C must not cut the save short
+            if isinstance(exc, KeyboardInterrupt):
+                log.warning("interrupted: saving what was fetched in %s (its WARC and fetch log) before stopping", out_dir)
+            results.close()
+            writer.abort()
         raise
     finally:
         writer.close()

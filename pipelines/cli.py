@@ -212,6 +212,8 @@ QUIET_WORKER_WORDS = ("semi_persistent_directory", "Discarding unparseable args"
 class _QuietBeamLines(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
+        if record.name.startswith("apache_beam") and message.startswith("KeyboardInterrupt"):
+            return False  # the command reports the interrupt itself, in one line
         if record.name.startswith("apache_beam.runners.portability") and any(w in message for w in QUIET_WORKER_WORDS):
             return False
         return not message.startswith(QUIET_BEAM_LINES)
@@ -229,6 +231,18 @@ def main(argv: list[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except KeyboardInterrupt:
+        return _interrupted()
+    except RuntimeError as exc:  # Beam wraps an interrupt in its worker as RuntimeError("KeyboardInterrupt [while ...]")
+        if not str(exc).startswith("KeyboardInterrupt"):
+            raise
+        return _interrupted()
+
+
+def _interrupted() -> int:
+    log.error("interrupted: no output was committed (a webtext fetch keeps what it fetched under fetch/; "
+              "rerun the same command to resume)")
+    return 130
 
 
 def _main(argv: list[str]) -> int:

@@ -33,6 +33,7 @@ from corpus.fetch import (
     REFUSED_ADDRESS,
     REFUSED_SCHEME,
     ROBOTS_DISALLOWED,
+    ROBOTS_UNREACHABLE,
     SKIPPED_RESUME,
     TOO_LARGE,
     TOO_MANY_REDIRECTS,
@@ -455,7 +456,7 @@ def test_connection_refused(site):
     assert (result.outcome, result.attempts) == (CONNECTION_ERROR, 1)
     with Fetcher(config_for(site, allow_hosts=allow)) as fetcher:  # robots.txt unreachable: disallow all
         result = fetcher.fetch(f"http://127.0.0.1:{port}/")
-    assert result.outcome == ROBOTS_DISALLOWED and "connection_error" in result.detail
+    assert result.outcome == ROBOTS_UNREACHABLE and "connection_error" in result.detail
 
 
 # -- caps and the deadline ---------------------------------------------------------------------
@@ -506,7 +507,7 @@ def test_robots_disallow_and_cache(site, tmp_path):
     assert site.hits["/private/secret"] == 0
 
 
-@pytest.mark.parametrize("status,expected", [(503, ROBOTS_DISALLOWED), (404, OK), (403, OK)])
+@pytest.mark.parametrize("status,expected", [(503, ROBOTS_UNREACHABLE), (404, OK), (403, OK)])
 def test_robots_unavailable_or_unreachable(status, expected):
     site = Site(robots=b"", robots_status=status)
     try:
@@ -515,7 +516,7 @@ def test_robots_unavailable_or_unreachable(status, expected):
     finally:
         site.close()
     assert result.outcome == expected
-    if expected == ROBOTS_DISALLOWED:
+    if expected == ROBOTS_UNREACHABLE:
         assert "unreachable" in result.detail
 
 
@@ -545,10 +546,24 @@ def test_rerun_fetches_nothing_new(site, tmp_path):
     first, _ = run_links(urls, config_for(site, retries=0), tmp_path)
     assert first == {OK: 5, NON_HTML: 1, HTTP_ERROR: 1}
     hits_before = sum(site.hits.values())
-    second, log = run_links(urls + urls[:2], config_for(site, retries=0), tmp_path)
+    second, log = run_links(urls + urls[:2], config_for(site, retries=0), tmp_path, retry_transient=False)
     assert second == {SKIPPED_RESUME: 9}
     assert sum(site.hits.values()) == hits_before
     assert set(log) == set(urls)
+    # By default a transient failure (here the 500) is tried again; the rest is not.
+    third, _ = run_links(urls, config_for(site, retries=0), tmp_path)
+    assert third == {SKIPPED_RESUME: 6, HTTP_ERROR: 1}
+    assert site.hits["/always-500"] == 2 and site.hits["/page/0"] == 1
+
+
+def test_is_transient_tells_lasting_failures_from_passing_ones():
+    from corpus.fetch import is_transient
+
+    assert is_transient({"outcome": "connection_error"}) and is_transient({"outcome": "robots_unreachable"})
+    assert is_transient({"outcome": "http_error", "status": 503}) and is_transient({"outcome": "http_error", "status": 429})
+    assert not is_transient({"outcome": "http_error", "status": 404}) and not is_transient({"outcome": "ok"})
+    assert not is_transient({"outcome": "robots_disallowed", "detail": "disallowed by robots.txt"})
+    assert is_transient({"outcome": "robots_disallowed", "detail": "robots.txt unreachable (HTTP 503)"})  # older logs
 
 
 def test_interrupted_run_completes(site, tmp_path):

@@ -227,3 +227,98 @@ def test_live_fetch_into_an_object_store_keeps_its_log_there_and_resumes(server,
     webtext_pipeline.run(common + ["--output", "memory://webtext/out"])  # resume from the log in the store
     assert len(_Site.hits) == hits
     memfs.clear()
+
+
+class _SlowSite(http.server.BaseHTTPRequestHandler):
+    """Many small articles, each answered after 0.05 s; robots.txt answers 503 while ``down``."""
+
+    body = ""
+    down = False
+    hits: list = []
+
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        type(self).hits.append(self.path)
+        if self.path == "/robots.txt":
+            status, body, ctype = (503, b"busy", "text/plain") if type(self).down else (200, b"User-agent: *\n", "text/plain")
+        else:
+            import time
+
+            time.sleep(0.05)
+            status, body, ctype = 200, article(self.path, [type(self).body]).encode("utf-8"), "text/html; charset=utf-8"
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture()
+def slow_server(real_data):
+    _SlowSite.body, _SlowSite.down, _SlowSite.hits = paragraphs(real_data, 1)[0], False, []
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _SlowSite)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield httpd
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def _fetch_argv(dump, port, out):
+    return ["--submissions", str(dump), "--pages", "fetch", "--allow-hosts", f"127.0.0.1:{port}", "--per_host_delay", "0",
+            "--fetch_shards", "1", "--output", str(out), "--format", "jsonl"]
+
+
+def test_ctrl_c_keeps_what_was_fetched_and_a_rerun_resumes(slow_server, tmp_path):
+    # The issue's case: Ctrl-C mid-shard wrote no fetch-log line and left a hidden .tmp WARC forever.
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    port = slow_server.server_address[1]
+    dump = tmp_path / "RS_2017-06.ndjson"
+    dump.write_text("".join(submission(f"s{i}", f"http://127.0.0.1:{port}/story-{i}", 10) + "\n" for i in range(400)), encoding="utf-8")
+    out = tmp_path / "out"
+    shard = out / "fetch" / "shard-00000"
+    shard.mkdir(parents=True)
+    (shard / ".webtext-old.warc.gz.tmp-999999-0badc0de").write_bytes(b"left by a killed run")  # no such process
+    job = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "webtext", *_fetch_argv(dump, port, out)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while sum(p.startswith("/story-") for p in _SlowSite.hits) < 20 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    job.send_signal(signal.SIGINT)
+    _, stderr = job.communicate(timeout=120)
+    assert job.returncode == 130, stderr
+    assert "interrupted: no output was committed" in stderr and "Traceback" not in stderr
+    names = os.listdir(shard)
+    assert not [n for n in names if n.startswith(".")]  # the killed run's temporary and this run's are gone
+    logged = [json.loads(line) for path in shard.glob("fetch-log-*.jsonl") for line in path.read_text().splitlines()]
+    assert len(logged) >= 10 and {e["outcome"] for e in logged} == {"ok"}  # pages still in flight are not logged
+    fetched_before = sum(p.startswith("/story-") for p in _SlowSite.hits)
+
+    stats = webtext_pipeline.run(_fetch_argv(dump, port, out))
+    assert stats["counters"]["webtext-fetch"] == {"ok": 400}
+    refetched = sum(p.startswith("/story-") for p in _SlowSite.hits) - fetched_before
+    assert refetched == 400 - len(logged)  # what the interrupted run logged is not fetched again
+    assert len({d.url for d in read_documents(str(out / "webtext-train.00000-of-00001.jsonl"))}) >= 1
+
+
+def test_a_rerun_retries_transient_failures_only(slow_server, tmp_path):
+    # The issue's case: with the server down, robots.txt was unreachable and the link was logged
+    # as robots_disallowed, never retried. Now it is robots_unreachable, retried on the next run.
+    port = slow_server.server_address[1]
+    dump = tmp_path / "RS_2017-06.ndjson"
+    dump.write_text("".join(submission(f"s{i}", f"http://127.0.0.1:{port}/story-{i}", 10) + "\n" for i in range(3)), encoding="utf-8")
+    _SlowSite.down = True
+    first = webtext_pipeline.run(_fetch_argv(dump, port, tmp_path / "out"))
+    assert first["counters"]["webtext-fetch"] == {"robots_unreachable": 3}
+    _SlowSite.down = False
+    second = webtext_pipeline.run(_fetch_argv(dump, port, tmp_path / "out"))
+    assert second["counters"]["webtext-fetch"] == {"ok": 3}
+    hits = len(_SlowSite.hits)
+    third = webtext_pipeline.run(_fetch_argv(dump, port, tmp_path / "out"))  # ok pages are never fetched twice
+    assert third["counters"]["webtext-fetch"] == {"ok": 3} and len(_SlowSite.hits) == hits
