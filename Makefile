@@ -8,8 +8,14 @@ DEMO_OUT ?= demo-out
 # The pins: the Beam jobs (requirements.txt), model/ (extra `model`), tests and benchmarks (extra `dev`).
 REQUIREMENTS := requirements.txt requirements-model.txt requirements-dev.txt
 
+# The real-data folder and NLTK's punkt model, when they exist here: without them the
+# tests that need them skip and say why, and the demo trains a punkt stand-in.
+ifneq ($(wildcard $(DATA)/nltk_data),)
 export NLTK_DATA ?= $(DATA)/nltk_data
+endif
+ifneq ($(wildcard $(DATA)),)
 export CORPUSFORGE_TEST_DATA ?= $(DATA)
+endif
 
 .PHONY: demo test install bench clean
 

@@ -102,6 +102,15 @@ def read_manifest(path: str, base: str = COMMON_CRAWL_BASE_URL, *, allow_any_pat
     return files
 
 
+def manifest_location(spec: str, base: str) -> str:
+    """Where the manifest ``spec`` is: as given when it exists here or names a URL, else
+    under ``base`` (``crawl-data/CC-MAIN-2019-18/wet.paths.gz`` is a path on Common Crawl's
+    host, as the manifest's own entries are)."""
+    if is_remote(spec) or os.path.isabs(spec) or os.path.exists(spec):
+        return spec
+    return join_base(base, spec, allow_any=True)
+
+
 def _gunzip_capped(data: bytes, limit: int) -> bytes:
     """Every gzip member of ``data`` (a concatenated .gz too), at most ``limit`` bytes out."""
     out = bytearray()
@@ -124,14 +133,15 @@ def expand_inputs(specs: Iterable[str] | str, base: str = COMMON_CRAWL_BASE_URL,
         specs = [specs]
     files: list[str] = []
     for spec in specs:
-        files.extend(read_manifest(spec, base, allow_any_path=allow_any_manifest_path) if is_manifest(spec) else _expand_one(spec, base))
+        if is_manifest(spec):
+            files.extend(read_manifest(manifest_location(spec, base), base, allow_any_path=allow_any_manifest_path))
+        else:
+            files.extend(_expand_one(spec))
     unique = list(dict.fromkeys(files))
     return unique[:max_files] if max_files is not None else unique
 
 
-def _expand_one(spec: str, base: str) -> list[str]:
-    if is_manifest(spec):
-        return read_manifest(spec, base)
+def _expand_one(spec: str) -> list[str]:
     scheme = urllib.parse.urlsplit(spec).scheme
     if is_remote(spec) and scheme not in ("http", "https", "file"):
         return _expand_object_store(spec)

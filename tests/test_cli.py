@@ -89,6 +89,7 @@ WET = "warc/ccscalatools/filter_test_1.wet.gz"
 @pytest.mark.parametrize("job, args, message", [
     ("c4", ["--varient", "realnewslike"], "--varient (did you mean --variant?)"),
     ("read", ["--num_shards", "0"], "argument --num_shards: must be at least 1, not 0"),
+    ("read", ["--num_shards", "-1"], "argument --num_shards: must be at least 1, not -1"),
     ("read", ["--num_shards", "-3"], "argument --num_shards: must be at least 1, not -3"),
     ("read", ["--max_files", "-1"], "argument --max_files: must be at least 1, not -1"),
     ("c4", ["--extract_timeout", "-1"], "argument --extract_timeout: must be a positive number, not -1"),
@@ -232,3 +233,93 @@ def test_worker_processes_do_not_flood_stderr(real_data, tmp_path):
     assert len(result.stderr.splitlines()) <= 5, result.stderr
     verbose = corpusforge("-v", *args[:4], str(tmp_path / "verbose"), *args[5:])
     assert "sdk_worker" in verbose.stderr  # -v shows everything
+
+
+def test_a_folder_in_two_formats_is_counted_and_tokenized_once(real_data, tmp_path):
+    # The cases: `stats demo-out/c4/` counted 524 documents where the job wrote 262 (json.gz
+    # and Parquet both read); `tokenize --input docs/` read 644 documents from 322.
+    docs = tmp_path / "docs"
+    corpusforge("read", "--input", str(real_data / WET), "--output", str(docs), "--format", "c4json", "parquet", "--num_shards", "2")
+    assert len(list(docs.glob("*.json.gz"))) == len(list(docs.glob("*.parquet"))) == 2
+    assert json.loads(corpusforge("stats", str(docs), "--json", "-q").stdout)["documents"] == 25
+    result = corpusforge("tokenize", "--input", str(docs), "--output", str(tmp_path / "tokens"), "--vocab_size", "300",
+                         "--val_docs", "0", "--prefix", "t")
+    assert json.loads((tmp_path / "tokens" / "meta.json").read_text())["splits"]["train"]["documents"] == 25, result.stdout
+
+
+def test_the_readme_inspect_example_joins_the_manifest_to_base_url(real_data, tmp_path, monkeypatch):
+    # The case: `inspect crawl-data/CC-MAIN-2019-18/wet.paths.gz --base_url ...` crashed: the
+    # manifest was never looked for under --base_url. A local mirror of the host stands in for it.
+    import gzip
+    import shutil
+
+    mirror = tmp_path / "mirror"
+    (mirror / "crawl-data/CC-MAIN-2019-18/segments/x/wet").mkdir(parents=True)
+    entry = "crawl-data/CC-MAIN-2019-18/segments/x/wet/filter_test_1.wet.gz"
+    shutil.copy(real_data / WET, mirror / entry)
+    with gzip.open(mirror / "crawl-data/CC-MAIN-2019-18/wet.paths.gz", "wt") as f:
+        f.write(entry + "\n")
+    monkeypatch.chdir(tmp_path)  # no crawl-data/ here: the manifest is found under --base_url
+    result = corpusforge("inspect", "--json", "-q", "crawl-data/CC-MAIN-2019-18/wet.paths.gz", "--base_url", f"{mirror}/")
+    report = json.loads(result.stdout)
+    assert report["files"] == 1 and report["records"] == {"warcinfo": 1, "conversion": 25}
+
+
+def test_stats_plot_into_a_folder_that_does_not_exist_yet(tmp_path):
+    # The case: `stats --plot nodir/x.png` gave a traceback.
+    write_shards([Document("one two three", "https://a.example/", "")], tmp_path / "shards", fmt="jsonl")
+    result = corpusforge("stats", "-q", "--plot", str(tmp_path / "nodir" / "x.png"), str(tmp_path / "shards"))
+    assert (tmp_path / "nodir" / "x.png").read_bytes()[:4] == b"\x89PNG" and "Traceback" not in result.stderr
+
+
+def test_cuda_on_a_cpu_only_torch_is_one_line(tmp_path):
+    # The case: `--device cuda` on a CPU-only torch gave a traceback.
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("checks the message on a machine without a GPU")
+    result = corpusforge("train", "--data", str(tmp_path / "none"), "--out", str(tmp_path / "run"), "--device", "cuda", check=False)
+    assert result.returncode == 2 and "--device cuda: this torch" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_audit_takes_benchmark_repeated_on_the_command_line(real_data, tmp_path):
+    # The case: `audit --benchmark A --benchmark B` silently audited only B.
+    write_shards([Document("plain words " * 20, "https://a.example/", "")], tmp_path / "corpus", fmt="jsonl")
+    bench = real_data / "lm_benchmarks"
+    corpusforge("audit", "--corpus", str(tmp_path / "corpus"), "--benchmark", f"lambada:{bench / 'lambada/lambada_test.jsonl'}",
+                "--benchmark", f"ptb:{bench / 'ptb/ptb.test.txt'}", "--output", str(tmp_path / "audit"), "--fp_queries", "1000")
+    rows = json.loads((tmp_path / "audit" / "report.json").read_text())["reports"]
+    assert sorted(row["name"] for row in rows) == ["lambada", "ptb"]
+
+
+def test_the_punkt_message_names_this_python(tmp_path):
+    # The case: the hint said `python -c ...`, which is not the venv's python.
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "NLTK_DATA"}
+    env["HOME"] = str(tmp_path)  # no ~/nltk_data either
+    result = subprocess.run([sys.executable, "-c", "from corpus.sentences import PUNKT_INSTALL_HINT; print(PUNKT_INSTALL_HINT)"],
+                            capture_output=True, text=True, env=env, timeout=60)
+    assert f"{sys.executable} -c 'import nltk; nltk.download(\"punkt_tab\")'" in result.stdout
+
+
+def test_c4_offline_without_a_cached_list_stops_before_any_work(real_data, tmp_path):
+    # The case: the default --badwords is a URL, which failed offline after the job began.
+    # A proxy nobody listens on stands in for "no network".
+    import os
+
+    env = {**os.environ, "CORPUSFORGE_CACHE": str(tmp_path / "cache"), "https_proxy": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9"}
+    result = subprocess.run([sys.executable, "-m", "pipelines.cli", "c4", "--input", str(real_data / WET), "--output", str(tmp_path / "out")],
+                            capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "--badwords: cannot download https://raw.githubusercontent.com/LDNOOBW/" in result.stderr
+    assert "Offline, pass a local copy with --badwords FILE, or put the file at " + str(tmp_path / "cache") in result.stderr
+    assert not (tmp_path / "out").exists()
+    # With the list where the message says, the same command runs offline.
+    cached = result.stderr.split("or put the file at ")[1].split()[0]
+    os.makedirs(os.path.dirname(cached), exist_ok=True)
+    with open(cached, "wb") as f:
+        f.write((real_data / "badwords" / "en").read_bytes())
+    again = subprocess.run([sys.executable, "-m", "pipelines.cli", "c4", "--input", str(real_data / WET), "--output", str(tmp_path / "out")],
+                           capture_output=True, text=True, timeout=300, env=env)
+    assert again.returncode == 0, again.stderr[-2000:]

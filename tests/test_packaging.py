@@ -201,3 +201,34 @@ def test_worker_sdist_installs_from_the_index_without_torch_and_runs_c4(real_dat
     assert meta["vocab_size"] == 300 and meta["splits"]["train"]["tokens"] > 0
     assert (tokens / "corpus_train_000000.bin").is_file()
     print("worker venv timings: " + ", ".join(f"{k} {v:.0f} s" for k, v in timings.items()))
+
+
+def test_a_clone_without_the_shared_data_or_punkt_skips_with_reasons(tmp_path):
+    # The case: without ../shared, `make test` gave 15 failures and 117 errors. The
+    # Makefile now exports the variables only when the folders exist; the tests skip and say why.
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if k not in ("NLTK_DATA", "CORPUSFORGE_TEST_DATA")}
+    env["HOME"] = str(tmp_path)  # no ~/nltk_data
+    tests = ["tests/test_warc.py::test_resiliparse_warc_has_16_html_responses_in_50_records",
+             "tests/test_c4.py::test_clean_page_keeps_good_lines_and_counts_sentences"]
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *tests],
+                            cwd=root, capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert "2 skipped" in result.stdout
+    assert "CORPUSFORGE_TEST_DATA is not set" in result.stdout and "NLTK's punkt model is not installed" in result.stdout
+    probe = tmp_path / "probe.mk"  # what a recipe of the Makefile sees in its environment
+    probe.write_text("probe:\n\t@echo \"nltk=$$NLTK_DATA data=$$CORPUSFORGE_TEST_DATA\"\n")
+
+    def exported(data: Path) -> str:
+        return subprocess.run(["make", "-s", "-f", "Makefile", "-f", str(probe), "probe", f"DATA={data}"], cwd=root,
+                              capture_output=True, text=True, timeout=120, env=env).stdout.strip()
+
+    assert exported(tmp_path / "no-such-folder") == "nltk= data="
+    shared = root.parent / "shared" / "data"
+    if (shared / "nltk_data").is_dir():  # beside a checkout that has the data: both exported
+        assert exported(shared) == f"nltk={shared}/nltk_data data={shared}"
