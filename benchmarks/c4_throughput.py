@@ -1,6 +1,6 @@
 """C4 chain throughput: corpusforge against the reference (TFDS c4_utils), same input, same run.
 
-    .venv/bin/python benchmarks/c4_throughput.py [--pages 3000] [--data ../shared/data] [--beam]
+    .venv/bin/python benchmarks/c4_throughput.py [--pages 3000] [--data ../shared/data] [--beam [--repeat 3]] [--input WET...]
 
 Each side runs in its own fresh child process (so each gets its own peak RSS) on one
 core: WET files -> length -> URL dedup -> clean_page -> line dedup -> langdetect -> bad
@@ -11,7 +11,11 @@ functions (``split_wet_file``, ``is_valid_length``, ``select_newest_page``,
 the bad-words filter) wired in memory as its Beam pipeline wires them. The kept pages
 of both sides must be identical or the script exits 1.
 
-``--beam`` also times both complete Beam pipelines on the DirectRunner (one worker).
+``--beam`` also times both complete Beam jobs on the DirectRunner as a user runs them:
+each in a fresh process (``corpusforge c4`` from its command line; the reference pipeline
+of ``tests/c4_reference.py``), imports, language profiles and graph construction included
+on both sides, with the kernel's CPU time, wall time and peak RSS of each process.
+``--input`` takes any WET files instead of the sample crawl.
 Numbers: docs/s (WET pages read), MB/s of compressed input per core, peak RSS, ratio.
 """
 
@@ -160,26 +164,67 @@ def run_side(side: str, paths: list[str], badwords: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def time_beam(paths: list[str], badwords_path: str, work: str) -> dict[str, float]:
-    from c4_reference import run_reference
-    from corpus.c4 import parse_badwords
-    from pipelines import c4 as c4_pipeline
+REFERENCE_JOB = """
+import sys
+sys.path[:0] = {paths!r}
+from c4_reference import run_reference
+from corpus.c4 import parse_badwords
+badwords = set(parse_badwords(open({badwords!r}, encoding="utf-8").read()))
+run_reference({inputs!r}, {out!r}, badwords=badwords)
+"""
 
-    out = {}
+
+def timed_process(argv: list[str]) -> dict:
+    """Run ``argv`` to the end; its wall seconds, CPU seconds (user + system, children of
+    the child included) and peak RSS, as the kernel reports them for that process."""
     started = time.perf_counter()
-    c4_pipeline.run(["--input", *paths, "--output", os.path.join(work, "ours"), "--badwords", badwords_path, "--format", "c4json"])
-    out["ours"] = time.perf_counter() - started
-    started = time.perf_counter()
-    run_reference(paths, os.path.join(work, "ref"), badwords=set(parse_badwords(Path(badwords_path).read_text(encoding="utf-8"))))
-    out["reference"] = time.perf_counter() - started
-    return out
+    child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    _, status, usage = os.wait4(child.pid, 0)
+    wall = time.perf_counter() - started
+    stderr = child.stderr.read()
+    child.stderr.close()
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"{argv[:4]} failed: {stderr[-2000:]}")
+    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "peak_mb": usage.ru_maxrss / 1024}
+
+
+def beam_jobs(paths: list[str], badwords_path: str, work: str) -> dict[str, dict]:
+    """Both complete C4 jobs as a user runs them, each in a fresh process, imports, language
+    profiles and Beam's graph included on both sides: ``corpusforge c4`` (released c4/en JSON,
+    and the default JSON + Parquet) and the reference pipeline (tests/c4_reference.py)."""
+    jobs = {
+        "reference (TFDS c4_utils)": [sys.executable, "-c", REFERENCE_JOB.format(paths=[str(REPO), str(REPO / "tests")], badwords=badwords_path,
+                                                                                 inputs=paths, out=os.path.join(work, "ref"))],
+        "corpusforge c4 --format c4json": [sys.executable, "-m", "pipelines.cli", "-q", "c4", "--input", *paths, "--output",
+                                           os.path.join(work, "ours"), "--badwords", badwords_path, "--format", "c4json", "--overwrite"],
+        "corpusforge c4 (default: + Parquet)": [sys.executable, "-m", "pipelines.cli", "-q", "c4", "--input", *paths, "--output",
+                                                os.path.join(work, "ours-default"), "--badwords", badwords_path, "--overwrite"],
+    }
+    return {name: timed_process(argv) for name, argv in jobs.items()}
+
+
+def beam_outputs_agree(work: str) -> bool:
+    from corpus.shards import read_documents
+
+    ours = sorted((d.url, d.text) for d in read_documents(sorted(Path(work, "ours").glob("c4-*.json.gz"))))
+    theirs = sorted((r["url"], r["text"]) for split in ("train", "validation")
+                    for r in json.loads(Path(work, "ref", f"{split}.json").read_text(encoding="utf-8")))
+    return ours == theirs and len(ours) > 0
+
+
+def _span(values: list[float], digits: int = 1) -> str:
+    low, high = min(values), max(values)
+    return f"{low:.{digits}f}" if round(low, digits) == round(high, digits) else f"{low:.{digits}f}-{high:.{digits}f}"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pages", type=int, default=2000, help="sample crawl pages (default 2000)")
     parser.add_argument("--data", default=os.environ.get("CORPUSFORGE_TEST_DATA", str(REPO.parent / "shared" / "data")))
-    parser.add_argument("--beam", action="store_true", help="also time both complete Beam pipelines (DirectRunner)")
+    parser.add_argument("--beam", action="store_true",
+                        help="also time both complete Beam jobs (DirectRunner), each in a fresh process with its imports")
+    parser.add_argument("--input", nargs="+", metavar="WET", help="these WET files instead of the sample crawl and the shared files")
+    parser.add_argument("--repeat", type=int, default=1, help="--beam: runs of each job (min-max reported)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--badwords", help=argparse.SUPPRESS)
     parser.add_argument("paths", nargs="*", help=argparse.SUPPRESS)
@@ -191,13 +236,17 @@ def main() -> int:
     from corpus.sample import write_sample_crawl
 
     with tempfile.TemporaryDirectory() as work:
-        crawl = write_sample_crawl(os.path.join(work, "sample"), seed=0, pages=args.pages)
-        paths = list(crawl.wet_paths)
         data = Path(args.data)
-        for relative in ("warc/ccscalatools/filter_test_1.wet.gz", "warc/whirlwind/whirlwind.warc.wet.gz"):
-            if (data / relative).exists():
-                paths.append(str(data / relative))
-        badwords = str(data / "badwords" / "en") if (data / "badwords" / "en").exists() else crawl.badwords_path
+        if args.input:
+            paths = [os.path.abspath(p) for p in args.input]
+            badwords = str(data / "badwords" / "en")
+        else:
+            crawl = write_sample_crawl(os.path.join(work, "sample"), seed=0, pages=args.pages)
+            paths = list(crawl.wet_paths)
+            for relative in ("warc/ccscalatools/filter_test_1.wet.gz", "warc/whirlwind/whirlwind.warc.wet.gz"):
+                if (data / relative).exists():
+                    paths.append(str(data / relative))
+            badwords = str(data / "badwords" / "en") if (data / "badwords" / "en").exists() else crawl.badwords_path
         megabytes = sum(os.path.getsize(p) for p in paths) / 1e6
         print(f"input: {len(paths)} WET files, {megabytes:.2f} MB compressed; bad words: {badwords}")
         results = {side: run_side(side, paths, badwords) for side in ("reference", "ours", "ours-reference-langdetect")}
@@ -215,9 +264,18 @@ def main() -> int:
             from corpus.sentences import require_punkt
 
             require_punkt()
-            timings = time_beam(paths, badwords, work)
-            print(f"\nBeam DirectRunner, 1 worker: ours {timings['ours']:.1f} s, reference {timings['reference']:.1f} s, "
-                  f"ratio {timings['reference'] / timings['ours']:.2f}x")
+            rounds = [beam_jobs(paths, badwords, work) for _ in range(args.repeat)]
+            agree = beam_outputs_agree(work)
+            print(f"\nComplete Beam jobs, DirectRunner, one process each, imports included ({args.repeat} run(s), min-max):")
+            print(f"{'job':38} {'CPU s':>13} {'wall s':>13} {'peak MB':>11} {'CPU vs ref':>12}")
+            base = [r["reference (TFDS c4_utils)"] for r in rounds]
+            for name in rounds[0]:
+                runs = [r[name] for r in rounds]
+                ratio = [b["cpu"] / r["cpu"] for b, r in zip(base, runs)]
+                print(f"{name:38} {_span([r['cpu'] for r in runs]):>13} {_span([r['wall'] for r in runs]):>13} "
+                      f"{_span([r['peak_mb'] for r in runs], 0):>11} {_span(ratio, 2) + 'x':>12}")
+            print(f"kept pages identical to the reference's: {agree}")
+            same = same and agree
         return 0 if same else 1
 
 

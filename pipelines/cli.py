@@ -169,7 +169,8 @@ def build_parser() -> argparse.ArgumentParser:
     from pipelines.options import add_manifest_path_argument
 
     parser = argparse.ArgumentParser(prog="corpusforge", description="Build C4/WebText-style corpora from Common Crawl and Reddit links.")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging, Beam's own logs and every worker line")
+    parser.add_argument("-v", "--verbose", "--debug", action="store_true",
+                        help="debug logging, tracebacks of errors, Beam's own logs and every worker line")
     parser.add_argument("-q", "--quiet", action="store_true", dest="no_progress",
                         help="no progress display on Beam jobs (warnings and errors still shown)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

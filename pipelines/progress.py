@@ -7,16 +7,18 @@
   ``tally("records", n)``, ``tally("written", n)``). On a terminal a tqdm line shows it
   live; elsewhere (a log file, CI) a line is logged every ``CORPUSFORGE_PROGRESS_SECONDS``
   (default 30).
-- **Other runners** (worker processes or machines): ``pipeline.run()`` returns while the
-  job runs; the launcher asks the runner for its metrics every
-  ``CORPUSFORGE_PROGRESS_SECONDS`` and logs the counters that show progress (files,
-  records read, documents written). Dataflow answers this live; runners whose results
-  report metrics only at the end (the PortableRunner's job service) show their own UI.
+- **Dataflow**: ``pipeline.run()`` returns while the job runs; the launcher asks the
+  service for the job's metrics every ``CORPUSFORGE_PROGRESS_SECONDS`` and logs the
+  counters that show progress (files, records read, documents written).
+- **Other runners** (the PortableRunner, Flink, Spark): their results answer a metrics
+  query once and keep that answer, so the launcher does not ask before the end; the
+  runner's own UI shows progress.
 
 Worker processes started on this machine (``--direct_running_mode multi_processing``, the
 PortableRunner with a local job server) log their start-up and shutdown on the terminal;
-``quiet_workers`` sets their log level to WARNING unless the user set one, and drops
-the start-up lines that Beam prints before any level applies. ``corpusforge -v`` keeps all.
+``quiet_worker_args`` sets their log level to WARNING unless the user set one, and
+``filtered_stderr`` drops the start-up lines that Beam prints before any level applies.
+``corpusforge -v`` keeps all.
 """
 
 from __future__ import annotations
@@ -38,8 +40,8 @@ log = logging.getLogger(__name__)
 
 INTERVAL_ENV = "CORPUSFORGE_PROGRESS_SECONDS"
 DEFAULT_INTERVAL_S = 30.0
-# Counters (namespace-free names) that tell how far a job is, on runners with live metrics.
-PROGRESS_COUNTERS = ("files", "records:conversion", "records:response", "written")
+# The reader's counters (read-archive namespace) that tell how far a job is, on Dataflow.
+PROGRESS_COUNTERS = ("files", "records:conversion", "records:response")
 
 _lock = threading.Lock()
 _tally: Counter = Counter()
@@ -133,7 +135,7 @@ def run_pipeline(pipeline, desc: str, files: int | None = None):
     try:
         with filtered_stderr() if quiet else contextlib.nullcontext():
             result = pipeline.run()
-            if not local and enabled:
+            if not local and enabled and live_metrics(result):
                 _poll_metrics(result, desc)
             result.wait_until_finish()
     finally:
@@ -145,6 +147,13 @@ def run_pipeline(pipeline, desc: str, files: int | None = None):
     return result
 
 
+def live_metrics(result) -> bool:
+    """Whether asking ``result`` for metrics while the job runs is safe and current: Dataflow
+    queries its service each time; the PortableRunner's result keeps the first answer for
+    good (asking early would freeze the job's final counters), so it is not asked."""
+    return type(result).__name__ == "DataflowPipelineResult"
+
+
 def _poll_metrics(result, desc: str) -> None:
     """Log the runner's progress counters every interval until the job ends."""
     started = time.monotonic()
@@ -154,13 +163,19 @@ def _poll_metrics(result, desc: str) -> None:
             counters = result.metrics().query()["counters"]
         except Exception:  # noqa: BLE001 - a runner without live metrics: stop asking
             return
-        totals = Counter()
-        for counter in counters:
-            if counter.key.metric.name in PROGRESS_COUNTERS:
-                totals[counter.key.metric.name] += counter.committed or counter.attempted or 0
-        if totals:
-            log.info("%s: %s (%.0f s)", desc, ", ".join(f"{k} {v:,}" for k, v in sorted(totals.items())),
-                     time.monotonic() - started)
+        line = describe_metrics(counters)
+        if line:
+            log.info("%s: %s (%.0f s)", desc, line, time.monotonic() - started)
+
+
+def describe_metrics(counters) -> str:
+    """``files N, records:conversion N, ...`` from a runner's counter results (attempted
+    values: committed ones lag behind while the job runs)."""
+    totals = Counter()
+    for counter in counters:
+        if counter.key.metric.namespace == "read-archive" and counter.key.metric.name in PROGRESS_COUNTERS:
+            totals[counter.key.metric.name] += counter.attempted or counter.committed or 0
+    return ", ".join(f"{name} {totals[name]:,}" for name in PROGRESS_COUNTERS if name in totals)
 
 
 # --- quiet workers -------------------------------------------------------------------------

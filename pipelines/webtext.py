@@ -39,7 +39,7 @@ from dedup.urls import url_key
 from pipelines import progress
 from pipelines.options import add_manifest_path_argument, add_overwrite_argument, non_negative_float, non_negative_int, positive_float, positive_int, split_job_args, stage_setup_file, unit_fraction
 from pipelines.read import begin_job, counters_of, finish_job
-from pipelines.sources import READ_NAMESPACE, ReadCrawlFiles, WriteErrors, WriteShards
+from pipelines.sources import ReadCrawlFiles, WriteErrors, WriteShards
 from pipelines.steps import ReasonExamples, Steps, collect_examples, flush_counts, format_counter_table, format_read_errors
 
 log = logging.getLogger(__name__)
