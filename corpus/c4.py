@@ -277,25 +277,26 @@ class BadwordsMatcher:
     whole ``\w+`` run of the text (its flanks must be ``\W`` or an end), so one
     tokenisation and a set lookup decide it. A phrase that starts with a word character
     can only match where its first ``\w+`` run is a whole run of the text, so only phrases
-    whose first run occurs are tried, each with the reference's own pattern. Entries that
-    start with a non-word character are always tried.
+    whose first run occurs are tried. Every other entry (a phrase, or one that starts with
+    a non-word character) is tried with the reference's own pattern only when the entry
+    occurs in the text as a plain substring, which any match of its pattern requires.
     """
 
     def __init__(self, words: Iterable[str]):
         words = [w for w in words if w]
         self.regex = compile_badwords(words)  # the definition; kept for reference and tests
         self.tokens = frozenset(w for w in words if _WORD_RUN_RE.fullmatch(w))
-        self.phrases: dict[str, list[re.Pattern]] = {}
-        self.others: list[re.Pattern] = []
+        self.phrases: dict[str, list[tuple[str, re.Pattern]]] = {}
+        self.others: list[tuple[str, re.Pattern]] = []
         for word in words:
             if word in self.tokens:
                 continue
             first = _WORD_RUN_RE.match(word)
-            pattern = compile_badwords([word])
+            entry = (word, compile_badwords([word]))
             if first:
-                self.phrases.setdefault(first.group(), []).append(pattern)
+                self.phrases.setdefault(first.group(), []).append(entry)
             else:
-                self.others.append(pattern)
+                self.others.append(entry)
 
     def search(self, lowered: str) -> bool:
         """True iff the reference pattern finds a listed word in ``lowered``."""
@@ -303,9 +304,9 @@ class BadwordsMatcher:
         if not self.tokens.isdisjoint(runs):
             return True
         for run in runs.intersection(self.phrases):
-            if any(p.search(lowered) for p in self.phrases[run]):
+            if any(word in lowered and pattern.search(lowered) for word, pattern in self.phrases[run]):
                 return True
-        return any(p.search(lowered) for p in self.others)
+        return any(word in lowered and pattern.search(lowered) for word, pattern in self.others)
 
 
 def badwords_filter(page: C4Page, matcher: BadwordsMatcher) -> Verdict:

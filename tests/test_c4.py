@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import random
 
 import pytest
 
@@ -236,6 +237,14 @@ def test_badwords_real_list_matches_the_sample_badword(real_data):
     texts += [w for w in words] + [f"x{w}" for w in words] + [f"({w})" for w in words] + [f"{w}_" for w in words]
     texts += [f"say {w}!" for w in words] + [f"{w}\n" for w in words] + [f"{w[:-1]}" for w in words]
     texts += ["2 girls 1 cupboard", "the 2 girls 1 cup.", "\U0001f595", "a\U0001f595b", "strip clubs", "barely legal."]
+    # Real prose with every listed entry planted once, at a seeded place (phrases and the emoji too).
+    prose = (real_data / "lm_benchmarks" / "wikitext2_raw" / "wiki.test.raw").read_text(encoding="utf-8").lower()[:400_000]
+    rng = random.Random(0)
+    for w in words:
+        at = rng.randrange(0, len(prose) - 2000)
+        chunk = prose[at:at + 2000]
+        cut = rng.randrange(0, 2000)
+        texts += [chunk, chunk[:cut] + " " + w + " " + chunk[cut:], chunk[:cut] + w + chunk[cut:]]
     hits = 0
     for text in texts:
         expected = matcher.regex.search(text) is not None
