@@ -351,3 +351,24 @@ def test_fallback_is_langdetect_itself(monkeypatch):
     monkeypatch.setattr(langid, "_emulation_holds", lambda stream: False)
     assert detect_langs(ENGLISH) == reference_detect_langs(ENGLISH)
     assert langid._fallback is langid.reference_detect_langs
+
+
+def test_the_cached_language_model_is_the_built_one_and_a_bad_copy_is_rebuilt(tmp_path, monkeypatch):
+    import dataclasses
+
+    import numpy as np
+
+    from corpus import langid
+
+    monkeypatch.setenv("CORPUSFORGE_CACHE", str(tmp_path))
+    built = langid._load_model()
+    first = langid._cached_model()  # builds and keeps a copy
+    (kept,) = tmp_path.glob("langid-model-*.pickle")
+    second = langid._cached_model()  # reads the copy
+    for model in (first, second):
+        for field in dataclasses.fields(built):
+            a, b = getattr(built, field.name), getattr(model, field.name)
+            assert np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b, field.name
+    kept.write_bytes(b"not a pickle")
+    third = langid._cached_model()
+    assert np.array_equal(third.dense, built.dense) and kept.read_bytes()[:1] == b"\x80"  # rebuilt and kept again
