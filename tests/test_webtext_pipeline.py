@@ -6,7 +6,12 @@ from __future__ import annotations
 import http.server
 import io
 import json
+import os
+import signal
+import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -133,18 +138,17 @@ def test_common_crawl_join_builds_deduplicated_webtext(real_data, site, tmp_path
     assert [d.url for d in output_docs(tmp_path / "spans")] == [d.url for d in docs]
 
 
-class _Site(http.server.BaseHTTPRequestHandler):
-    pages: dict[str, str] = {}
+class _Handler(http.server.BaseHTTPRequestHandler):
+    """A site on 127.0.0.1: ``answer(path) -> (status, body, content type)``; every path asked goes to ``hits``."""
+
     hits: list[str] = []
+
+    def answer(self, path: str) -> tuple[int, bytes, str]:
+        raise NotImplementedError
 
     def do_GET(self):  # noqa: N802 (http.server's name)
         type(self).hits.append(self.path)
-        if self.path == "/robots.txt":
-            body, status, ctype = b"User-agent: *\nDisallow: /private\n", 200, "text/plain"
-        elif self.path in self.pages:
-            body, status, ctype = self.pages[self.path].encode("utf-8"), 200, "text/html; charset=utf-8"
-        else:
-            body, status, ctype = b"not here", 404, "text/plain"
+        status, body, ctype = self.answer(self.path)
         self.send_response(status)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
@@ -153,6 +157,18 @@ class _Site(http.server.BaseHTTPRequestHandler):
 
     def log_message(self, *args):
         pass
+
+
+class _Site(_Handler):
+    pages: dict[str, str] = {}
+    hits: list[str] = []
+
+    def answer(self, path):
+        if path == "/robots.txt":
+            return 200, b"User-agent: *\nDisallow: /private\n", "text/plain"
+        if path in self.pages:
+            return 200, self.pages[path].encode("utf-8"), "text/html; charset=utf-8"
+        return 404, b"not here", "text/plain"
 
 
 @pytest.fixture()
@@ -229,30 +245,18 @@ def test_live_fetch_into_an_object_store_keeps_its_log_there_and_resumes(server,
     memfs.clear()
 
 
-class _SlowSite(http.server.BaseHTTPRequestHandler):
+class _SlowSite(_Handler):
     """Many small articles, each answered after 0.05 s; robots.txt answers 503 while ``down``."""
 
     body = ""
     down = False
-    hits: list = []
+    hits: list[str] = []
 
-    def do_GET(self):  # noqa: N802 (http.server's name)
-        type(self).hits.append(self.path)
-        if self.path == "/robots.txt":
-            status, body, ctype = (503, b"busy", "text/plain") if type(self).down else (200, b"User-agent: *\n", "text/plain")
-        else:
-            import time
-
-            time.sleep(0.05)
-            status, body, ctype = 200, article(self.path, [type(self).body]).encode("utf-8"), "text/html; charset=utf-8"
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
+    def answer(self, path):
+        if path == "/robots.txt":
+            return (503, b"busy", "text/plain") if type(self).down else (200, b"User-agent: *\n", "text/plain")
+        time.sleep(0.05)
+        return 200, article(path, [type(self).body]).encode("utf-8"), "text/html; charset=utf-8"
 
 
 @pytest.fixture()
@@ -272,12 +276,6 @@ def _fetch_argv(dump, port, out):
 
 def test_ctrl_c_keeps_what_was_fetched_and_a_rerun_resumes(slow_server, tmp_path):
     # The issue's case: Ctrl-C mid-shard wrote no fetch-log line and left a hidden .tmp WARC forever.
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-
     port = slow_server.server_address[1]
     dump = tmp_path / "RS_2017-06.ndjson"
     dump.write_text("".join(submission(f"s{i}", f"http://127.0.0.1:{port}/story-{i}", 10) + "\n" for i in range(400)), encoding="utf-8")
