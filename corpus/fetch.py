@@ -1715,7 +1715,9 @@ _TEMPORARY = re.compile(r"^\..+\.tmp-(\d+)(-[0-9a-f]+)?$")
 
 def remove_stale_temporaries(out_dir: str) -> list[str]:
     """Remove the hidden partial files (``.NAME.tmp-PID-...``) that a process which is no
-    longer running left in ``out_dir`` (killed before it could clean up); return their names."""
+    longer running left in ``out_dir`` (killed before it could clean up); return their names.
+    ``out_dir`` is a folder of this machine (an object-store fetch runs in a local copy), so
+    the process ids are this machine's."""
     removed = []
     for name in os.listdir(out_dir):
         found = _TEMPORARY.match(name)
@@ -1777,8 +1779,10 @@ def fetch_links(
     With ``resume`` every URL already in a fetch log of ``out_dir`` is skipped
     (``skipped_resume``), unless its logged failure was transient (``is_transient``: no
     connection, DNS, deadline, robots.txt unreachable, 429/5xx; off with
-    ``retry_transient=False``) or its outcome is in ``refetch`` (e.g. ``{"non_html"}``). A URL repeated in ``urls`` is fetched once
-    (``skipped_duplicate``). ``on_result`` sees every result after it is recorded.
+    ``retry_transient=False``) or its outcome is in ``refetch`` (e.g. ``{"non_html"}``).
+    A URL repeated in ``urls`` is fetched once (``skipped_duplicate``). ``on_result`` sees
+    every result after it is recorded. Partial files that killed runs left in ``out_dir``
+    are removed first (``remove_stale_temporaries``).
     """
     out_dir = os.fspath(out_dir)
     os.makedirs(out_dir, exist_ok=True)

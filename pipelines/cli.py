@@ -241,8 +241,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _interrupted() -> int:
-    log.error("interrupted: no output was committed (a webtext fetch keeps what it fetched under fetch/; "
-              "rerun the same command to resume)")
+    log.error("interrupted: no output was committed (a webtext fetch keeps what it fetched under fetch/ and resumes "
+              "when the same command runs again; other jobs start over with --overwrite)")
     return 130
 
 

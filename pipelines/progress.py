@@ -9,7 +9,7 @@
   (default 30).
 - **Dataflow**: ``pipeline.run()`` returns while the job runs; the launcher asks the
   service for the job's metrics every ``CORPUSFORGE_PROGRESS_SECONDS`` and logs the
-  counters that show progress (files, records read, documents written).
+  reader's counters that show progress (files and records read).
 - **Other runners** (the PortableRunner, Flink, Spark): their results answer a metrics
   query once and keep that answer, so the launcher does not ask before the end; the
   runner's own UI shows progress.
