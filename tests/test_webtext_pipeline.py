@@ -246,7 +246,7 @@ def test_live_fetch_into_an_object_store_keeps_its_log_there_and_resumes(server,
 
 
 class _SlowSite(_Handler):
-    """Many small articles, each answered after 0.05 s; robots.txt answers 503 while ``down``."""
+    """Many small articles, each answered after 0.1 s; robots.txt answers 503 while ``down``."""
 
     body = ""
     down = False
@@ -255,7 +255,7 @@ class _SlowSite(_Handler):
     def answer(self, path):
         if path == "/robots.txt":
             return (503, b"busy", "text/plain") if type(self).down else (200, b"User-agent: *\n", "text/plain")
-        time.sleep(0.05)
+        time.sleep(0.1)
         return 200, article(path, [type(self).body]).encode("utf-8"), "text/html; charset=utf-8"
 
 
@@ -278,7 +278,7 @@ def test_ctrl_c_keeps_what_was_fetched_and_a_rerun_resumes(slow_server, tmp_path
     # The issue's case: Ctrl-C mid-shard wrote no fetch-log line and left a hidden .tmp WARC forever.
     port = slow_server.server_address[1]
     dump = tmp_path / "RS_2017-06.ndjson"
-    dump.write_text("".join(submission(f"s{i}", f"http://127.0.0.1:{port}/story-{i}", 10) + "\n" for i in range(400)), encoding="utf-8")
+    dump.write_text("".join(submission(f"s{i}", f"http://127.0.0.1:{port}/story-{i}", 10) + "\n" for i in range(120)), encoding="utf-8")
     out = tmp_path / "out"
     shard = out / "fetch" / "shard-00000"
     shard.mkdir(parents=True)
@@ -286,7 +286,7 @@ def test_ctrl_c_keeps_what_was_fetched_and_a_rerun_resumes(slow_server, tmp_path
     job = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "webtext", *_fetch_argv(dump, port, out)],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
-    while sum(p.startswith("/story-") for p in _SlowSite.hits) < 20 and time.monotonic() < deadline:
+    while sum(p.startswith("/story-") for p in _SlowSite.hits) < 12 and time.monotonic() < deadline:
         time.sleep(0.05)
     job.send_signal(signal.SIGINT)
     _, stderr = job.communicate(timeout=120)
@@ -295,13 +295,13 @@ def test_ctrl_c_keeps_what_was_fetched_and_a_rerun_resumes(slow_server, tmp_path
     names = os.listdir(shard)
     assert not [n for n in names if n.startswith(".")]  # the killed run's temporary and this run's are gone
     logged = [json.loads(line) for path in shard.glob("fetch-log-*.jsonl") for line in path.read_text().splitlines()]
-    assert len(logged) >= 10 and {e["outcome"] for e in logged} == {"ok"}  # pages still in flight are not logged
+    assert len(logged) >= 5 and {e["outcome"] for e in logged} == {"ok"}  # pages still in flight are not logged
     fetched_before = sum(p.startswith("/story-") for p in _SlowSite.hits)
 
     stats = webtext_pipeline.run(_fetch_argv(dump, port, out))
-    assert stats["counters"]["webtext-fetch"] == {"ok": 400}
+    assert stats["counters"]["webtext-fetch"] == {"ok": 120}
     refetched = sum(p.startswith("/story-") for p in _SlowSite.hits) - fetched_before
-    assert refetched == 400 - len(logged)  # what the interrupted run logged is not fetched again
+    assert refetched == 120 - len(logged)  # what the interrupted run logged is not fetched again
     assert len({d.url for d in read_documents(str(out / "webtext-train.00000-of-00001.jsonl"))}) >= 1
 
 
@@ -316,7 +316,4 @@ def test_a_rerun_retries_transient_failures_only(slow_server, tmp_path):
     assert first["counters"]["webtext-fetch"] == {"robots_unreachable": 3}
     _SlowSite.down = False
     second = webtext_pipeline.run(_fetch_argv(dump, port, tmp_path / "out"))
-    assert second["counters"]["webtext-fetch"] == {"ok": 3}
-    hits = len(_SlowSite.hits)
-    third = webtext_pipeline.run(_fetch_argv(dump, port, tmp_path / "out"))  # ok pages are never fetched twice
-    assert third["counters"]["webtext-fetch"] == {"ok": 3} and len(_SlowSite.hits) == hits
+    assert second["counters"]["webtext-fetch"] == {"ok": 3}  # (an ok page is never fetched twice: the resume tests)
