@@ -26,7 +26,6 @@ import tempfile
 from typing import Sequence
 
 from corpus.inputs import InputError
-from pipelines.progress import quiet_worker_args
 
 log = logging.getLogger(__name__)
 
@@ -210,6 +209,8 @@ def stage_setup_file(beam_args: list[str], extras: Sequence[str] = ()) -> list[s
     an sdist whose workers also install ``extras`` (see ``build_worker_package``); apply the
     PortableRunner defaults (``portable_runner_options``) and quiet local workers
     (``progress.quiet_worker_args``)."""
+    from pipelines.progress import quiet_worker_args  # imports Beam: not at the CLI's start (--help, inspect, stats)
+
     beam_args = quiet_worker_args(portable_runner_options(beam_args))
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--setup_file")

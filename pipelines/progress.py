@@ -91,11 +91,15 @@ def describe(counts: Counter, files: int | None) -> str:
     return ", ".join(parts)
 
 
+def runner_name(options: PipelineOptions) -> str:
+    """The job's runner, lower-cased (``directrunner`` when none is named)."""
+    runner = options.view_as(StandardOptions).runner or "DirectRunner"
+    return (runner if isinstance(runner, str) else type(runner).__name__).lower()
+
+
 def in_process(options: PipelineOptions) -> bool:
     """Whether the job's DoFns run in this process (so the tally sees them)."""
-    runner = (options.view_as(StandardOptions).runner or "DirectRunner")
-    runner = runner if isinstance(runner, str) else type(runner).__name__
-    if runner not in ("DirectRunner", "direct", "FnApiRunner", "BundleBasedDirectRunner", "SwitchingDirectRunner"):
+    if runner_name(options) not in ("directrunner", "direct", "fnapirunner", "bundlebaseddirectrunner", "switchingdirectrunner"):
         return False
     return options.view_as(DirectOptions).direct_running_mode in (None, "in_memory", "multi_threading")
 
@@ -194,8 +198,7 @@ WORKER_STARTUP_LINES = (
 def starts_local_workers(options: PipelineOptions) -> bool:
     """Whether the job runs in worker processes that this machine starts and whose stderr is
     ours: the DirectRunner's ``multi_processing`` mode, the PortableRunner's embedded job server."""
-    runner = options.view_as(StandardOptions).runner or "DirectRunner"
-    runner = (runner if isinstance(runner, str) else type(runner).__name__).lower()
+    runner = runner_name(options)
     if runner in ("directrunner", "direct"):
         return options.view_as(DirectOptions).direct_running_mode == "multi_processing"
     if runner in ("portablerunner", "portable"):
