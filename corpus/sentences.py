@@ -8,7 +8,9 @@ reads any input and says how to install it when it is missing.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import importlib
 import itertools
 import shlex
 import sys
@@ -25,8 +27,41 @@ PUNKT_INSTALL_HINT = (
 _SENTENCE_END_CHARS = frozenset(".?!")  # punkt's candidate sentence ends (PunktLanguageVars.sent_end_chars)
 _LINE_CACHE_SIZE = 1 << 16
 
+# Packages that NLTK's package import pulls in for features punkt never uses (collocation
+# statistics, the scikit-learn classifier wrapper), each behind NLTK's own ImportError guard.
+# Where they are installed they cost about a second of CPU in every process and Beam worker.
+NLTK_OPTIONAL_IMPORTS = ("scipy", "sklearn")
+
 _lock = threading.Lock()
 _tokenizer = None
+
+
+@contextlib.contextmanager
+def _optional_imports_hidden(names: tuple[str, ...] = NLTK_OPTIONAL_IMPORTS):
+    """While NLTK's package loads, make ``import scipy`` / ``import sklearn`` fail as if they
+    were not installed (a ``None`` entry in ``sys.modules``), then put everything back.
+
+    A package the process has already imported is left alone; afterwards both import
+    normally again. NLTK then binds its fallbacks (``nltk.metrics.association.fisher_exact``
+    raises NotImplementedError in this process), which nothing in punkt calls.
+    """
+    hidden = [name for name in names if name not in sys.modules]
+    for name in hidden:
+        sys.modules[name] = None
+    try:
+        yield
+    finally:
+        for name in hidden:
+            if sys.modules.get(name, 0) is None:
+                del sys.modules[name]
+
+
+def import_punkt():
+    """``nltk.tokenize.punkt``, imported without NLTK's optional SciPy/scikit-learn imports."""
+    if "nltk" in sys.modules:
+        return importlib.import_module("nltk.tokenize.punkt")
+    with _optional_imports_hidden():
+        return importlib.import_module("nltk.tokenize.punkt")
 
 
 class PunktMissingError(RuntimeError):
@@ -39,10 +74,9 @@ def punkt_tokenizer():
     if _tokenizer is None:
         with _lock:
             if _tokenizer is None:
-                from nltk.tokenize.punkt import PunktTokenizer
-
+                punkt = import_punkt()
                 try:
-                    _tokenizer = PunktTokenizer(PUNKT_LANGUAGE)
+                    _tokenizer = punkt.PunktTokenizer(PUNKT_LANGUAGE)
                 except LookupError as exc:
                     raise PunktMissingError(PUNKT_INSTALL_HINT) from exc
     return _tokenizer
@@ -54,15 +88,14 @@ def use_trained_punkt(texts: Iterable[str]) -> None:
     English model is not installed: it splits its own sample pages well enough, while a
     real corpus needs the real model for sentence counts as C4 made them."""
     global _tokenizer
-    from nltk.tokenize.punkt import PunktSentenceTokenizer, PunktTrainer
-
-    trainer = PunktTrainer()
+    punkt = import_punkt()
+    trainer = punkt.PunktTrainer()
     trainer.INCLUDE_ALL_COLLOCS = True
     for text in texts:
         trainer.train(text, finalize=False)
     trainer.finalize_training()
     with _lock:
-        _tokenizer = PunktSentenceTokenizer(trainer.get_params())
+        _tokenizer = punkt.PunktSentenceTokenizer(trainer.get_params())
     _cached_count.cache_clear()
 
 

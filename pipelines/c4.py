@@ -116,11 +116,6 @@ class _ReadPagesFn(beam.DoFn):
         self.verify_digest = verify_digest
         self.extractor = None
 
-    def setup(self):
-        from corpus.extract import MainTextExtractor
-
-        self.extractor = MainTextExtractor(timeout_s=self.extract_timeout_s)
-
     def teardown(self):
         if self.extractor is not None:
             self.extractor.close()
@@ -167,8 +162,10 @@ class _ReadPagesFn(beam.DoFn):
         return c4.C4Page(url=doc.url, text=doc.text, timestamp=doc.timestamp, order=(index, int(doc.meta.get("stream_offset", 0))))
 
     def _warc_page(self, index, page: HtmlPage, counts: Counter, examples: ReasonExamples):
-        from corpus.extract import extract_text_from_page
+        from corpus.extract import MainTextExtractor, extract_text_from_page
 
+        if self.extractor is None:  # trafilatura is loaded only when a WARC page comes (not for WET input)
+            self.extractor = MainTextExtractor(timeout_s=self.extract_timeout_s)
         doc, extraction = extract_text_from_page(page, self.extractor)
         counts[extraction.outcome] += 1
         if doc is None:

@@ -298,3 +298,37 @@ def test_has_sentences_equals_counting_all_of_them(real_data, sample_crawl):
         count = count_sentences(text)
         for minimum in (1, 2, 3, 4):
             assert has_sentences(text, minimum) == (count >= minimum)
+
+
+_PUNKT_PROBE = """
+import importlib.util, json, sys
+text = open(sys.argv[1], encoding="utf-8").read()[:200000]
+if sys.argv[2] == "ours":
+    from corpus.sentences import split_sentences
+    sentences = split_sentences(text)
+else:
+    from nltk.tokenize.punkt import PunktTokenizer
+    sentences = PunktTokenizer("english").tokenize(text)
+loaded = {name: name in sys.modules for name in ("scipy", "sklearn")}
+import scipy.stats  # still importable afterwards
+print(json.dumps({"sentences": sentences, "loaded": loaded, "scipy_after": scipy.stats.__name__}))
+"""
+
+
+def test_punkt_loads_without_nltks_optional_scipy_and_sklearn_imports(real_data):
+    import importlib.util
+    import json
+    import os
+    import subprocess
+    import sys
+
+    if importlib.util.find_spec("scipy") is None or importlib.util.find_spec("sklearn") is None:
+        pytest.skip("SciPy and scikit-learn are not installed here: nothing to keep out")
+    wiki = str(real_data / "lm_benchmarks" / "wikitext2_raw" / "wiki.test.raw")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")])}
+    ours, plain = (json.loads(subprocess.run([sys.executable, "-c", _PUNKT_PROBE, wiki, side], capture_output=True, text=True,
+                                             check=True, env=env).stdout) for side in ("ours", "plain"))
+    assert ours["loaded"] == {"scipy": False, "sklearn": False}  # NLTK's own import pulls both in
+    assert plain["loaded"] == {"scipy": True, "sklearn": True}
+    assert ours["scipy_after"] == "scipy.stats"
+    assert len(ours["sentences"]) > 1000 and ours["sentences"] == plain["sentences"]
