@@ -1,6 +1,7 @@
 """C4 chain throughput: corpusforge against the reference (TFDS c4_utils), same input, same run.
 
-    .venv/bin/python benchmarks/c4_throughput.py [--pages 3000] [--data ../shared/data] [--beam [--repeat 3]] [--input WET...]
+    .venv/bin/python benchmarks/c4_throughput.py [--pages 2000 | --input WET... | --scale PAGES] [--data ../shared/data]
+        [--beam [--repeat 3] [--jobs_only]]
 
 Each side runs in its own fresh child process (so each gets its own peak RSS) on one
 core: WET files -> length -> URL dedup -> clean_page -> line dedup -> langdetect -> bad
@@ -15,7 +16,11 @@ of both sides must be identical or the script exits 1.
 each in a fresh process (``corpusforge c4`` from its command line; the reference pipeline
 of ``tests/c4_reference.py``), imports, language profiles and graph construction included
 on both sides, with the kernel's CPU time, wall time and peak RSS of each process.
-``--input`` takes any WET files instead of the sample crawl.
+A last line times an empty Beam job (Beam's import, a two-step graph, the runner): the floor
+under any complete job, which bounds the ratio on small inputs.
+``--input`` takes any WET files instead of the sample crawl; ``--scale PAGES`` builds (once,
+cached) ``benchmarks/c4_scale.py``'s Common Crawl-shaped set of that many pages from the
+shared real prose; ``--jobs_only`` skips the in-memory chain.
 Numbers: docs/s (WET pages read), MB/s of compressed input per core, peak RSS, ratio.
 """
 
@@ -174,6 +179,18 @@ run_reference({inputs!r}, {out!r}, badwords=badwords)
 """
 
 
+# What any Beam job on the DirectRunner costs before it reads a byte: Beam's import, a
+# two-step graph, the runner's start and stop. No complete job, ours or the reference's, is
+# cheaper, so on small inputs it bounds every ratio of complete jobs.
+FLOOR_JOB = "floor: empty Beam job (Create -> Map)"
+EMPTY_BEAM_JOB = """
+import apache_beam as beam
+pipeline = beam.Pipeline(runner="DirectRunner")
+pipeline | beam.Create([1]) | beam.Map(str)
+pipeline.run().wait_until_finish()
+"""
+
+
 def timed_process(argv: list[str]) -> dict:
     """Run ``argv`` to the end; its wall seconds, CPU seconds (user + system, children of
     the child included) and peak RSS, as the kernel reports them for that process."""
@@ -200,6 +217,7 @@ def beam_jobs(paths: list[str], badwords_path: str, work: str) -> dict[str, dict
         "corpusforge c4 (default: + Parquet)": [sys.executable, "-m", "pipelines.cli", "-q", "c4", "--input", *paths, "--output",
                                                 os.path.join(work, "ours-default"), "--badwords", badwords_path, "--overwrite"],
     }
+    jobs[FLOOR_JOB] = [sys.executable, "-c", EMPTY_BEAM_JOB]
     return {name: timed_process(argv) for name, argv in jobs.items()}
 
 
@@ -224,6 +242,9 @@ def main() -> int:
     parser.add_argument("--beam", action="store_true",
                         help="also time both complete Beam jobs (DirectRunner), each in a fresh process with its imports")
     parser.add_argument("--input", nargs="+", metavar="WET", help="these WET files instead of the sample crawl and the shared files")
+    parser.add_argument("--scale", type=int, metavar="PAGES",
+                        help="instead: benchmarks/c4_scale.py's Common Crawl-shaped WET set of PAGES pages from the shared real prose")
+    parser.add_argument("--jobs_only", action="store_true", help="with --beam: time the complete jobs only, not the in-memory chain")
     parser.add_argument("--repeat", type=int, default=1, help="--beam: runs of each job (min-max reported)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--badwords", help=argparse.SUPPRESS)
@@ -240,6 +261,15 @@ def main() -> int:
         if args.input:
             paths = [os.path.abspath(p) for p in args.input]
             badwords = str(data / "badwords" / "en")
+        elif args.scale:
+            import c4_scale
+
+            cache = Path(tempfile.gettempdir()) / "corpusforge-c4-scale"
+            cache.mkdir(exist_ok=True)
+            manifest = c4_scale.build_wet_set(data, cache, args.scale, 0)
+            folder = cache / f"c4scale-v{c4_scale.GENERATOR_VERSION}-seed0-pages{args.scale}" / "wet"
+            paths = [str(folder / name) for name in manifest["files"]]
+            badwords = str(data / "badwords" / "en")
         else:
             crawl = write_sample_crawl(os.path.join(work, "sample"), seed=0, pages=args.pages)
             paths = list(crawl.wet_paths)
@@ -249,17 +279,19 @@ def main() -> int:
             badwords = str(data / "badwords" / "en") if (data / "badwords" / "en").exists() else crawl.badwords_path
         megabytes = sum(os.path.getsize(p) for p in paths) / 1e6
         print(f"input: {len(paths)} WET files, {megabytes:.2f} MB compressed; bad words: {badwords}")
-        results = {side: run_side(side, paths, badwords) for side in ("reference", "ours", "ours-reference-langdetect")}
-        base = results["reference"]
-        print(f"\n{'chain (1 core)':28} {'docs':>7} {'kept':>6} {'seconds':>8} {'docs/s':>9} {'MB/s':>7} {'peak MB':>8} {'vs ref':>7}")
-        for side, r in results.items():
-            print(f"{side:28} {r['docs']:>7} {r['kept']:>6} {r['seconds']:>8.2f} {r['docs'] / r['seconds']:>9.1f} "
-                  f"{megabytes / r['seconds']:>7.3f} {r['peak_mb']:>8.0f} {base['seconds'] / r['seconds']:>6.2f}x")
-        print(f"\n{'stage seconds':28} " + " ".join(f"{s:>26}" for s in results))
-        for stage in base["stages"]:
-            print(f"{stage:28} " + " ".join(f"{results[s]['stages'][stage]:>26.3f}" for s in results))
-        same = len({r["digest"] for r in results.values()}) == 1
-        print(f"\nkept pages identical on every side: {same}")
+        same = True
+        if not args.jobs_only:
+            results = {side: run_side(side, paths, badwords) for side in ("reference", "ours", "ours-reference-langdetect")}
+            base = results["reference"]
+            print(f"\n{'chain (1 core)':28} {'docs':>7} {'kept':>6} {'seconds':>8} {'docs/s':>9} {'MB/s':>7} {'peak MB':>8} {'vs ref':>7}")
+            for side, r in results.items():
+                print(f"{side:28} {r['docs']:>7} {r['kept']:>6} {r['seconds']:>8.2f} {r['docs'] / r['seconds']:>9.1f} "
+                      f"{megabytes / r['seconds']:>7.3f} {r['peak_mb']:>8.0f} {base['seconds'] / r['seconds']:>6.2f}x")
+            print(f"\n{'stage seconds':28} " + " ".join(f"{s:>26}" for s in results))
+            for stage in base["stages"]:
+                print(f"{stage:28} " + " ".join(f"{results[s]['stages'][stage]:>26.3f}" for s in results))
+            same = len({r["digest"] for r in results.values()}) == 1
+            print(f"\nkept pages identical on every side: {same}")
         if args.beam:
             from corpus.sentences import require_punkt
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.options import WORKER_EXTRAS_FILE, build_worker_package, stage_setup_file
+from pipelines.options import WORKER_EXTRAS_FILE, build_worker_package, construction_check_options, stage_setup_file
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("corpus", "dedup", "pipelines", "model")
@@ -111,7 +111,21 @@ def test_setup_file_option_becomes_an_extra_package():
     args = stage_setup_file(["--setup_file", str(ROOT / "beam_setup.py")], extras=("tokenize",))
     assert args[0] == "--extra_package" and sdist_requirements(Path(args[1]))[0] & MODEL_LIBRARIES == TOKENIZE_LIBRARIES
     shutil.rmtree(Path(args[1]).parent)
-    assert stage_setup_file(["--setup_file", "./setup.py"]) == ["--setup_file", "./setup.py"]
+    assert stage_setup_file(["--setup_file", "./setup.py"]) == ["--setup_file", "./setup.py", "--no_pipeline_type_check"]
+
+
+@pytest.mark.parametrize("given, expected", [
+    ([], ["--no_pipeline_type_check"]),
+    (["--pipeline_type_check"], ["--pipeline_type_check"]),
+    (["--no_pipeline_type_check"], ["--no_pipeline_type_check"]),
+    (["--runner", "DirectRunner"], ["--runner", "DirectRunner", "--no_pipeline_type_check"]),
+])
+def test_beams_construction_type_check_is_off_unless_asked_for(given, expected):
+    from apache_beam.options.pipeline_options import PipelineOptions, TypeOptions
+
+    args = construction_check_options(given)
+    assert args == expected
+    assert PipelineOptions(args).view_as(TypeOptions).pipeline_type_check == ("--pipeline_type_check" in given)
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["c4", "--help"], ["read", "--help"], ["tokenize", "--help"]])
