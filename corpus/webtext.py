@@ -1,64 +1,73 @@
-"""WebText's text stage (GPT-2 paper, section 2.1): two extractors combined, then cleaning.
+"""WebText's text stage (GPT-2 paper, section 2.1): main-text extraction, then cleaning.
 
 The paper extracted text "with a combination of the Dragnet and Newspaper content
-extractors". Dragnet is unmaintained, so trafilatura stands in for it, with newspaper3k
-(0.2.8) as the second extractor; then all Wikipedia pages and non-English pages are
-removed, plus the heuristic cleaning below. Every rule is a pure function returning a
-reason string (a counter name) or None; ``clean_webtext`` applies them in a fixed order.
+extractors". Dragnet is unmaintained, so trafilatura stands in for it; newspaper3k
+(0.2.8), the paper's second extractor, is available as a rescue. Then all Wikipedia pages
+and non-English pages are removed, plus the heuristic cleaning below. Every rule is a pure
+function returning a reason string (a counter name) or None; ``clean_webtext`` applies
+them in a fixed order.
 
-Extraction: ``extract_combined(html, url) -> (text, extractor)``
+Extraction: ``extract_text(html, url, extractor="trafilatura")``
 -----------------------------------------------------------------
-The rule: trafilatura first, in its fast mode (its own second opinions, readability and
-jusText, are skipped) with ``favor_recall``; only if its text is shorter than
-``SECOND_OPINION_BELOW_CHARS`` (1000 characters) is newspaper asked, and newspaper's text
-is taken instead when it is at least ``SECOND_OPINION_MIN_RATIO`` (2) times as long:
-trafilatura under-extracted. Texts are never merged: the two extractors split lines
-differently (newspaper runs a code block or a list into one line), so a union of lines
-holds the same sentences twice. The page is parsed once (trafilatura's parser);
-trafilatura works on a copy of the tree and newspaper, when asked, on the tree itself
-(its text there is identical to its own parse's on all 86 gold pages). Other trafilatura
-settings are those of ``corpus.extract`` (no comments, no tables, no deduplication).
+Two settings (``EXTRACTOR_CHOICES``; the pipeline's ``--extractor``):
 
-Measured on ``html_gold/trafilatura_eval_en`` (86 real English pages, 261 must-contain and
-252 must-not-contain snippets; trafilatura 2.3.1, newspaper3k 0.2.8):
+- ``trafilatura`` (the default, ``extract_trafilatura``): trafilatura with the settings of
+  ``corpus.extract`` (no comments, no tables, no deduplication) plus ``fast`` (its own
+  readability/jusText fallbacks skipped) and ``favor_recall``.
+- ``combined`` (``extract_combined``): the same trafilatura text, except on a page where it
+  has fewer than ``MIN_WORDS`` (50) words, which ``clean_webtext`` would drop as
+  ``too_short``: there newspaper3k is asked, and its text is taken when it has more words.
+  Nothing else is ever replaced or merged, so the combination can only add documents that
+  trafilatura alone would have dropped; the price is newspaper's time on those pages only.
 
-===================================  ===========  ===========  =======  ==========
-extractor                            found        avoided      overall  pages/s
-===================================  ===========  ===========  =======  ==========
-trafilatura (``extract_main_text``)  240 (0.920)  234 (0.929)  0.9240   47 (x1.00)
-trafilatura, fast + favor_recall     240 (0.920)  234 (0.929)  0.9240   78 (x1.66)
-newspaper (``extract_newspaper``)    194 (0.743)  241 (0.956)  0.8480   29 (x0.61)
-newspaper ``Article.parse``          194 (0.743)  241 (0.956)  0.8480   20 (x0.43)
-combined (``extract_combined``)      242 (0.927)  234 (0.929)  0.9279   60 (x1.27)
-===================================  ===========  ===========  =======  ==========
+Measured by ``benchmarks/extract_quality.py`` on ``html_gold/trafilatura_eval_en`` (86 real
+English pages, 261 must-contain and 252 must-not-contain snippets; trafilatura 2.3.1,
+newspaper3k 0.2.8). Per page, recall is the share of must-contain snippets found and
+precision the share of must-not-contain snippets absent; "pooled" counts all snippets:
 
-Newspaper was asked on 11 of the 86 pages and its text taken on 1 (an e-mail newsletter
-page where trafilatura kept only the greeting: +2 snippets found). The rule is not a
-knife-edge: any threshold from 500 to 2000 characters with a ratio of 1.5 to 3 scores the
-same 0.9279; taking newspaper whenever it is longer (ratio 1) scores 0.9259 (on every
-page: 0.9201). Asking it on every page and appending its lines that trafilatura lacks
-also scores 0.9279 (244 found, 232 avoided), at under half the speed and with sentences
-repeated in the text.
-Newspaper alone avoids more boilerplate (241) but misses a quarter of the article text;
-no cheap signal found here tells the pages where its precision pays from the many where
-it drops paragraphs. Speed: best of 5 in-process passes over the 86 pages, interleaved,
-on a 2-core machine shared with other jobs; the combination's ratio to trafilatura alone
-was 1.27 to 1.45 over four such runs, and 0.97 to 1.23 through ``MainTextExtractor``'s
-child process (where the pipe adds the same cost to both).
+==============================================  =====  =======  =======  ===========
+extractor                                       found  avoided  pooled   pages/s
+                                                                F1       (x default)
+==============================================  =====  =======  =======  ===========
+trafilatura, fast + favor_recall (default)      240    234      0.9240   x1.00
+trafilatura, full mode (``extract_main_text``)  240    234      0.9240   x0.56-0.61
+trafilatura's own defaults                      246    225      0.9170   x0.58-0.62
+newspaper3k (``Article.parse``)                 194    241      0.8365   x0.25-0.26
+previous rule (newspaper below 1000 chars, x2)  242    234      0.9279   x0.79-0.87
+combined                                        240    234      0.9240   x0.97-1.05
+==============================================  =====  =======  =======  ===========
+
+(The default ran at 83-89 pages/s, 5 interleaved in-process passes on a shared 2-core
+machine; full mode and the default tie on the pooled score, and the default's mean page F1
+is 0.8726 against full mode's 0.8674.)
+
+Why trafilatura alone is the default: newspaper alone has the better page F1 on 5 pages
+and the worse on 28, and no rule found picks its wins from the rest. Rules giving a page
+newspaper's text were fitted on a seeded half of the pages and scored on the other half
+against trafilatura alone, over 40 seeds: a length gate (trafilatura's text under L
+characters and newspaper's k times as long; the previous rule is one) was never better,
+worse for 4 seeds and equal for 36; an agreement test (most of newspaper's word 5-grams
+in trafilatura's text, trafilatura longer by a factor in a band; newspaper on every page)
+was better for 1 seed and worse for 32. The previous rule's gain on the whole set (242
+found instead of 240) is one page, the one it was built on (an e-mail newsletter where
+fast mode kept only the greeting). On the gold pages ``combined`` asks newspaper on one
+page (26 words of menu) and keeps trafilatura's text there (newspaper finds 21 words), so
+it gives the default's text on all 86 pages.
 
 ``extract_newspaper`` runs the steps of newspaper's ``Article.parse`` that make
 ``Article.text`` (language from ``<html lang>``, document cleaning, best node, post
 cleanup, output formatting) and skips titles, authors, dates, images and videos: the
-same text as ``Article.parse`` on all 86 gold pages, 1.4 times as fast. One deliberate
-difference: a page declaring a language newspaper has no stopwords for (``lang="utf-8"``
-reads as ``ut``) makes ``Article.parse`` raise; here it is read with the English list.
+same text as ``Article.parse`` on all 86 gold pages, faster. One deliberate difference: a
+page declaring a language newspaper has no stopwords for (``lang="utf-8"`` reads as
+``ut``) makes ``Article.parse`` raise; here it is read with the English list.
 
 In a crawl: ``MainTextExtractor``'s extraction function must return a ``str``, so
 ``extract_text`` returns an ``ExtractedText``: a ``str`` subclass carrying
-``.extractor``, which survives the pickle from the extraction child process;
-``extractor_of(text)`` reads it (a plain ``str`` is trafilatura's).
-``webtext_extractor()`` builds the ``MainTextExtractor`` and ``extract_webtext_from_page``
-turns a WARC page into a ``Document`` with ``meta["extractor"]`` set, its text a plain str.
+``.extractor`` (``trafilatura`` or ``newspaper``, whose text it is), which survives the
+pickle from the extraction child process; ``extractor_of(text)`` reads it (a plain
+``str`` is trafilatura's). ``webtext_extractor(timeout_s, extractor)`` builds the
+``MainTextExtractor`` and ``extract_webtext_from_page`` turns a WARC page into a
+``Document`` with ``meta["extractor"]`` set, its text a plain str.
 
 Cleaning: ``clean_webtext(text, url) -> (text or None, reason or None)``
 -----------------------------------------------------------------------
@@ -109,7 +118,7 @@ import hashlib
 import re
 import sys
 import unicodedata
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -120,18 +129,16 @@ from newspaper.extractors import ContentExtractor
 from newspaper.outputformatters import OutputFormatter
 from newspaper.parsers import Parser
 from newspaper.utils import get_available_languages
-from trafilatura.utils import load_html
 
 from corpus.extract import (
     SURROGATES,
-    EXTRACTED,
     EXTRACTION_TIMEOUT_S,
     EXTRACTOR_NAME,
-    extract_text_from_page,
-    sanitize_markup,
     TRAFILATURA_OPTIONS as BASE_TRAFILATURA_OPTIONS,
     Extraction,
     MainTextExtractor,
+    extract_text_from_page,
+    sanitize_markup,
 )
 from corpus.langid import LanguageDetectionError, detect_langs
 
@@ -141,13 +148,12 @@ if TYPE_CHECKING:  # corpus.records imports pyarrow, which the extraction child 
 # --- extraction ----------------------------------------------------------------------------
 TRAFILATURA = EXTRACTOR_NAME  # "trafilatura": Dragnet's stand-in (spec: Dragnet is unmaintained)
 NEWSPAPER = "newspaper"  # newspaper3k 0.2.8, the paper's second extractor
-EXTRACTORS = (TRAFILATURA, NEWSPAPER)
-# trafilatura's text shorter than this (characters) gets newspaper's second opinion
-SECOND_OPINION_BELOW_CHARS = 1000
-# newspaper's text replaces trafilatura's when at least this many times as long
-SECOND_OPINION_MIN_RATIO = 2.0
+EXTRACTORS = (TRAFILATURA, NEWSPAPER)  # whose text a document is (meta["extractor"])
+COMBINED = "combined"  # trafilatura, newspaper where trafilatura's text is too short to keep
+EXTRACTOR_CHOICES = (TRAFILATURA, COMBINED)  # the settings of extract_text (--extractor)
+DEFAULT_EXTRACTOR = TRAFILATURA  # measured: no newspaper rule beats it on held-out gold pages
 # trafilatura settings: those of corpus.extract, plus fast (its readability/jusText fallbacks
-# are replaced by newspaper) and favor_recall (measured: one more must-not-contain avoided)
+# skipped: 1.7x the pages/s at the same gold score) and favor_recall
 TRAFILATURA_OPTIONS = dict(BASE_TRAFILATURA_OPTIONS, fast=True, favor_recall=True)
 
 
@@ -162,7 +168,6 @@ _NEWSPAPER_CONFIG = _newspaper_config()
 _NEWSPAPER_LANGUAGES = frozenset(get_available_languages())
 
 
-
 def _as_lines(text: str | None) -> str:
     """One paragraph per line, each stripped, blank lines dropped (as ``extract_main_text``)."""
     if not text:
@@ -171,8 +176,12 @@ def _as_lines(text: str | None) -> str:
     return "\n".join(line for line in lines if line)
 
 
-def _trafilatura_text(tree) -> str:
-    return _as_lines(trafilatura.extract(tree, **TRAFILATURA_OPTIONS))
+def extract_trafilatura(html: str, url: str | None = None) -> str:
+    """trafilatura's main text with ``TRAFILATURA_OPTIONS``, one paragraph per line; ``""`` if none."""
+    html = sanitize_markup(html or "")
+    if not html or html.isspace():
+        return ""
+    return _as_lines(trafilatura.extract(html, url=url, **TRAFILATURA_OPTIONS))
 
 
 def _newspaper_text(tree) -> str:
@@ -214,26 +223,24 @@ def extract_newspaper(html: str, url: str | None = None) -> str:
     return _newspaper_text(tree)
 
 
-def extract_combined(html: str, url: str | None = None) -> tuple[str, str]:
-    """``(text, extractor)``: trafilatura's text, or newspaper's where trafilatura under-extracts.
+def _word_count(text: str) -> int:
+    return len(text.split())
 
-    The page is parsed once; trafilatura works on a copy of the tree, newspaper (only
-    asked when trafilatura's text is short) on the tree itself.
+
+def extract_combined(html: str, url: str | None = None) -> tuple[str, str]:
+    """``(text, extractor)``: trafilatura's text, or newspaper's where trafilatura's is too short.
+
+    Newspaper is asked only when trafilatura's text has fewer than ``MIN_WORDS`` words (it
+    would be dropped as ``too_short``), and its text is taken when it has more words.
     """
-    html = sanitize_markup(html or "")
-    if not html or html.isspace():
-        return "", TRAFILATURA
-    tree = load_html(html)
-    primary = _trafilatura_text(tree) if tree is not None else ""
-    if len(primary) >= SECOND_OPINION_BELOW_CHARS:
+    primary = extract_trafilatura(html, url)
+    if _word_count(primary) >= MIN_WORDS or not html or html.isspace():
         return primary, TRAFILATURA
-    if tree is None:  # not HTML to trafilatura (e.g. a bare fragment): newspaper parses it its way
-        tree = Parser.fromstring(html)
     try:
-        second = _newspaper_text(tree) if tree is not None else ""
+        second = extract_newspaper(html, url)
     except Exception:  # a second opinion that fails leaves the first one standing
         second = ""
-    if second and len(second) >= SECOND_OPINION_MIN_RATIO * len(primary):
+    if _word_count(second) > _word_count(primary):
         return second, NEWSPAPER
     return primary, TRAFILATURA
 
@@ -255,20 +262,33 @@ class ExtractedText(str):
         return str(self), self.extractor
 
 
-def extract_text(html: str, url: str | None = None) -> ExtractedText:
-    """``extract_combined`` as one ``str`` (an ``ExtractedText``), for ``MainTextExtractor``."""
-    text, extractor = extract_combined(html, url)
-    return ExtractedText(text, extractor)
+def _check_extractor(extractor: str) -> str:
+    if extractor not in EXTRACTOR_CHOICES:
+        raise ValueError(f"extractor must be one of {EXTRACTOR_CHOICES}, not {extractor!r}")
+    return extractor
+
+
+def extract_text(html: str, url: str | None = None, extractor: str = DEFAULT_EXTRACTOR) -> ExtractedText:
+    """The page's WebText text as one ``str`` (an ``ExtractedText``), for ``MainTextExtractor``.
+
+    ``extractor`` is one of ``EXTRACTOR_CHOICES``: ``trafilatura`` (``extract_trafilatura``) or
+    ``combined`` (``extract_combined``).
+    """
+    if _check_extractor(extractor) == COMBINED:
+        return ExtractedText(*extract_combined(html, url))
+    return ExtractedText(extract_trafilatura(html, url), TRAFILATURA)
 
 
 def extractor_of(text: str) -> str:
-    """The extractor that produced ``text``; a plain ``str`` is trafilatura's (``extract_main_text``)."""
+    """The extractor that produced ``text``; a plain ``str`` is trafilatura's."""
     return getattr(text, "extractor", TRAFILATURA)
 
 
-def webtext_extractor(timeout_s: float = EXTRACTION_TIMEOUT_S) -> MainTextExtractor:
-    """A ``MainTextExtractor`` running ``extract_text`` (time limit and crash isolation per page)."""
-    return MainTextExtractor(timeout_s, extract_fn=extract_text)
+def webtext_extractor(timeout_s: float = EXTRACTION_TIMEOUT_S, extractor: str = DEFAULT_EXTRACTOR) -> MainTextExtractor:
+    """A ``MainTextExtractor`` running ``extract_text`` with ``extractor`` (time limit and crash isolation per page)."""
+    if _check_extractor(extractor) == DEFAULT_EXTRACTOR:
+        return MainTextExtractor(timeout_s, extract_fn=extract_text)
+    return MainTextExtractor(timeout_s, extract_fn=partial(extract_text, extractor=extractor))
 
 
 def extract_webtext_from_page(page: "HtmlPage", extractor: MainTextExtractor) -> tuple["Document | None", Extraction]:

@@ -10,7 +10,7 @@ The steps (GPT-2 paper, section 2.1; spec ``webtext.md``), each a pure function 
 
     read dumps -> per-submission filters -> GroupByKey by url_key -> merge (max/sum karma)
     -> karma >= 3 -> link table -> pages (safe fetch into WARC, or Common Crawl join)
-    -> newspaper3k + trafilatura -> Wikipedia / stubs / English / length -> exact dedup
+    -> trafilatura [--extractor combined: + newspaper3k] -> Wikipedia / stubs / English / length -> exact dedup
     -> MinHash LSH + Jaccard near-dup dedup -> [3-sentence span dedup] -> shards
 """
 
@@ -215,17 +215,17 @@ def _join_links_and_pages(keyed):
 
 # --- text --------------------------------------------------------------------------------
 class _ExtractFn(beam.DoFn):
-    """(link, page) -> Document with the link's Reddit metadata; newspaper3k + trafilatura
-    in a child process with a per-page time limit."""
+    """(link, page) -> Document with the link's Reddit metadata; the text by ``extractor_choice``
+    (``corpus.webtext.EXTRACTOR_CHOICES``) in a child process with a per-page time limit."""
 
-    def __init__(self, timeout_s: float, page_source: str):
-        self.timeout_s, self.page_source = timeout_s, page_source
+    def __init__(self, timeout_s: float, page_source: str, extractor_choice: str = "trafilatura"):
+        self.timeout_s, self.page_source, self.extractor_choice = timeout_s, page_source, extractor_choice
         self.extractor = None
 
     def setup(self):
         from corpus.webtext import webtext_extractor
 
-        self.extractor = webtext_extractor(self.timeout_s)
+        self.extractor = webtext_extractor(self.timeout_s, self.extractor_choice)
 
     def teardown(self):
         if self.extractor is not None:
@@ -397,7 +397,7 @@ def build(pipeline: beam.Pipeline, dumps: list[str], crawl_files: list[str], arg
         )
         errors = [subs.errors, read.errors]
 
-    docs = linked_pages | "Extract text" >> beam.ParDo(_ExtractFn(args.extract_timeout, args.pages))
+    docs = linked_pages | "Extract text" >> beam.ParDo(_ExtractFn(args.extract_timeout, args.pages, args.extractor))
     clean_options = {"min_words": args.min_words, "min_english_probability": args.min_english_probability}
     docs = run_step(docs, "Clean", CLEAN, functools.partial(_clean_rule, options=clean_options))
     docs = (
@@ -437,7 +437,7 @@ def _text_hash(doc: Document) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from corpus.reddit import DEFAULT_DOMAIN_BLOCKLIST_PATH, DEFAULT_EXTENSION_BLOCKLIST_PATH, SCORE_MODES, WEBTEXT_MIN_SCORE
-    from corpus.webtext import MIN_ENGLISH_PROBABILITY, MIN_WORDS
+    from corpus.webtext import DEFAULT_EXTRACTOR, EXTRACTOR_CHOICES, MIN_ENGLISH_PROBABILITY, MIN_WORDS
 
     p = parser.add_argument_group("links")
     p.add_argument("--submissions", nargs="+", required=True, help="Pushshift submission dumps (.zst, .bz2, .xz, .gz, NDJSON), globs or folders")
@@ -469,6 +469,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     p = parser.add_argument_group("text and dedup")
     p.add_argument("--extract_timeout", type=positive_float, default=10.0, help="seconds allowed per page for extraction")
+    p.add_argument("--extractor", choices=EXTRACTOR_CHOICES, default=DEFAULT_EXTRACTOR,
+                   help="main-text extraction: trafilatura (default), or combined = trafilatura, with newspaper3k's text "
+                        f"where trafilatura's has fewer than {MIN_WORDS} words and newspaper3k's more")
     p.add_argument("--min_words", type=non_negative_int, default=MIN_WORDS, help=f"drop pages with fewer words (default {MIN_WORDS})")
     p.add_argument("--min_english_probability", type=unit_fraction, default=MIN_ENGLISH_PROBABILITY, help="langdetect probability of en to keep a page")
     p.add_argument("--near_dup_threshold", type=unit_fraction, default=minhash.DEFAULT_THRESHOLD, help="Jaccard of word 5-gram sets above which pages are near duplicates")
