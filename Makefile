@@ -41,6 +41,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/langid_speed.py
 	$(PY) benchmarks/minhash_speed.py
 	$(PY) benchmarks/webtext_fetch.py
+	$(PY) benchmarks/extract_quality.py
 	$(PY) benchmarks/bloom.py
 	$(PY) benchmarks/tokenizer_speed.py
 	$(PY) benchmarks/train_step.py
