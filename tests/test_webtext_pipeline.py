@@ -317,3 +317,18 @@ def test_a_rerun_retries_transient_failures_only(slow_server, tmp_path):
     _SlowSite.down = False
     second = webtext_pipeline.run(_fetch_argv(dump, port, tmp_path / "out"))
     assert second["counters"]["webtext-fetch"] == {"ok": 3}  # (an ok page is never fetched twice: the resume tests)
+
+
+@pytest.mark.parametrize("extractor, whose", [("trafilatura", {"extractor:trafilatura": 1}),
+                                              ("combined", {"extractor:newspaper": 1})])
+def test_extractor_option_chooses_whose_text_a_page_gets(real_data, tmp_path, extractor, whose):
+    """The real example.com capture: trafilatura finds 28 words (under the 50-word floor),
+    newspaper3k 30, so only ``--extractor combined`` asks newspaper and takes its text."""
+    dump = tmp_path / "RS_2017-06.ndjson"
+    dump.write_text(submission("x1", "http://example.com/", 12) + "\n", encoding="utf-8")
+    stats = webtext_pipeline.run(["--submissions", str(dump), "--pages", "crawl", "--warc", str(real_data / "warc/warcio/example.warc.gz"),
+                                  "--output", str(tmp_path / "out"), "--format", "parquet", "--extractor", extractor])
+    counters = stats["counters"]
+    assert counters["webtext-crawl-join"]["matched"] == 1
+    assert {k: v for k, v in counters["webtext-extract"].items() if k.startswith("extractor:")} == whose
+    assert counters["webtext-clean"]["too_short"] == 1  # 28 or 30 words: under 50 either way
