@@ -1,38 +1,62 @@
-"""Bloom filter of word 8-grams, from raw text to answer: dedup.bloom against pybloom-live.
+"""Bloom filter of word 8-grams, from raw text to answer: dedup.bloom against rbloom and pybloom-live.
 
-    baseline   pybloom-live (the package the users named): each 8-gram built as a Python
-               string, ``" ".join`` of its normalised words, then ``BloomFilter.add`` /
-               ``in`` one string at a time (its real cost: it only takes strings)
+    rbloom     the filter a user would pick today (Rust, ``rbloom.Bloom(n, p)``): each 8-gram
+               built as a Python string, ``" ".join`` of its normalised words, then
+               ``Bloom.update`` over all of them (its batch call) and ``in`` one string at
+               a time (it has no batch query). With the default ``hash_func`` it hashes with
+               Python's built-in ``hash``, which is salted per process for strings, so such
+               a filter cannot be saved (``save`` refuses); "rbloom, saveable" passes the
+               128-bit ``hash_func`` its README asks for persistence (blake2b-128 of the
+               UTF-8 bytes here), as an audit that keeps its filter must.
+    pybloom-live  the package the users first named: the same strings, ``BloomFilter.add``
+               and ``in`` one string at a time (its real cost: it only takes strings)
     ours       dedup.ngrams.ngram_hashes_batch (one uint64 per 8-gram, no strings) +
                dedup.bloom.BloomFilter.add / .contains over the whole batch
 
-Both sides see the same words (GPT-2 section 4: lower-cased alphanumeric words):
-pybloom-live's through ``dedup.ngrams.words`` (the regular-expression definition), ours
-through the byte-stream path of ``ngram_hashes_batch`` (tests check the two agree), so the
-word-finding cost is in both. Our per-process memo of normalised non-ASCII tokens is
-emptied before every timed pass (repeats inside one pass still hit it: the build set is
-WikiText-2 repeated). Texts, from the real-data folder (--data, else
+All sides see the same words (GPT-2 section 4: lower-cased alphanumeric words): rbloom's
+and pybloom-live's through ``dedup.ngrams.words`` (the regular-expression definition),
+ours through the byte-stream path of ``ngram_hashes_batch`` (tests check the two agree),
+so the word-finding cost is in every side. Our per-process memo of normalised non-ASCII
+tokens is emptied before every timed pass (repeats inside one pass still hit it: the
+build set is WikiText-2 repeated). Texts, from the real-data folder (--data, else
 $CORPUSFORGE_TEST_DATA):
 
   build    WikiText-2 raw test lines, repeated --copies times (a few million 8-grams)
   query    Penn Treebank test lines (mostly absent: the audit's usual shape, most probes
            stop after ~2 bits) and WikiText-2 test once (all present: every probe done)
 
-Both filters are sized for the distinct 8-grams at p = 1e-8 (so half their bits end up
-set, as in real use). The table gives 8-grams per second, end to end, one process on one
-core, best of --repeat passes, with ours split into hashing (dedup.ngrams) and filter
-time; a second table times the filters alone (pybloom-live over prebuilt strings, ours
-over prebuilt keys). The memory table gives bits per element against the
-optimum -ln p / (ln 2)^2 = 38.34. At the end the run checks that both sides found the
-same number of 8-grams in each query set (a difference would be a false positive at 1e-8,
-or a bug) and exits 1 otherwise.
+Every filter is sized for the distinct 8-grams at p = 1e-8 (so half their bits end up
+set, as in real use). Each of --repeat passes runs every side once, in a rotated order;
+the tables give 8-grams per second of the best pass, one process on one core, and the
+ratio ours / other as the min-max over the passes (each pass's ratio from that pass's
+two times). Ours is split into hashing (dedup.ngrams) and filter time.
 
-    python benchmarks/bloom.py [--data ../shared/data] [--copies 10] [--repeat 1]
+  end to end   text -> 8-grams -> filter, as a user runs each
+  filter only  the filters alone over prebuilt input: rbloom and pybloom-live over the
+               prebuilt 8-gram strings (a fresh list each pass, so no string carries a
+               cached hash), rbloom also over our uint64 keys as Python ints (its best
+               case: ``hash`` of an int is the int), ours over the prebuilt uint64 keys
+
+  large filter  --large random uint64 keys (default 10M: a 48 MB filter, far beyond the CPU
+               caches, as every WebText-scale filter is) added and --large / 10 never-added
+               random keys queried, ours over the uint64 array, rbloom over the same keys as
+               Python ints (strings would need GBs of Python objects at this size)
+
+The memory table gives bits per element against the optimum -ln p / (ln 2)^2 = 38.34, the
+fill, the fill^k estimate and a measured false-positive rate: --fp-queries random
+never-added 8-gram-like strings ("fp-probe <32 hex digits>", through each side's own
+hashing) with the one-sided 95% upper bound. At the end the run checks that all sides
+found the same number of 8-grams in each query set (a difference would be a false
+positive at 1e-8, or a bug) and exits 1 otherwise.
+
+    python benchmarks/bloom.py [--data ../shared/data] [--copies 10] [--repeat 3] [--no-pybloom] [--large 10000000]
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+from importlib.metadata import version
 import math
 import os
 import sys
@@ -44,12 +68,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 from dedup import ngrams  # noqa: E402
-from dedup.bloom import BloomFilter, optimal_parameters  # noqa: E402
+from dedup.bloom import BloomFilter, fp_upper_bound, optimal_parameters  # noqa: E402
 
 N = 8  # GPT-2 section 4: Bloom filters of 8-grams
 ERROR_RATE = 1e-8  # GPT-2 section 4
 CONFIG = ngrams.NgramConfig(n=N)
 HASHING = f"dedup.ngrams ({ngrams.HASH_ID})"
+SIDES = ("pybloom-live", "rbloom", "rbloom, saveable", "ours")
 
 
 def words(text: str) -> list[str]:
@@ -67,11 +92,26 @@ def ngram_strings(text: str) -> list[str]:
     return [" ".join(w[j : j + width]) for j in range(len(w) - width + 1)] if w else []
 
 
+def all_strings(texts: list[str]) -> list[str]:
+    return [gram for text in texts for gram in ngram_strings(text)]
+
+
 def read_lines(path: Path) -> list[str]:
     return [line for line in path.read_text(encoding="utf-8").split("\n") if line.strip()]
 
 
-# -- the two sides ----------------------------------------------------------------------------
+def blake2b_128(gram: str) -> int:
+    """A process-independent 128-bit hash, as rbloom asks of a ``hash_func`` to ``save``."""
+    return int.from_bytes(hashlib.blake2b(gram.encode("utf-8"), digest_size=16).digest(), "little", signed=True)
+
+
+def fp_probe_strings(queries: int, seed: int) -> list[str]:
+    """Random never-added 8-gram-like strings (three words each: one n-gram for every side)."""
+    raw = np.random.default_rng(seed).integers(0, 1 << 64, size=(queries, 2), dtype=np.uint64)
+    return [f"fp probe {a:016x}{b:016x}" for a, b in raw.tolist()]
+
+
+# -- end to end: text -> 8-grams -> filter ----------------------------------------------------
 
 
 def ours_build(texts: list[str], capacity: int) -> tuple[BloomFilter, float, float]:
@@ -93,19 +133,32 @@ def ours_query(bloom: BloomFilter, texts: list[str]) -> tuple[int, float, float]
     return found, middle - start, time.perf_counter() - middle
 
 
-def pybloom_build(texts: list[str], capacity: int):
-    import pybloom_live
+def new_other(side: str, capacity: int):
+    if side == "pybloom-live":
+        import pybloom_live
 
+        return pybloom_live.BloomFilter(capacity=capacity, error_rate=ERROR_RATE)
+    import rbloom
+
+    if side == "rbloom":
+        return rbloom.Bloom(capacity, ERROR_RATE)
+    return rbloom.Bloom(capacity, ERROR_RATE, hash_func=blake2b_128)
+
+
+def other_build(side: str, texts: list[str], capacity: int):
     start = time.perf_counter()
-    bloom = pybloom_live.BloomFilter(capacity=capacity, error_rate=ERROR_RATE)
-    add = bloom.add
-    for text in texts:
-        for gram in ngram_strings(text):
-            add(gram)
+    bloom = new_other(side, capacity)
+    if side == "pybloom-live":
+        add = bloom.add
+        for text in texts:
+            for gram in ngram_strings(text):
+                add(gram)
+    else:
+        bloom.update(gram for text in texts for gram in ngram_strings(text))
     return bloom, time.perf_counter() - start
 
 
-def pybloom_query(bloom, texts: list[str]) -> tuple[int, float]:
+def other_query(bloom, texts: list[str]) -> tuple[int, float]:
     start = time.perf_counter()
     found = 0
     for text in texts:
@@ -114,31 +167,120 @@ def pybloom_query(bloom, texts: list[str]) -> tuple[int, float]:
     return found, time.perf_counter() - start
 
 
-def pybloom_filter_only(texts: list[str], capacity: int, queries: dict[str, list[str]]) -> dict[str, float]:
-    """Seconds of pybloom-live's own add / ``in`` loops over prebuilt 8-gram strings."""
-    import pybloom_live
+# -- filters alone over prebuilt input --------------------------------------------------------
 
-    grams = [g for text in texts for g in ngram_strings(text)]
-    bloom = pybloom_live.BloomFilter(capacity=capacity, error_rate=ERROR_RATE)
-    add = bloom.add
-    start = time.perf_counter()
-    for gram in grams:
-        add(gram)
-    out = {"add": time.perf_counter() - start}
-    for name, query_texts in queries.items():
-        grams = [g for text in query_texts for g in ngram_strings(text)]
-        start = time.perf_counter()
-        sum(gram in bloom for gram in grams)
-        out[name] = time.perf_counter() - start
+
+def filter_only_pass(sides: list[str], build_texts: list[str], build_keys: np.ndarray, capacity: int,
+                     query_sets: dict[str, list[str]], query_keys: dict[str, np.ndarray]) -> dict[str, dict[str, float]]:
+    """Seconds of each filter's own build and query calls over input prepared untimed."""
+    out: dict[str, dict[str, float]] = {}
+    for side in sides:
+        times: dict[str, float] = {}
+        if side == "ours":
+            start = time.perf_counter()
+            bloom = BloomFilter(capacity, ERROR_RATE)
+            bloom.add(build_keys)
+            times["add"] = time.perf_counter() - start
+            for name, keys in query_keys.items():
+                start = time.perf_counter()
+                int(bloom.contains(keys).sum())
+                times[name] = time.perf_counter() - start
+        else:
+            if side == "rbloom over ints":
+                build, queries = build_keys.tolist(), {n: k.tolist() for n, k in query_keys.items()}
+                side_filter = "rbloom"
+            else:  # fresh strings: no str object carries a cached hash into the timing
+                build, queries = all_strings(build_texts), {n: all_strings(t) for n, t in query_sets.items()}
+                side_filter = side
+            start = time.perf_counter()
+            bloom = new_other(side_filter, capacity)
+            if side_filter == "pybloom-live":
+                add = bloom.add
+                for item in build:
+                    add(item)
+            else:
+                bloom.update(build)
+            times["add"] = time.perf_counter() - start
+            for name, items in queries.items():
+                start = time.perf_counter()
+                sum(item in bloom for item in items)
+                times[name] = time.perf_counter() - start
+        out[side] = times
     return out
+
+
+def large_pass(keys: np.ndarray, absent: np.ndarray, first: str) -> dict[str, dict[str, float]]:
+    """Seconds to build a filter of ``keys.size`` keys and to query ``absent``: ours, rbloom (ints)."""
+    import rbloom
+
+    out: dict[str, dict[str, float]] = {}
+    for side in (("ours", "rbloom over ints") if first == "ours" else ("rbloom over ints", "ours")):
+        if side == "ours":
+            start = time.perf_counter()
+            bloom = BloomFilter(keys.size, ERROR_RATE)
+            bloom.add(keys)
+            middle = time.perf_counter()
+            found = int(bloom.contains(absent).sum())
+        else:
+            build, queries = keys.tolist(), absent.tolist()
+            start = time.perf_counter()
+            bloom = rbloom.Bloom(keys.size, ERROR_RATE)
+            bloom.update(build)
+            middle = time.perf_counter()
+            found = sum(q in bloom for q in queries)
+            del build, queries
+        out[side] = {"add": middle - start, "absent": time.perf_counter() - middle, "found": found}
+        del bloom
+    return out
+
+
+# -- report -----------------------------------------------------------------------------------
+
+
+def rate_and_ratios(count: int, passes: list[dict[str, float]], side: str, op: str) -> tuple[float, str]:
+    """8-grams/s of ``side``'s best pass and ours/side ratio min-max over the passes."""
+    seconds = [p[side][op] for p in passes if side in p]
+    if not seconds:
+        return float("nan"), "-"
+    ratios = [p[side][op] / p["ours"][op] for p in passes if side in p]
+    low, high = min(ratios), max(ratios)
+    span = f"{low:.1f}x" if len(ratios) == 1 or f"{low:.1f}" == f"{high:.1f}" else f"{low:.1f}-{high:.1f}x"
+    if high < 1.0:
+        span = f"{low:.2f}-{high:.2f}x" if len(ratios) > 1 else f"{low:.2f}x"
+    return count / min(seconds), span
+
+
+def print_table(title: str, sides: list[str], ops: list[tuple[str, str, int]], passes: list[dict[str, dict[str, float]]],
+                split: dict[str, tuple[float, float]] | None = None) -> None:
+    others = [s for s in sides if s != "ours"]
+    print(title + "; ratio = ours / it, min-max over the passes")
+    header = f"{'operation':<26} {'keys':>10} {'ours /s':>11}" + "".join(
+        f" {s + ' /s':>19} {'ratio':>12}" for s in others)
+    if split:
+        header += f"   {'ours ns/8-gram: hash / filter':>30}"
+    print(header)
+    print("-" * len(header))
+    for op, label, count in ops:
+        ours_rate = count / min(p["ours"][op] for p in passes)
+        line = f"{label:<26} {count:>10,} {ours_rate:>11,.0f}"
+        for side in others:
+            rate, span = rate_and_ratios(count, passes, side, op)
+            line += f" {rate:>19,.0f} {span:>12}"
+        if split:
+            hash_s, filter_s = split[op]
+            line += f"   {hash_s / count * 1e9:>19.0f} / {filter_s / count * 1e9:<8.0f}"
+        print(line)
+    print()
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", default=os.environ.get("CORPUSFORGE_TEST_DATA"), help="the real-data folder")
     parser.add_argument("--copies", type=int, default=10, help="times the WikiText-2 test split is repeated")
-    parser.add_argument("--repeat", type=int, default=1, help="passes per side; the best counts")
-    parser.add_argument("--no-pybloom", action="store_true", help="ours only")
+    parser.add_argument("--repeat", type=int, default=3, help="passes; every side once per pass, rotated order")
+    parser.add_argument("--no-pybloom", action="store_true", help="leave pybloom-live out (the slowest side)")
+    parser.add_argument("--large", type=int, default=10_000_000, help="random keys of the large-filter table (0: none)")
+    parser.add_argument("--fp-queries", type=int, default=1_000_000, help="never-added strings for the measured FP rate")
     args = parser.parse_args(argv)
     if not args.data:
         parser.error("no data folder: pass --data or set CORPUSFORGE_TEST_DATA")
@@ -147,80 +289,102 @@ def main(argv: list[str] | None = None) -> int:
     ptb = read_lines(data / "ptb/ptb.test.txt")
     build_texts = wiki * args.copies
     query_sets = {"ptb (absent)": ptb, "wikitext (present)": wiki}
+    sides = [s for s in SIDES if not (args.no_pybloom and s == "pybloom-live")]
 
-    all_keys = keys_of(build_texts)
-    total, distinct = all_keys.size, np.unique(all_keys).size
-    del all_keys
-    sizes = {name: keys_of(texts).size for name, texts in query_sets.items()}
-    print(f"word {N}-grams, p = {ERROR_RATE:g}, hashing: {HASHING}; numpy {np.__version__}, Python {sys.version.split()[0]}")
+    build_keys = keys_of(build_texts)
+    total, distinct = build_keys.size, np.unique(build_keys).size
+    query_keys = {name: keys_of(texts) for name, texts in query_sets.items()}
+    sizes = {name: keys.size for name, keys in query_keys.items()}
+    print(f"word {N}-grams, p = {ERROR_RATE:g}, hashing: {HASHING}; numpy {np.__version__}, rbloom "
+          f"{version('rbloom')}, pybloom-live {version('pybloom-live')}, Python {sys.version.split()[0]}")
     print(f"build: WikiText-2 test x {args.copies} = {total:,} 8-grams ({distinct:,} distinct = capacity); "
-          + ", ".join(f"query {k}: {v:,}" for k, v in sizes.items()) + f"; best of {args.repeat}\n")
+          + ", ".join(f"query {k}: {v:,}" for k, v in sizes.items()) + f"; {args.repeat} passes\n")
 
-    best: dict[str, float] = {}
+    ends: list[dict[str, dict[str, float]]] = []
+    alone: list[dict[str, dict[str, float]]] = []
     split: dict[str, tuple[float, float]] = {}
     found: dict[str, int] = {}
+    filters: dict[str, object] = {}
+    alone_sides = [s for s in ("pybloom-live", "rbloom", "rbloom over ints", "ours") if s != "pybloom-live" or s in sides]
+    for number in range(args.repeat):
+        times: dict[str, dict[str, float]] = {}
+        for side in sides[number % len(sides):] + sides[: number % len(sides)]:
+            if side == "ours":
+                bloom, hash_s, add_s = ours_build(build_texts, distinct)
+                times[side] = {"add": hash_s + add_s}
+                parts = {"add": (hash_s, add_s)}
+                for name, texts in query_sets.items():
+                    found[f"{side} {name}"], hash_s, query_s = ours_query(bloom, texts)
+                    times[side][name] = hash_s + query_s
+                    parts[name] = (hash_s, query_s)
+                if times[side]["add"] <= min((p["ours"]["add"] for p in ends), default=math.inf):
+                    split.update(parts)
+            else:
+                bloom, seconds = other_build(side, build_texts, distinct)
+                times[side] = {"add": seconds}
+                for name, texts in query_sets.items():
+                    found[f"{side} {name}"], times[side][name] = other_query(bloom, texts)
+            filters[side] = bloom
+        ends.append(times)
+        order = alone_sides[number % len(alone_sides):] + alone_sides[: number % len(alone_sides)]
+        alone.append(filter_only_pass(order, build_texts, build_keys, distinct, query_sets, query_keys))
 
-    def keep(name: str, seconds: float, parts: tuple[float, float] | None = None) -> None:
-        if seconds < best.get(name, math.inf):
-            best[name] = seconds
-            if parts:
-                split[name] = parts
+    ops = [("add", "add (build)", total)] + [(name, f"query {name}", sizes[name]) for name in query_sets]
+    print_table("end to end (text -> 8-grams -> filter), 8-grams per second of the best pass",
+                sides, ops, ends, split)
+    print_table("filter only (strings / keys prebuilt, untimed)", alone_sides, ops, alone)
 
-    ours = pybloom = None
-    for _ in range(args.repeat):
-        ours, hash_s, add_s = ours_build(build_texts, distinct)
-        keep("ours add", hash_s + add_s, (hash_s, add_s))
-        for name, texts in query_sets.items():
-            found[f"ours {name}"], hash_s, query_s = ours_query(ours, texts)
-            keep(f"ours {name}", hash_s + query_s, (hash_s, query_s))
-        if not args.no_pybloom:
-            pybloom, seconds = pybloom_build(build_texts, distinct)
-            keep("pybloom add", seconds)
-            for name, texts in query_sets.items():
-                found[f"pybloom {name}"], seconds = pybloom_query(pybloom, texts)
-                keep(f"pybloom {name}", seconds)
+    if args.large:
+        rng = np.random.default_rng(2024)
+        large_keys = rng.integers(0, 1 << 64, size=args.large, dtype=np.uint64)
+        absent = rng.integers(0, 1 << 64, size=max(1, args.large // 10), dtype=np.uint64)
+        large = [large_pass(large_keys, absent, "ours" if number % 2 else "rbloom") for number in range(args.repeat)]
+        m_large = optimal_parameters(args.large, ERROR_RATE)[0]
+        print_table(f"large filter, filter only: {args.large:,} random keys, {m_large / 8 / 1e6:.0f} MB "
+                    f"(found among {absent.size:,} absent: ours {large[-1]['ours']['found']}, "
+                    f"rbloom {large[-1]['rbloom over ints']['found']})", ["rbloom over ints", "ours"],
+                    [("add", "add (build)", args.large), ("absent", "query absent", absent.size)], large)
+        del large_keys, absent
 
-    filter_only = {} if args.no_pybloom else pybloom_filter_only(build_texts, distinct, query_sets)
-
-    header = (f"{'operation':<26} {'8-grams':>10} {'pybloom-live /s':>16} {'ours /s':>12} {'ratio':>7}"
-              f"   {'ours: hashing / filter, ns per 8-gram':>38}")
-    print(header)
-    print("-" * len(header))
-    for op, count in [("add", total)] + [(name, sizes[name]) for name in query_sets]:
-        label = "add (build)" if op == "add" else f"query {op}"
-        rate_ours = count / best[f"ours {op}"]
-        base = best.get(f"pybloom {op}")
-        rate_base = count / base if base else float("nan")
-        hash_s, filter_s = split[f"ours {op}"]
-        print(f"{label:<26} {count:>10,} {rate_base:>16,.0f} {rate_ours:>12,.0f} {rate_ours / rate_base:>6.1f}x"
-              f"   {hash_s / count * 1e9:>17.0f} / {filter_s / count * 1e9:<18.0f}")
-    if filter_only:
-        print("\nfilter only (keys / strings prebuilt; not end to end):")
-        for op, count in [("add", total)] + [(name, sizes[name]) for name in query_sets]:
-            label = "add (build)" if op == "add" else f"query {op}"
-            rate_base = count / filter_only[op]
-            rate_ours = count / split[f"ours {op}"][1]
-            print(f"{label:<26} {count:>10,} {rate_base:>16,.0f} {rate_ours:>12,.0f} {rate_ours / rate_base:>6.1f}x")
-
+    ours = filters["ours"]
     optimum = -math.log(ERROR_RATE) / math.log(2) ** 2
-    m, k = optimal_parameters(distinct, ERROR_RATE)
-    print(f"\n{'memory':<26} {'bits/element':>12} {'vs 38.34':>9} {'k':>4} {'fill':>6} {'fill^k FP estimate':>19}")
-    print(f"{'optimum':<26} {optimum:>12.3f} {'':>9} {-math.log2(ERROR_RATE):>4.1f}")
-    print(f"{'ours':<26} {ours.m / distinct:>12.3f} {(ours.m / distinct / optimum - 1) * 100:>+8.2f}% {ours.k:>4} "
-          f"{ours.fill_ratio():>6.3f} {ours.estimated_fp_rate():>19.2e}")
-    if pybloom is not None:
-        fill = pybloom.bitarray.count() / pybloom.num_bits
-        print(f"{'pybloom-live':<26} {pybloom.num_bits / distinct:>12.3f} "
-              f"{(pybloom.num_bits / distinct / optimum - 1) * 100:>+8.2f}% {pybloom.num_slices:>4} {fill:>6.3f} "
-              f"{fill ** pybloom.num_slices:>19.2e}   (+ Python object overhead, small)")
+    probes = fp_probe_strings(args.fp_queries, seed=12345)
+    probe_keys = keys_of(probes)
+    assert probe_keys.size == len(probes), "each probe string must be exactly one n-gram"
+    print(f"{'memory, false positives':<22} {'bits/element':>12} {'vs 38.34':>9} {'k':>4} {'fill':>6} {'fill^k':>9}"
+          f" {'measured FP (' + format(args.fp_queries, ',') + ' never-added)':>36} {'95% upper':>10}")
+    print(f"{'optimum':<22} {optimum:>12.3f} {'':>9} {-math.log2(ERROR_RATE):>4.1f}")
+
+    def row(name: str, bits: int, k: int, set_bits: int, hits: int) -> None:
+        fill = set_bits / bits
+        print(f"{name:<22} {bits / distinct:>12.3f} {(bits / distinct / optimum - 1) * 100:>+8.2f}% {k:>4} {fill:>6.3f}"
+              f" {fill ** k:>9.2e} {f'{hits} found = {hits / args.fp_queries:.1e}':>36} "
+              f"{fp_upper_bound(hits, args.fp_queries):>10.1e}")
+
+    row("ours", ours.m, ours.k, ours.bits_set(), int(ours.contains(probe_keys).sum()))
+    for side in ("rbloom", "rbloom, saveable"):
+        other = filters[side]
+        if side == "rbloom":  # save_bytes refuses the built-in hash: rebuild with the saveable one to read bits
+            raw = filters["rbloom, saveable"].save_bytes()
+        else:
+            raw = other.save_bytes()
+        k = int.from_bytes(raw[:8], "little")  # rbloom's save format: k (u64), then the bit array
+        set_bits = int(np.unpackbits(np.frombuffer(raw[8:], np.uint8)).sum())
+        row(side, other.size_in_bits, k, set_bits, sum(p in other for p in probes))
+    if "pybloom-live" in filters:
+        other = filters["pybloom-live"]
+        row("pybloom-live", other.num_bits, other.num_slices, other.bitarray.count(), sum(p in other for p in probes))
+    print("(rbloom's fill and k are read from the saveable filter's bytes: same size, same keys; ours is a numpy array"
+          " of m/8 bytes, rbloom a Rust bit vector of the same size, pybloom-live a bitarray plus small Python objects)")
+
     exact_stream(Path(args.data), args.copies)
     print("\nfound: " + ", ".join(f"{key} {value:,}" for key, value in sorted(found.items())))
-    if pybloom is not None:
-        for name in query_sets:
-            if found[f"ours {name}"] != found[f"pybloom {name}"]:
-                print(f"MISMATCH in {name}: ours {found[f'ours {name}']:,} pybloom-live {found[f'pybloom {name}']:,}")
-                return 1
-        print("both sides found the same number of 8-grams in every query set")
+    for name in query_sets:
+        counts = {side: found[f"{side} {name}"] for side in sides}
+        if len(set(counts.values())) > 1:
+            print(f"MISMATCH in {name}: " + ", ".join(f"{side} {count:,}" for side, count in counts.items()))
+            return 1
+    print("all sides found the same number of 8-grams in every query set")
     return 0
 
 
