@@ -329,3 +329,100 @@ def test_a_pinned_download_is_cached_and_then_read_offline(tmp_path, real_data):
     assert read_pinned(url, "--badwords", folder=str(tmp_path / "cache")) == first  # the server is gone
     with pytest.raises(InputError, match=r"--badwords: cannot download .*Offline, pass a local copy with --badwords FILE"):
         read_pinned(url, "--badwords", folder=str(tmp_path / "empty-cache"))
+
+
+# -- the fast paths give what the general code gives -------------------------------------
+
+_SPACES = [chr(c) for c in range(0x110000) if chr(c).isspace()]  # str.strip's whitespace
+
+
+def test_c4_mode_equals_c4_wet_text_on_every_kind_of_line_edge(tmp_path):
+    """c4 mode skips splitting a body into lines when nothing would change; bodies with
+    every whitespace character at line edges, empty lines, dropped prefixes and bad
+    UTF-8 must come out exactly as c4_wet_text makes them from the faithful text."""
+    import random
+
+    rng = random.Random(7)
+    pieces = _SPACES + ["WARC", "CONTENT-", "Content-", "content-", "WAR", "Cont", "word", "é", "。", "\u2022", "\u2030", "\u3001", "\ufffd"]
+    bodies = []
+    for _ in range(3000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randrange(0, 14)))
+        body = text.encode()
+        if rng.random() < 0.1:
+            body += rng.choice([b"\xff", b"\xc2", b"\xe3\x80"])  # invalid UTF-8: decoded with U+FFFD
+        bodies.append(body)
+    path = tmp_path / "edges.wet"
+    path.write_bytes(b"".join(warc_record("conversion", b, f"http://example.com/{i}") for i, b in enumerate(bodies)))
+    faithful, _, errors, _ = read_all(path)
+    c4, _, _, _ = read_all(path, text_mode="c4")
+    assert len(faithful) == len(c4) == len(bodies) and not errors
+    assert [d.text for d in c4] == [c4_wet_text(d.text) for d in faithful]
+    assert sum(d.text != c4_wet_text(d.text) for d in faithful) > 1000  # the edges were there
+
+
+def test_timestamps_equal_normalize_timestamp():
+    from corpus.records import normalize_timestamp
+    from corpus.warc import warc_timestamp
+
+    values = ["2019-04-18T12:41:33Z", "0999-01-01T00:00:00Z", "1000-01-01T00:00:00Z", "2019-13-01T00:00:00Z", "2019-02-29T10:00:00Z",
+              "2020-02-29T23:59:59Z", "2019-04-18T24:00:00Z", "2019-04-18 12:41:33Z", "2019-04-18T12:41:33+02:00", "2019-04-18T12:41:33.5Z",
+              "2019-W16-4T12:41:3Z", "\u0662019-04-18T12:41:33Z", "", "  2019-04-18T12:41:33Z ", "garbage"]
+    assert [warc_timestamp(v) for v in values] == [normalize_timestamp(v) for v in values]
+    assert warc_timestamp("2019-04-18T12:41:33Z") == "2019-04-18T12:41:33Z"
+
+
+def test_http_heads_are_read_as_warcio_reads_them(tmp_path):
+    """Usual HTTP heads are split without warcio; status, headers and body must be what
+    warcio's parser gives for any head: folded, bare-LF, blank-ish, non-ASCII, no colon."""
+    import random
+
+    from warcio.statusandheaders import StatusAndHeadersParser
+
+    from corpus.warc import _parse_http
+
+    def warcio_reads(block):
+        stream = io.BytesIO(block)
+        try:
+            http = StatusAndHeadersParser(["HTTP/1.0", "HTTP/1.1", "HTTP/2", "HTTP/2.0"], verify=False).parse(stream)
+        except EOFError:
+            return "EOFError"
+        return http.get_statuscode(), http.headers, stream.read()
+
+    def ours(block):
+        try:
+            return _parse_http(block)
+        except EOFError:
+            return "EOFError"
+
+    lines = [b"HTTP/1.1 200 OK", b"HTTP/1.0 404", b"HTTP/2 301 Moved", b"", b" ", b"\t", b"\x0b", b"\x85", b"\xc3\xa9",
+             b"Content-Type: text/html", b"Server:nginx ", b"X-A :  b ", b"\x0bX-B\x0b: \x0bc", b"noColon", b":", b"  folded", b"\tfold", b"a\rb"]
+    rng = random.Random(3)
+    blocks = [b"", b"\r\n\r\n", b"HTTP/1.1 200 OK\r\n\r\n<html>"]
+    for _ in range(5000):
+        head = [rng.choice(lines) for _ in range(rng.randrange(1, 7))]
+        sep = [rng.choice([b"\r\n", b"\r\n", b"\n", b"\r\r\n"]) for _ in head]
+        blocks.append(b"".join(h + s for h, s in zip(head, sep)) + b"\r\n" + rng.choice([b"<html>\r\n\r\nx", b"", b"\r\n"]))
+    assert [ours(b) for b in blocks] == [warcio_reads(b) for b in blocks]
+
+
+def test_records_read_alike_from_members_one_stream_and_plain(tmp_path):
+    """A record that is a whole gzip member is framed on a fast path; the same records in
+    one gzip stream or uncompressed take the general one. Same records either way."""
+    records = [conversion(f"http://example.com/{i}", f"line {i}\n" * i) for i in range(40)]
+    records.insert(7, warc_record("resource", b"WARC/1.0\r\nWARC-Type: conversion\r\n\r\n"))  # a record inside a block
+    forms = {"members": members(*records), "stream": gzip.compress(b"".join(records), mtime=0), "plain": b"".join(records)}
+    read = {}
+    for name, data in forms.items():
+        items = list(iter_records(io.BytesIO(data), name))
+        assert not [i for i in items if isinstance(i, ReadError)]
+        read[name] = [(r.version, r.headers, r.block, r.stream_offset) for r in items]
+    assert len(read["members"]) == 41
+    assert read["members"] == read["stream"] == read["plain"]
+
+
+def test_a_warc_header_given_twice_keeps_its_first_value(tmp_path):
+    record = warc_record("conversion", b"text", "http://first.example/", extra="WARC-Target-URI: http://second.example/\r\n")
+    for data in (members(record), record):  # the fast path and the general one
+        (item,) = iter_records(io.BytesIO(data), "twice")
+        assert item.get("warc-target-uri") == "http://first.example/"
+        assert item.get("warc-date") == "2019-04-18T12:41:33Z"
