@@ -1,9 +1,13 @@
 """Training-step throughput: model.gpt.GPT against transformers' GPT2LMHeadModel, same run.
 
     baseline   transformers.GPT2LMHeadModel built from the same config (hf_config_dict), loaded
-               with the same weights (to_hf_state_dict), dropout 0, called the documented way
-               for training: ``model(input_ids=x, labels=..., use_cache=False).loss`` with the
-               targets passed as ``shift_labels`` so both sides score exactly the same tokens
+               with the same weights (to_hf_state_dict), tied input/output embeddings, dropout 0,
+               ``attn_implementation="sdpa"`` (asserted: the same
+               ``F.scaled_dot_product_attention`` kernel as ours, causal, no mask tensor), GPT-2's
+               own ``gelu_new`` activation (``--baseline-activation gelu_pytorch_tanh`` gives it
+               the one-kernel tanh GELU that ours uses), called the documented way for training:
+               ``model(input_ids=x, labels=..., use_cache=False).loss`` with the targets passed as
+               ``shift_labels`` so both sides score exactly the same tokens (mean cross-entropy)
     ours       model.gpt.GPT: ``model(x, y, return_logits=False)``, the fused chunked output
                projection + cross-entropy (no [B*T, vocab] logits tensor)
 
@@ -15,12 +19,16 @@ baseline plain ``AdamW(params, lr)`` instead. Parameter counts are asserted equa
 first-step losses are printed (same weights, same tokens: they must agree).
 
 Timing: ``--warmup`` steps per side, then ``--rounds`` rounds of ``--steps`` steps that
-alternate between the sides (so load from other processes hits both alike); the table
-gives the median round's tokens/s. On CUDA it also gives MFU: FLOPs/token
+alternate between the sides, the side that goes first alternating too (so load from other
+processes hits both alike); the table gives the median round's tokens/s and the min-max
+over rounds, and the ratio of the medians with the min-max of the per-round ratios (each
+round's two sides ran back to back). The load averages before and after are printed: on a
+shared machine compare only runs taken at a low load. On CUDA it also gives MFU: FLOPs/token
 ``6 N + 12 L C T`` (nanoGPT; N without position embeddings) x tokens/s / peak, with the
 peak dense bf16 rate of the GPU found by ``torch.cuda.get_device_name``.
 
     python benchmarks/train_step.py                              # CPU, fp32, 6 x 384, T=256, B=8
+    python benchmarks/train_step.py --model gpt2 --block-size 256 --batch 4   # CPU, the 124M shape
     python benchmarks/train_step.py --device cuda                # bf16, the 124M model at T=1024
     python benchmarks/train_step.py --model gpt2 --block-size 1024 --batch 16 --device cuda --compile
 """
@@ -30,6 +38,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import inspect
+import os
 import statistics
 import sys
 import time
@@ -109,6 +118,9 @@ def main(argv=None) -> int:
                         "machine; with one thread it equals wall time on an idle one (CPU only)")
     p.add_argument("--baseline-optimizer", choices=["same", "default"], default="same",
                    help="'same': the baseline gets our AdamW settings; 'default': plain AdamW(params, lr)")
+    p.add_argument("--baseline-activation", choices=["gelu_new", "gelu_pytorch_tanh"], default="gelu_new",
+                   help="the baseline's MLP activation: GPT-2's own 'gelu_new' (transformers' default for GPT-2 "
+                        "checkpoints) or 'gelu_pytorch_tanh', the same one-kernel tanh GELU as ours")
     p.add_argument("--peak-flops", type=float, help="peak FLOP/s for MFU when the GPU is not in the table")
     args = p.parse_args(argv)
 
@@ -136,13 +148,16 @@ def main(argv=None) -> int:
     T = config.block_size
     ours = GPT(config).to(device)
     hf_cfg = {k: v for k, v in hf_config_dict(config).items() if k not in ("architectures", "model_type", "dtype")}
-    baseline = GPT2LMHeadModel(GPT2Config(**hf_cfg))
+    hf_cfg["activation_function"] = args.baseline_activation
+    baseline = GPT2LMHeadModel(GPT2Config(**hf_cfg, attn_implementation="sdpa"))
     baseline.load_state_dict(to_hf_state_dict(ours), strict=True)
     baseline.to(device)
     ours.train()
     baseline.train()
     n_ours, n_hf = ours.num_parameters(), baseline.num_parameters()
     assert n_ours == n_hf, f"parameter counts differ: ours {n_ours:,} vs transformers {n_hf:,}"
+    assert baseline.config._attn_implementation == "sdpa", baseline.config._attn_implementation
+    assert baseline.lm_head.weight is baseline.transformer.wte.weight, "the baseline's output layer is not tied"
 
     data = torch.randint(0, config.vocab_size, (batch, T + 1), generator=torch.Generator().manual_seed(1))
     x, y = data[:, :T].contiguous().to(device), data[:, 1:].contiguous().to(device)
@@ -180,9 +195,12 @@ def main(argv=None) -> int:
                 first_loss[name] = loss.item()
     sync(device)
 
+    load_before = os.getloadavg()
     times = {name: [] for name in sides}
-    for _ in range(args.rounds):
-        for name, (loss_fn, optimizer) in sides.items():
+    order = list(sides)
+    for r in range(args.rounds):
+        for name in (order if r % 2 == 0 else order[::-1]):
+            loss_fn, optimizer = sides[name]
             sync(device)
             start = clock()
             for _ in range(args.steps):
@@ -190,6 +208,7 @@ def main(argv=None) -> int:
             sync(device)
             times[name].append(clock() - start)
 
+    load_after = os.getloadavg()
     tokens = batch * T * args.steps
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU, {torch.get_num_threads()} threads"
     opt = type(sides["corpusforge model.gpt.GPT"][1]).__name__
@@ -198,11 +217,19 @@ def main(argv=None) -> int:
           f"clock {args.clock}{' (tokens per CPU-second)' if args.clock == 'cpu' else ''}")
     print(f"model: {args.model} n_layer={config.n_layer} n_head={config.n_head} n_embd={config.n_embd} "
           f"vocab={config.vocab_size} T={T} B={batch}; parameters {n_ours:,} (both sides)")
-    print(f"optimizer: {opt}({'fused' if fused else 'foreach'}) for ours, baseline: {args.baseline_optimizer}; "
+    base_opt = sides["transformers GPT2LMHeadModel"][1]
+    print(f"optimizer: ours {opt}({'fused' if fused else 'foreach'}, betas {BETAS}, weight decay {WEIGHT_DECAY}); "
+          f"baseline {type(base_opt).__name__}({'fused' if base_opt.defaults.get('fused') else 'foreach' if base_opt.defaults.get('foreach') else 'default'}, "
+          f"betas {base_opt.defaults['betas']}, weight decay {base_opt.defaults['weight_decay']}); "
           f"{args.warmup} warmup steps, {args.rounds} alternating rounds of {args.steps} steps")
+    print(f"attention: sdpa on both sides (baseline attn_implementation={baseline.config._attn_implementation!r}); "
+          f"MLP activation: ours tanh GELU (one kernel), baseline {args.baseline_activation}; dropout 0 on both; "
+          f"tied embeddings on both")
+    print(f"load average (1/5/15 min) before {'/'.join(f'{v:.2f}' for v in load_before)}, "
+          f"after {'/'.join(f'{v:.2f}' for v in load_after)}")
     flops = ours.flops_per_token(T)
     peak = args.peak_flops or (peak_flops(where) if device.type == "cuda" else None)
-    header = f"{'side':<32}{'first loss':>11}{'s/step':>9}{'tokens/s':>12}{'vs baseline':>13}"
+    header = f"{'side':<32}{'first loss':>11}{'s/step':>9}{'tokens/s':>12}{'min-max tokens/s':>20}{'vs baseline':>13}"
     if peak:
         header += f"{'MFU':>8}"
     print(header)
@@ -211,15 +238,20 @@ def main(argv=None) -> int:
         median = statistics.median(times[name])
         rate = tokens / median
         base_rate = base_rate or rate
-        line = f"{name:<32}{first_loss[name]:>11.4f}{median / args.steps:>9.4f}{rate:>12,.0f}{rate / base_rate:>12.2f}x"
+        spread = f"{tokens / max(times[name]):,.0f}-{tokens / min(times[name]):,.0f}"
+        line = (f"{name:<32}{first_loss[name]:>11.4f}{median / args.steps:>9.4f}{rate:>12,.0f}{spread:>20}"
+                f"{rate / base_rate:>12.2f}x")
         if peak:
             line += f"{100 * flops * rate / peak:>7.1f}%"
         print(line)
     if device.type == "cuda":
         print(f"FLOPs/token 6N+12LCT = {flops / 1e6:,.1f}M; peak bf16 "
               f"{f'{peak / 1e12:.0f} TFLOP/s' if peak else 'unknown for this GPU (pass --peak-flops)'}")
-    ratio = (tokens / statistics.median(times["corpusforge model.gpt.GPT"])) / base_rate
-    print(f"ratio ours / transformers: {ratio:.2f}x (target >= 1.20x)")
+    ours_times, base_times = times["corpusforge model.gpt.GPT"], times["transformers GPT2LMHeadModel"]
+    ratio = statistics.median(base_times) / statistics.median(ours_times)
+    per_round = [b / o for b, o in zip(base_times, ours_times)]
+    print(f"ratio ours / transformers (tokens/s): {ratio:.2f}x median, per round {min(per_round):.2f}-{max(per_round):.2f}x "
+          f"(target >= 1.30x at the 124M shape on a quiet machine)")
     return 0
 
 

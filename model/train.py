@@ -8,7 +8,8 @@ What one optimizer step does (defaults from nanoGPT / GPT-2, all exposed as flag
   accumulation so the gradient is the mean over the whole batch;
 - gradient clipping to a global norm of 1.0; a non-finite loss or gradient norm stops the
   run *before* the update, and ``ckpt.pt`` stays the last good checkpoint;
-- AdamW (betas 0.9/0.95, eps 1e-8) with decoupled weight decay 0.1 on matrices only
+- AdamW (betas 0.9/0.95, eps 1e-8, torch's fused kernel on CPU and CUDA) with decoupled
+  weight decay 0.1 on matrices only
   (weights and embeddings, ``dim >= 2``); biases and layer-norm gains are not decayed;
 - learning rate: linear warmup ``lr * (step + 1) / warmup_steps``, then a cosine from
   ``lr`` to ``min_lr`` (``lr / 10``) at ``decay_steps`` (``max_steps``), then ``min_lr``.
@@ -170,8 +171,11 @@ def decay_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
+FUSED_ADAMW_DEVICES = ("cuda", "cpu")  # torch's one-kernel AdamW; on CPU it replaces a Python loop over the tensors
+
+
 def make_optimizer(model: torch.nn.Module, cfg: TrainConfig, device: torch.device) -> torch.optim.AdamW:
-    extra = {"fused": True} if device.type == "cuda" else {}
+    extra = {"fused": True} if device.type in FUSED_ADAMW_DEVICES else {}
     return torch.optim.AdamW(decay_groups(model, cfg.weight_decay), lr=cfg.lr, betas=(cfg.beta1, cfg.beta2),
                              eps=ADAM_EPS, **extra)
 

@@ -157,6 +157,28 @@ def test_linear_cross_entropy_chunks_and_edge_cases():
     assert math.isnan(linear_cross_entropy(x, w, torch.full((37,), -1)).item())
 
 
+def test_linear_cross_entropy_bf16_chunks_reuse_no_stale_rows():
+    # bf16 operands: the logits are widened to fp32 in a second buffer that every chunk reuses;
+    # a short last chunk (37 = 7 x 5 + 2) must see only its own rows
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(37, 8, generator=g).to(torch.bfloat16).requires_grad_()
+    w = torch.randn(13, 8, generator=g).to(torch.bfloat16).requires_grad_()
+    t = torch.randint(0, 11, (37,), generator=g)
+    t[[0, 36]] = -1
+    xf, wf = x.detach().float().requires_grad_(), w.detach().float().requires_grad_()
+    expected = F.cross_entropy(xf @ wf[:11].t(), t, ignore_index=-1)
+    ex, ew = torch.autograd.grad(expected, [xf, wf])
+    rounded = F.cross_entropy((x.detach() @ w.detach()[:11].t()).float(), t, ignore_index=-1)  # bf16 logits
+    for chunk in (5, 64):
+        got = linear_cross_entropy(x, w, t, chunk=chunk, vocab_size=11)
+        assert got.dtype == torch.float32
+        torch.testing.assert_close(got, rounded, atol=1e-5, rtol=1e-5)
+        gx, gw = torch.autograd.grad(got, [x, w])
+        assert gx.dtype == gw.dtype == torch.bfloat16
+        torch.testing.assert_close(gx.float(), ex, atol=2e-3, rtol=2e-2)
+        torch.testing.assert_close(gw.float(), ew, atol=2e-3, rtol=2e-2)
+
+
 def test_bf16_autocast_loss_matches_standard_path():
     model = tiny()
     x, y = tokens(), tokens(seed=2)

@@ -24,7 +24,8 @@ from model.checkpoint import (CheckpointError, clean_state_dict, load_checkpoint
 from model.gpt import GPT, GPTConfig
 from model.sample import generate, top_k_mask, top_p_mask
 from model.tokens import shard_name, write_token_shard
-from model.train import (FALLBACK_PEAK, TrainConfig, decay_groups, lr_at, peak_for_name, read_metrics, train)
+from model.train import (FALLBACK_PEAK, TrainConfig, decay_groups, lr_at, make_optimizer, peak_for_name, read_metrics,
+                         train)
 
 torch.set_num_threads(1)
 REPO = Path(__file__).resolve().parents[1]
@@ -126,6 +127,27 @@ def test_weight_decay_applies_to_matrices_only():
     assert "transformer.ln_f.weight" in plain_names and "transformer.h.1.mlp.c_fc.bias" in plain_names
     every = {id(p) for p in model.parameters()}
     assert {id(p) for p in decayed["params"] + plain["params"]} == every  # each parameter once (tied included)
+
+
+def test_cpu_optimizer_is_the_fused_adamw_and_updates_like_the_reference_loop():
+    torch.manual_seed(0)
+    model = GPT(GPTConfig.named("gpt2", n_layer=1, n_head=2, n_embd=16, block_size=8, vocab_size=50))
+    reference = GPT(model.config)
+    reference.load_state_dict(model.state_dict())
+    cfg = TrainConfig(data="unused", out="unused", **TINY)
+    fused = make_optimizer(model, cfg, torch.device("cpu"))
+    loop = torch.optim.AdamW(decay_groups(reference, cfg.weight_decay), lr=cfg.lr, betas=(cfg.beta1, cfg.beta2),
+                             eps=1e-8, foreach=False)
+    assert fused.defaults["fused"] is True
+    x = torch.randint(0, 50, (2, 8))
+    for _ in range(3):
+        for m, opt in ((model, fused), (reference, loop)):
+            m(x, x, return_logits=False)[1].backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+    for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+        torch.testing.assert_close(p, q, atol=1e-6, rtol=1e-5, msg=name)
+    assert not torch.equal(model.transformer.wte.weight, GPT(model.config).transformer.wte.weight)
 
 
 def test_peak_flops_table():
