@@ -201,7 +201,10 @@ def _read_part(path: str):
 
 
 def _merged_runs(paths):
-    """Rows of sorted runs, merged into one sorted stream (one open run per path)."""
+    """Rows of sorted runs, merged into one sorted stream (one open run per path); a single
+    run is already that stream, so its rows are not keyed again (two md5s a row)."""
+    if len(paths) == 1:
+        return _read_part(paths[0])
     return heapq.merge(*(_read_part(path) for path in paths), key=_sort_key)
 
 
