@@ -272,9 +272,15 @@ def conversion_member(maker: CrawlMaker, number: int, url: str, date: str, text:
                        ("WARC-Warcinfo-ID", warcinfo_id)], block)
 
 
+def wet_set_folder(cache: Path, pages: int, seed: int) -> Path:
+    """Where ``build_wet_set`` keeps the set (its WET files are in ``wet/`` below it)."""
+    return cache / f"c4scale-v{GENERATOR_VERSION}-seed{seed}-pages{pages}"
+
+
 def build_wet_set(data: Path, cache: Path, pages: int, seed: int) -> dict:
     """The WET set of ``pages`` pages under ``cache`` (built once); returns its manifest."""
-    folder = cache / f"c4scale-v{GENERATOR_VERSION}-seed{seed}-pages{pages}"
+    folder = wet_set_folder(cache, pages, seed)
+    cache.mkdir(parents=True, exist_ok=True)
     manifest_path = folder / "manifest.json"
     if manifest_path.exists():
         return json.loads(manifest_path.read_text())
@@ -799,7 +805,7 @@ def main(argv=None) -> int:
     sets = {}
     for pages in sorted(set(args.pages)):
         manifest = build_wet_set(args.data, args.cache, pages, args.seed)
-        folder = args.cache / f"c4scale-v{GENERATOR_VERSION}-seed{args.seed}-pages{pages}"
+        folder = wet_set_folder(args.cache, pages, args.seed)
         sets[pages] = (manifest, folder / "wet")
         print(f"input {pages:>6,} pages: {len(manifest['files'])} WET files, {manifest['wet_bytes'] / 1e6:.1f} MB gzip, "
               f"{manifest['text_bytes'] / 1e6:.1f} MB text, {manifest['distinct_urls']:,} distinct URLs "

@@ -264,11 +264,9 @@ def main() -> int:
         elif args.scale:
             import c4_scale
 
-            cache = Path(tempfile.gettempdir()) / "corpusforge-c4-scale"
-            cache.mkdir(exist_ok=True)
+            cache = Path(tempfile.gettempdir()) / "corpusforge-c4-scale"  # c4_scale.py's default --cache
             manifest = c4_scale.build_wet_set(data, cache, args.scale, 0)
-            folder = cache / f"c4scale-v{c4_scale.GENERATOR_VERSION}-seed0-pages{args.scale}" / "wet"
-            paths = [str(folder / name) for name in manifest["files"]]
+            paths = [str(c4_scale.wet_set_folder(cache, args.scale, 0) / "wet" / name) for name in manifest["files"]]
             badwords = str(data / "badwords" / "en")
         else:
             crawl = write_sample_crawl(os.path.join(work, "sample"), seed=0, pages=args.pages)

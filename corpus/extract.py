@@ -109,15 +109,16 @@ def sanitize_markup(html: str) -> str:
     return _CONTROL_CHARS.sub("", SURROGATES.sub("\ufffd", html))
 
 
-def extract_main_text(html: str, url: str | None = None) -> str:
+def extract_main_text(html: str, url: str | None = None, options: dict | None = None) -> str:
     """The main text of an HTML page, one paragraph per line; ``""`` when nothing is found.
+    ``options`` are trafilatura's (default ``TRAFILATURA_OPTIONS``).
 
     Deterministic: the same page gives the same text whatever was extracted before it.
     """
     if not html or html.isspace():
         return ""
     html = sanitize_markup(html)
-    text = trafilatura.extract(html, url=url, **TRAFILATURA_OPTIONS)
+    text = trafilatura.extract(html, url=url, **(TRAFILATURA_OPTIONS if options is None else options))
     if not text:
         return ""
     lines = (line.strip() for line in text.split("\n"))

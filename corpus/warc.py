@@ -810,6 +810,9 @@ def warc_timestamp(value: str) -> str:
     return normalize_timestamp(value)
 
 
+_C4_DROPPED_AFTER_NEWLINE = tuple("\n" + prefix for prefix in C4_DROPPED_LINE_PREFIXES)
+
+
 def c4_wet_text(text: str) -> str:
     """The C4 reference's view of a WET body: stripped, non-empty lines, no WARC/Content lines."""
     # Strip and drop empty lines at C speed; only a text where a kept line starts with a
@@ -820,8 +823,6 @@ def c4_wet_text(text: str) -> str:
         return "\n".join([line for line in joined.split("\n") if not line.startswith(C4_DROPPED_LINE_PREFIXES)])
     return joined
 
-
-_C4_DROPPED_AFTER_NEWLINE = tuple("\n" + prefix for prefix in C4_DROPPED_LINE_PREFIXES)
 
 # Where c4_wet_text would change a WET body, seen in its UTF-8 bytes: a line that starts
 # or ends with whitespace (str.isspace: ASCII \t-\r, \x1c-\x1f, space; U+0085, U+00A0,

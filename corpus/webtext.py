@@ -122,7 +122,6 @@ from functools import lru_cache, partial
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-import trafilatura
 from newspaper.cleaners import DocumentCleaner
 from newspaper.configuration import Configuration
 from newspaper.extractors import ContentExtractor
@@ -137,6 +136,7 @@ from corpus.extract import (
     TRAFILATURA_OPTIONS as BASE_TRAFILATURA_OPTIONS,
     Extraction,
     MainTextExtractor,
+    extract_main_text,
     extract_text_from_page,
     sanitize_markup,
 )
@@ -178,10 +178,7 @@ def _as_lines(text: str | None) -> str:
 
 def extract_trafilatura(html: str, url: str | None = None) -> str:
     """trafilatura's main text with ``TRAFILATURA_OPTIONS``, one paragraph per line; ``""`` if none."""
-    html = sanitize_markup(html or "")
-    if not html or html.isspace():
-        return ""
-    return _as_lines(trafilatura.extract(html, url=url, **TRAFILATURA_OPTIONS))
+    return extract_main_text(html, url, TRAFILATURA_OPTIONS)
 
 
 def _newspaper_text(tree) -> str:
