@@ -8,7 +8,7 @@ with ``--extra_package`` (``pipelines/options.py``), which every worker pip-inst
 By hand: ``python -m pipelines.options --setup_file ./beam_setup.py --dist-dir dist
 [--extras tokenize]``.
 
-It packages the four packages with their data files. What workers install:
+It packages the five packages (not the demo's ``samplecrawl``) with their data files. What workers install:
 
 - always, the pinned dependencies of ``requirements.txt`` (the file pyproject.toml reads
   too): everything the read, c4, webtext, audit and decontaminate jobs import;
@@ -34,7 +34,7 @@ import re
 import setuptools
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PACKAGES = ["corpus", "dedup", "pipelines", "model"]
+PACKAGES = ["common", "corpus", "dedup", "pipelines", "model"]
 WORKER_EXTRAS_FILE = "worker-extras.txt"  # written by pipelines.options.build_worker_package
 TOKENIZE_LIBRARIES = ("tokenizers", "tiktoken")  # what the tokenize job's workers import (model/tokenizer.py)
 

@@ -59,7 +59,7 @@ def ours(paths: list[str], badwords: list[str], implementation: str = "fast") ->
     from corpus.sentences import count_line_sentences, has_sentences
     from corpus.warc import read_archive
     from dedup.lines import page_line_keys, remove_duplicate_lines
-    from dedup.urls import url_digest
+    from corpus.urls import url_digest
 
     timings: dict[str, float] = {}
     lap = stopwatch(timings)
@@ -254,7 +254,7 @@ def main() -> int:
         child(args.child, args.paths, args.badwords)
         return 0
 
-    from corpus.sample import write_sample_crawl
+    from samplecrawl.crawl import write_sample_crawl
 
     with tempfile.TemporaryDirectory() as work:
         data = Path(args.data)

@@ -45,7 +45,7 @@ def load_text(data: Path | None) -> str:
         if path.is_file():
             return path.read_text(encoding="utf-8")
     from corpus.records import Document
-    from corpus.sample import write_sample_crawl
+    from samplecrawl.crawl import write_sample_crawl
     from corpus.warc import read_archive
 
     crawl = write_sample_crawl(Path(tempfile.mkdtemp(prefix="eval-bench-")), seed=0)

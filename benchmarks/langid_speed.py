@@ -45,7 +45,7 @@ def crude_text(markup: str) -> str:
 
 def text_sets(data: Path | None) -> dict[str, list[str]]:
     if data is None:
-        from corpus.sample import write_sample_crawl
+        from samplecrawl.crawl import write_sample_crawl
 
         crawl = write_sample_crawl(Path(tempfile.mkdtemp(prefix="langid-bench-")), seed=0)
         return {"sample-crawl": [d.text for p in crawl.wet_paths for d in read_archive(p) if isinstance(d, Document)]}

@@ -76,7 +76,7 @@ EDIT_FRACTIONS = (0.01, 0.03, 0.06, 0.10, 0.20)  # share of a copy's words delet
 
 def text_sets(data: Path | None, limit: int) -> dict[str, list[str]]:
     if data is None:
-        from corpus.sample import write_sample_crawl
+        from samplecrawl.crawl import write_sample_crawl
 
         crawl = write_sample_crawl(Path(tempfile.mkdtemp(prefix="minhash-bench-")), seed=0)
         docs = [d.text for p in crawl.wet_paths for d in read_archive(p) if isinstance(d, Document)]

@@ -50,7 +50,7 @@ def source_records(kind: str, scratch: Path) -> list[bytes]:
         root = Path(data_dir) / "warc"
         files = sorted(root.glob("*/*.wet.gz")) if kind == "wet" else [root / "resiliparse/warcfile.warc.gz", root / "whirlwind/whirlwind.warc.gz"]
     else:
-        from corpus.sample import write_sample_crawl
+        from samplecrawl.crawl import write_sample_crawl
 
         crawl = write_sample_crawl(scratch / "sample", seed=0)
         files = [Path(p) for p in (crawl.wet_paths if kind == "wet" else crawl.warc_paths)]

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping
 
 from corpus.inputs import COMMON_CRAWL_BASE_URL, join_base
-from dedup.urls import normalize_url, url_hash_int
+from corpus.urls import normalize_url, url_hash_int
 
 # --- constants (TFDS c4 3.1.0 unless noted) ---------------------------------------------
 DEFAULT_CRAWL = "CC-MAIN-2019-18"  # c4.py DEFAULT_CC_VERSION, the crawl of the released c4/en

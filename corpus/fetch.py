@@ -159,7 +159,7 @@ from urllib.robotparser import RobotFileParser
 
 from warcio.warcwriter import WARCWriter
 
-from corpus.storage import atomic_path, temporary_path
+from common.storage import atomic_path, temporary_path
 from corpus.records import TIMESTAMP_FORMAT, HtmlPage
 from corpus.warc import decode_html
 

@@ -18,7 +18,7 @@ import urllib.request
 import zlib
 from typing import BinaryIO, Iterable
 
-from corpus.storage import write_atomically
+from common.storage import write_atomically
 
 # Common Crawl's public data host; relative paths in wet.paths.gz / warc.paths.gz join to it.
 COMMON_CRAWL_BASE_URL = "https://data.commoncrawl.org/"
@@ -169,7 +169,7 @@ def _expand_one(spec: str) -> list[str]:
 
 def _expand_object_store(spec: str) -> list[str]:
     """A ``gs://``/``s3://``/``memory://`` file, glob or folder, listed through Beam's FileSystems."""
-    from corpus import storage
+    from common import storage
 
     try:
         if storage.has_magic(spec):

@@ -76,7 +76,7 @@ from typing import Callable
 import numpy as np
 
 from corpus.inputs import cache_dir
-from corpus.storage import write_atomically
+from common.storage import write_atomically
 
 log = logging.getLogger(__name__)
 

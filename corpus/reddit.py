@@ -8,7 +8,7 @@ From Pushshift submission dumps to one merged record per page worth fetching:
    line (``PARSE_PROBLEMS``).
 3. ``submission_problem(sub, filt)`` says why a submission is no WebText link, checking
    ``SUBMISSION_PROBLEMS`` in their order, or ``None``.
-4. Submissions are grouped by ``dedup.urls.url_key`` (a Beam ``GroupByKey`` at scale) and
+4. Submissions are grouped by ``corpus.urls.url_key`` (a Beam ``GroupByKey`` at scale) and
    ``merge_submissions`` turns each group into a ``Link``; ``link_problem(link, filt)``
    drops the links below the karma threshold (``LINK_PROBLEMS``).
 5. ``write_link_table`` / ``read_link_table`` store the links as Parquet.
@@ -39,10 +39,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import zstandard
 
-from corpus import storage
+from common import storage
 from corpus.inputs import is_remote, open_input
 from corpus.shards import utf8_safe
-from dedup.urls import WWW_LABEL, canonical_host, canonical_url, url_key
+from corpus.urls import WWW_LABEL, canonical_host, canonical_url, url_key
 
 # Newer Pushshift dumps are compressed with ``zstd --long=31``; the reader must allow it.
 PUSHSHIFT_MAX_WINDOW = 2**31
@@ -71,7 +71,7 @@ PARSE_PROBLEMS = ("line_too_long", "malformed_json", "json_too_deep", "not_an_ob
 # after_range count only submissions that nothing about the post itself rules out.
 SUBMISSION_PROBLEMS = (
     "self_post",  # is_self: a text post on Reddit, not an outbound link
-    "bad_url",  # not an http(s) URL, or one dedup.urls.canonical_url rejects
+    "bad_url",  # not an http(s) URL, or one corpus.urls.canonical_url rejects
     "reddit_internal",  # links to Reddit itself (REDDIT_HOSTS): threads, i.redd.it, v.redd.it
     "over_18",  # marked NSFW (openwebtext drops these too); LinkFilter.drop_over_18
     "blocked_subreddit",  # posted in a subreddit of LinkFilter.subreddit_blocklist
@@ -401,7 +401,7 @@ class LinkFilter:
     ``until=2017-12-31`` keeps everything created up to 2017-12-31 23:59:59 UTC, the
     cut-off of the paper's preliminary release. Blocklist entries are normalised on
     construction: subreddits lower-cased without ``r/``; domains as
-    ``dedup.urls.canonical_host`` writes them, without ``www.``; extensions lower-cased
+    ``corpus.urls.canonical_host`` writes them, without ``www.``; extensions lower-cased
     without the dot. An entry that is no valid host name raises ``ValueError``.
     """
 

@@ -53,7 +53,7 @@ import pyarrow.dataset as ds
 import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
-from corpus import storage
+from common import storage
 from corpus.records import DOCUMENT_SCHEMA, Document
 
 log = logging.getLogger(__name__)
@@ -199,7 +199,7 @@ def open_sink(fmt: str, stream: BinaryIO, row_group_bytes: int = ROW_GROUP_BYTES
 
 
 class ShardFile:
-    """One shard file being written atomically (``corpus.storage.AtomicFile``), with its
+    """One shard file being written atomically (``common.storage.AtomicFile``), with its
     size and sha256 counted on the way for the output manifest."""
 
     def __init__(self, path: str, fmt: str, row_group_bytes: int = ROW_GROUP_BYTES):
@@ -359,7 +359,7 @@ def _is_listed_shard(file_name: str) -> bool:
 
 
 def find_shards(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[str]:
-    """Expand files, globs and folders (local or any ``corpus.storage`` path) into shard files.
+    """Expand files, globs and folders (local or any ``common.storage`` path) into shard files.
 
     A folder a corpusforge job wrote gives exactly the shards its ``_SUCCESS`` manifest
     lists, each checked to exist with its recorded size; a folder an unfinished job left

@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from corpus.storage import atomic_path
+from common.storage import atomic_path
 from corpus.records import Document
 
 QUANTILES = {"p50": 0.50, "p90": 0.90, "p99": 0.99}

@@ -106,7 +106,7 @@ The bit array starts on a 4096-byte boundary, so ``load(mmap=True)`` maps it rea
 computes the checksum, i.e. reads the whole file once (blake2b runs at roughly 1 GB/s on
 one core: ~5 s per 1e9 n-grams at 1e-8, plus the disk read); ``verify=False`` checks
 magic, version, sizes and meta only. ``save`` writes under a temporary name and renames
-(``corpus.storage``), so a file under its final name is always complete.
+(``common.storage``), so a file under its final name is always complete.
 
 pybloom-live interop (the package users named): its filter hashes each key's UTF-8 text
 with salted hashlib/xxhash digests into ``k`` slices of ``m/k`` bits; ours probes one
@@ -132,7 +132,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from corpus.storage import atomic_path
+from common.storage import atomic_path
 
 MAGIC = b"CFBLOOM\x00"
 FORMAT_VERSION = 2  # 2: triple hashing; 1: plain double hashing (refused: rebuild)

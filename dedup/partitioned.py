@@ -14,7 +14,7 @@ import re
 
 import numpy as np
 
-from corpus import storage
+from common import storage
 from dedup.bloom import BloomFilter, FalsePositiveEstimate, fp_upper_bound, partition_of
 
 PART_NAME = "bloom-part-{index:05d}-of-{parts:05d}.bin"

@@ -29,7 +29,7 @@ import json
 import math
 import os
 
-from corpus.storage import write_atomically
+from common.storage import write_atomically
 
 REQUIRED_KEYS = ("name", "n", "unique_ngrams", "unique_found", "percent_found", "token_weighted_percent",
                  "examples", "dirty_examples", "clean_examples", "longest_run", "fp_evidence")

@@ -3,7 +3,7 @@
 A checkpoint is one ``torch.save`` file holding only tensors and plain Python values
 (dicts, lists, tuples, str, int, float, bool, None), so ``torch.load(weights_only=True)``
 reads it and a crafted file cannot run code. It is written under a temporary name and
-renamed (``corpus.storage``), so a crash mid-write leaves the previous checkpoint whole.
+renamed (``common.storage``), so a crash mid-write leaves the previous checkpoint whole.
 
 Contents of a training checkpoint (``format`` = ``corpusforge-checkpoint``, ``version`` 1)::
 
@@ -42,7 +42,7 @@ import shutil
 
 import torch
 
-from corpus.storage import atomic_path, write_atomically
+from common.storage import atomic_path, write_atomically
 
 log = logging.getLogger(__name__)
 CHECKSUM_SUFFIX = ".sha256"

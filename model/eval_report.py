@@ -22,7 +22,7 @@ them; ``relative_difference`` is GPT-3 Table C.1's "relative difference clean vs
 The HTML page has, per benchmark, a table (metric x all / clean / dirty with counts and
 bootstrap intervals) and a plot of each metric against the overlap-fraction bucket
 (matplotlib, Agg backend, embedded as a base64 PNG). Files are written atomically
-(``corpus.storage``), and only after all three are rendered, so a failed run never leaves
+(``common.storage``), and only after all three are rendered, so a failed run never leaves
 a half-written report.
 """
 
@@ -34,7 +34,7 @@ import json
 import math
 import os
 
-from corpus.storage import write_atomically
+from common.storage import write_atomically
 from dedup.report import html_escape, html_table, json_safe
 
 FORMAT = "corpusforge-eval-report"

@@ -30,7 +30,7 @@ import os
 import sys
 from typing import Sequence
 
-from corpus.storage import write_atomically
+from common.storage import write_atomically
 from model.contamination import (DEFAULT_CONFIDENCE, DEFAULT_FP_QUERIES, DEFAULT_N, DEFAULT_RESAMPLES,
                                  DEFAULT_THRESHOLD, ContaminationError, mark_benchmarks, open_source,
                                  per_example_rows, summarize_benchmark)

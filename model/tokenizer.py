@@ -42,7 +42,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from corpus import storage
+from common import storage
 
 log = logging.getLogger(__name__)
 

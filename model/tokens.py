@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from corpus import storage
-from corpus.storage import atomic_path
+from common import storage
+from common.storage import atomic_path
 
 MAGIC = 20240520  # llm.c dev/data/data_common.py: the uint16 GPT-2 token-shard magic
 VERSION = 1  # llm.c: version 1 = uint16 tokens

@@ -48,7 +48,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from corpus.storage import atomic_path, write_atomically
+from common.storage import atomic_path, write_atomically
 from model.checkpoint import (CHECKPOINT_FILE, HF_DIR, RUN_CONFIG_FILE, TOKENIZER_DIR, CheckpointError, clean_state_dict,
                               kept_checkpoints, latest_good_checkpoint, save_checkpoint)
 from model.data import DataError, TokenLoader, TokenWindows, eval_indices, read_meta, split_paths, tokenizer_dir

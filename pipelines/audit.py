@@ -28,7 +28,7 @@ import numpy as np
 from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from corpus import storage
+from common import storage
 from corpus.inputs import InputError
 from corpus.records import Document
 from corpus.shards import FORMATS, find_shards, one_format_per_shard, read_documents, shard_split

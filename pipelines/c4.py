@@ -28,7 +28,8 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from corpus import c4, storage
+from corpus import c4
+from common import storage
 from corpus.inputs import COMMON_CRAWL_BASE_URL, InputError, expand_inputs, open_input, read_pinned
 from corpus.records import Document, HtmlPage
 from corpus.sentences import count_line_sentences, has_sentences, require_punkt, split_sentences
@@ -36,7 +37,7 @@ from corpus.shards import FORMATS
 from corpus.warc import MAX_RECORD_BYTES, ReadStats, read_archive
 from dedup.lines import page_line_keys, remove_duplicate_lines
 from dedup.spans import page_span_keys, remove_duplicate_spans
-from dedup.urls import url_digest
+from corpus.urls import url_digest
 from pipelines import progress
 from pipelines.options import add_manifest_path_argument, add_overwrite_argument, positive_float, positive_int, split_job_args, stage_setup_file
 from pipelines.read import begin_job, counters_of, finish_job

@@ -64,7 +64,7 @@ FILESYSTEM_OPTIONS = ("--s3_", "--project", "--hdfs_", "--gcs_")
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    from corpus import storage
+    from common import storage
     from corpus.shards import find_shards, read_documents
     from corpus.stats import compute_stats, format_stats, plot_length_histogram
 
@@ -262,7 +262,7 @@ def _main(argv: list[str]) -> int:
 
     progress.enabled = not args.no_progress
     from corpus.inputs import InputError
-    from corpus.storage import IncompleteOutputError, OutputExistsError
+    from common.storage import IncompleteOutputError, OutputExistsError
 
     try:
         return args.func(args)

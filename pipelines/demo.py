@@ -42,7 +42,7 @@ DEMO_STEPS = 40
 
 def _compare_manifests(local: str, remote: str) -> dict:
     """The two runs' ``_SUCCESS`` manifests, file by file (names, sizes, sha256)."""
-    from corpus import memfs, storage
+    from common import memfs, storage
 
     ours, theirs = storage.read_success(local)["files"], storage.read_success(remote)["files"]
     shards = ours
@@ -68,7 +68,7 @@ def _ensure_sentence_model(docs_dir: str) -> None:
 
 
 def run_demo(out: str, seed: int = 0, pages: int = 300) -> dict:
-    from corpus.sample import write_sample_crawl
+    from samplecrawl.crawl import write_sample_crawl
     from corpus.shards import find_shards, read_documents
     from corpus.stats import compute_stats, format_stats, plot_length_histogram
     from corpus.warc import inspect_archive

@@ -138,7 +138,7 @@ def add_manifest_path_argument(parser: argparse.ArgumentParser) -> None:
                         help="open manifest entries that leave --base_url (.., absolute paths, other URLs); "
                              "by default such an entry is refused before anything runs")
 
-PACKAGES = ("corpus", "dedup", "pipelines", "model")
+PACKAGES = ("common", "corpus", "dedup", "pipelines", "model")
 STAGED_FILES = ("requirements.txt", "requirements-model.txt", "README.md")
 WORKER_EXTRAS_FILE = "worker-extras.txt"  # read by beam_setup.py on the worker
 MANIFEST = (f"include {' '.join(STAGED_FILES)} {WORKER_EXTRAS_FILE}\n"

@@ -20,7 +20,7 @@ import sys
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from corpus import storage
+from common import storage
 from corpus.inputs import COMMON_CRAWL_BASE_URL, expand_inputs
 from corpus.shards import FORMATS
 from corpus.warc import TEXT_MODES
@@ -72,7 +72,7 @@ def run(argv: list[str] | None = None) -> dict:
 
 def begin_job(output: str, job: str, overwrite: bool = False, keep: tuple[str, ...] = ()) -> None:
     """Before a job writes into ``output``: refuse a non-empty folder unless ``overwrite``,
-    drop the old ``_SUCCESS``, mark the job as started (``corpus.storage``'s output
+    drop the old ``_SUCCESS``, mark the job as started (``common.storage``'s output
     contract). Call after the pipeline object exists, so that FileSystems has the job's
     options (S3 endpoint, credentials), and before the pipeline runs."""
     storage.begin_output(output, job, overwrite=overwrite, keep=keep)

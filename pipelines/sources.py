@@ -25,7 +25,7 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
-from corpus import storage
+from common import storage
 from corpus.records import Document, HtmlPage, ReadError
 from corpus.shards import ShardFile, document_row, shard_name
 from corpus.warc import MAX_RECORD_BYTES, ReadStats, read_archive

@@ -32,7 +32,7 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
-from corpus import storage
+from common import storage
 
 STAGE_DIR = "stage"
 # Pickled bytes a staging file takes before the next one starts: one file is one unit of

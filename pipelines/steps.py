@@ -20,7 +20,7 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
-from corpus import storage
+from common import storage
 
 EXAMPLES_PER_REASON = 5
 EXAMPLE_CHARS = 400

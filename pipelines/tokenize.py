@@ -52,7 +52,7 @@ import numpy as np
 from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from corpus import storage
+from common import storage
 from corpus.inputs import InputError
 from pipelines import progress
 from pipelines.audit import corpus_files

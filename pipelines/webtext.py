@@ -30,12 +30,13 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from corpus import c4, storage
+from corpus import c4
+from common import storage
 from corpus.inputs import COMMON_CRAWL_BASE_URL, InputError, expand_inputs
 from corpus.records import Document, HtmlPage
 from corpus.shards import FORMATS, shard_index
 from dedup import minhash
-from dedup.urls import url_key
+from corpus.urls import url_key
 from pipelines import progress
 from pipelines.options import add_manifest_path_argument, add_overwrite_argument, non_negative_float, non_negative_int, positive_float, positive_int, split_job_args, stage_setup_file, unit_fraction
 from pipelines.read import begin_job, counters_of, finish_job

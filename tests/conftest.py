@@ -52,6 +52,6 @@ def pytest_runtest_makereport(item, call):
 @pytest.fixture(scope="session")
 def sample_crawl(tmp_path_factory):
     """The bundled sample crawl (seed 0), generated once per test session."""
-    from corpus.sample import write_sample_crawl
+    from samplecrawl.crawl import write_sample_crawl
 
     return write_sample_crawl(tmp_path_factory.mktemp("sample-crawl"), seed=0)

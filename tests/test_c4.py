@@ -1,4 +1,4 @@
-"""C4's rules one by one (corpus/c4.py, dedup/urls.py, dedup/lines.py, dedup/spans.py, corpus/sentences.py)."""
+"""C4's rules one by one (corpus/c4.py, corpus/urls.py, dedup/lines.py, dedup/spans.py, corpus/sentences.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from corpus.sentences import count_line_sentences, count_sentences, has_sentence
 from corpus.warc import read_archive
 from dedup.lines import line_key, page_line_keys, remove_duplicate_lines
 from dedup.spans import page_span_keys, remove_duplicate_spans
-from dedup.urls import normalize_url, url_digest
+from corpus.urls import normalize_url, url_digest
 
 GOOD = "This line is long enough and ends with a period."
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from corpus import memfs, storage
+from common import memfs, storage
 from corpus.shards import find_shards, read_documents
 from pipelines import audit, c4 as c4_pipeline, cli, read as read_pipeline, sources, tokenize, webtext
 

@@ -68,12 +68,12 @@ def test_sdist_from_beam_setup_installs_into_a_fresh_venv(tmp_path):
     python = venv / "bin" / "python"
     subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], check=True, capture_output=True, text=True)
     # Dependencies come from this environment (the slow test below installs them from the
-    # index); the four packages themselves must come from the sdist, never from this checkout.
+    # index); the five packages themselves must come from the sdist, never from this checkout.
     site = Path(subprocess.check_output([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], text=True).strip())
     (site / "zz_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    code = "import corpus, dedup, pipelines, model, corpus.warc, corpus.shards, pipelines.cli, pipelines.sources; print('\\n'.join(m.__file__ for m in (corpus, dedup, pipelines, model)))"
+    code = "import common, corpus, dedup, pipelines, model, common.storage, corpus.warc, corpus.shards, pipelines.cli, pipelines.sources; print('\\n'.join(m.__file__ for m in (common, corpus, dedup, pipelines, model)))"
     out = subprocess.run([str(python), "-c", code], cwd=tmp_path, check=True, capture_output=True, text=True).stdout.split()
-    assert len(out) == 4 and all(path.startswith(str(venv)) for path in out), out
+    assert len(out) == 5 and all(path.startswith(str(venv)) for path in out), out
     requires = subprocess.check_output([str(python), "-m", "pip", "show", "corpusforge"], text=True)
     assert "apache-beam" in requires and "warcio" in requires and "torch" not in requires
 

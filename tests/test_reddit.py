@@ -44,8 +44,8 @@ from corpus.reddit import (
     submission_problem,
     write_link_table,
 )
-from corpus.sample import pushshift_zst
-from dedup.urls import canonical_host, canonical_url, url_key
+from samplecrawl.crawl import pushshift_zst
+from corpus.urls import canonical_host, canonical_url, url_key
 
 REAL_SUBMISSIONS = Path("reddit") / "pushshift_importer" / "test_submissions.json"
 

@@ -1,4 +1,4 @@
-"""Tests for corpus.sample: the seeded sample crawl that `make demo` and other tests read.
+"""Tests for samplecrawl.crawl: the seeded sample crawl that `make demo` and other tests read.
 
 Each test reads the files back the way a later stage would (warcio, gzip, zstandard) and
 checks them against truth.json, so a later test can trust what truth.json says.
@@ -20,7 +20,7 @@ import pytest
 import zstandard
 from warcio.archiveiterator import ArchiveIterator
 
-from corpus.sample import PAGE_KINDS, SUBMISSION_KINDS, SampleCrawl, main, write_sample_crawl
+from samplecrawl.crawl import PAGE_KINDS, SUBMISSION_KINDS, SampleCrawl, main, write_sample_crawl
 
 END_MARKS = (".", "?", "!", '"')
 # C4's policy phrases (c4_utils.py); lines holding them are boilerplate, not prose.
@@ -381,7 +381,7 @@ def test_submissions_cover_what_a_webtext_reader_must_handle(truth):
 
 
 def test_main_writes_a_sample_and_logs_it(tmp_path, caplog):
-    with caplog.at_level("INFO", logger="corpus.sample"):
+    with caplog.at_level("INFO", logger="samplecrawl.crawl"):
         assert main(["--out", str(tmp_path), "--seed", "3", "--pages", "120"]) == 0
     assert len(json.loads((tmp_path / "truth.json").read_text(encoding="utf-8"))["pages"]) == 120
     assert any("120 pages" in message for message in caplog.messages)

@@ -307,7 +307,7 @@ def test_write_shard_leaves_nothing_on_error(tmp_path):
 
 
 def test_atomic_path_keeps_the_old_file_when_writing_fails(tmp_path):
-    from corpus.storage import atomic_path, write_atomically
+    from common.storage import atomic_path, write_atomically
 
     target = tmp_path / "report.json"
     write_atomically(target, "old\n")

@@ -7,7 +7,7 @@ import apache_beam as beam
 import pytest
 from apache_beam.testing.util import assert_that, equal_to
 
-from corpus import storage
+from common import storage
 from pipelines.staging import LoadStaged, Stage, StagingError, read_staged, stage_folder
 
 ROWS = [{"url": f"https://example.com/{i}", "text": "line\n" * (i % 7)} for i in range(40)]

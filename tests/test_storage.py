@@ -1,4 +1,4 @@
-"""corpus.storage: one IO layer for disks and object stores, and the output contract
+"""common.storage: one IO layer for disks and object stores, and the output contract
 (_temporary/ while a job runs, _SUCCESS when its set is complete)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from corpus import memfs, storage
+from common import memfs, storage
 from corpus.records import Document
 from corpus.shards import find_shards, read_documents, write_shards
 

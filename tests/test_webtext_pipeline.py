@@ -21,7 +21,7 @@ from warcio.warcwriter import WARCWriter
 from corpus.reddit import LinkFilter, select_links
 from corpus.shards import find_shards, read_documents
 from dedup import minhash
-from dedup.urls import url_key
+from corpus.urls import url_key
 from pipelines import webtext as webtext_pipeline
 
 
@@ -220,7 +220,7 @@ def test_live_fetch_writes_warc_and_log_dedups_and_resumes(server, tmp_path):
 
 
 def test_live_fetch_into_an_object_store_keeps_its_log_there_and_resumes(server, tmp_path):
-    from corpus import memfs, storage
+    from common import memfs, storage
 
     memfs.clear()
     port = server.server_address[1]

@@ -1,7 +1,7 @@
 """The IO layer: every file corpusforge reads or writes, on a disk or an object store.
 
 Paths are Beam ``FileSystems`` paths: a local path (or ``file://``), ``gs://``,
-``s3://``, ``hdfs://``, or ``memory://`` (``corpus.memfs``, for tests). Local paths take
+``s3://``, ``hdfs://``, or ``memory://`` (``common.memfs``, for tests). Local paths take
 the plain ``os`` route (no Beam import, fsync before rename); every other scheme goes
 through ``apache_beam.io.filesystems.FileSystems``, configured by the job's pipeline
 options (``--s3_endpoint_url``, ``--project``, ...). This module is the one place in
@@ -69,7 +69,7 @@ def _local(path: str | os.PathLike) -> str:
 
 def _filesystems():
     """Beam's FileSystems, with ``memory://`` registered."""
-    import corpus.memfs  # noqa: F401  (registers the memory:// filesystem)
+    import common.memfs  # noqa: F401  (registers the memory:// filesystem)
     from apache_beam.io.filesystems import FileSystems
 
     return FileSystems

@@ -51,7 +51,7 @@ import zstandard
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
-from corpus.storage import write_atomically
+from common.storage import write_atomically
 
 log = logging.getLogger(__name__)
 
@@ -1700,7 +1700,7 @@ def write_sample_crawl(out_dir: str | os.PathLike, seed: int = 0, pages: int = D
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m corpus.sample", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m samplecrawl.crawl", description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="folder to write the sample into")
     parser.add_argument("--seed", type=int, default=0, help="same seed, same bytes (default 0)")
     parser.add_argument("--pages", type=int, default=DEFAULT_PAGES, help=f"pages to generate (default {DEFAULT_PAGES})")

@@ -1,0 +1,1 @@
+"""Shared IO layer under every package: Beam FileSystems storage, atomic writes, JSON helpers."""
