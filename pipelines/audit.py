@@ -34,7 +34,7 @@ from corpus.records import Document
 from corpus.shards import FORMATS, find_shards, one_format_per_shard, read_documents, shard_split
 from pipelines import progress
 from pipelines.options import add_overwrite_argument, non_negative_int, open_probability, positive_int, power_of_two, split_job_args, stage_setup_file, unit_fraction
-from pipelines.read import begin_job, counters_of, finish_job, write_json
+from pipelines.jobs import begin_job, counters_of, finish_job, write_json
 from pipelines.sources import WriteShards
 
 log = logging.getLogger(__name__)

@@ -32,23 +32,20 @@ from corpus import c4
 from common import storage
 from corpus.inputs import COMMON_CRAWL_BASE_URL, InputError, expand_inputs, open_input, read_pinned
 from corpus.records import Document, HtmlPage
-from corpus.sentences import count_line_sentences, has_sentences, require_punkt, split_sentences
+from corpus.sentences import count_line_sentences, require_punkt
 from corpus.shards import FORMATS
 from corpus.warc import MAX_RECORD_BYTES, ReadStats, read_archive
-from dedup.lines import page_line_keys, remove_duplicate_lines
-from dedup.spans import page_span_keys, remove_duplicate_spans
-from corpus.urls import url_digest
 from pipelines import progress
 from pipelines.options import add_manifest_path_argument, add_overwrite_argument, positive_float, positive_int, split_job_args, stage_setup_file
-from pipelines.read import begin_job, counters_of, finish_job
+from pipelines.jobs import begin_job, counters_of, finish_job
 from pipelines.sources import READ_NAMESPACE, WriteErrors, WriteShards, add_max_record_bytes
+from pipelines.dedupe import DEDUPE_SPANS, DedupeText
 from pipelines.staging import LoadStaged, Stage
-from pipelines.steps import ReasonExamples, Steps, collect_examples, flush_counts, format_counter_table, format_read_errors, step
+from pipelines.steps import ReasonExamples, Steps, collect_examples, flush_counts, format_counter_table, format_read_errors
 
 log = logging.getLogger(__name__)
 
 EXTRACT_NAMESPACE = "extract-main-text"
-DEDUPE_SPANS = "dedupe-spans"
 DEDUP_MODES = ("lines", "spans")
 INPUT_KINDS = ("auto", "wet", "warc")
 LANGDETECT_IMPLEMENTATIONS = ("fast", "reference")
@@ -101,10 +98,6 @@ def _english_rule(page, implementation):
 
 def _badwords_rule(page, matcher):
     return c4.badwords_filter(page, matcher)
-
-
-def _split_lines(line: str) -> list[str]:
-    return split_sentences(line) if line.strip() else []
 
 
 # --- Beam steps ----------------------------------------------------------------------
@@ -220,67 +213,6 @@ def _webtextlike_join(joined):
         return
     Metrics.counter(c4.WEBTEXTLIKE_FILTER, c4.PASSED).inc()
     yield pages[0]
-
-
-def _apply_owned(item, *, mode: str, min_num_sentences: int):
-    """(page, the keys it owns) -> verdict."""
-    page, owned = item
-    if mode == "lines":
-        text, counts, dropped = remove_duplicate_lines(page.text, owned, min_num_sentences=min_num_sentences, has_sentences=has_sentences)
-    else:
-        text, counts, dropped = remove_duplicate_spans(page.text, owned, min_num_sentences=min_num_sentences,
-                                                       split_line=_split_lines, has_sentences=has_sentences)
-    if text is not None:
-        page.text = text
-    return c4.Verdict(page if text is not None else None, counts, dropped)
-
-
-def _line_keys(page):
-    return url_digest(page.url), page_line_keys(page.text)
-
-
-def _span_keys(page):
-    return url_digest(page.url), page_span_keys(page.text, _split_lines)
-
-
-def _claims(staged):
-    """A page's claim on each of its keys: (md5(url), staging reference); the smallest wins."""
-    ref, (digest, keys) = staged
-    claim = (digest, ref)
-    return [(key, claim) for key in keys]
-
-
-class DedupeText(beam.PTransform):
-    """C4's line dedup (``lines``) or the T5 paper's 3-sentence span dedup (``spans``).
-
-    Pages are staged under the output (``pipelines.staging``) as they pass; each page
-    claims its keys with ``(md5(url), staging reference)``, each key goes to the smallest
-    claim (a CombinePerKey, so combiners lift it before the shuffle: the smallest md5(url),
-    and on an md5 collision of two URLs a fixed one of them), owned keys go back to their
-    page's staging file, and every staged page is read back once with the keys it owns
-    (none: all its lines are duplicates). No shuffle carries page text or URLs.
-    """
-
-    def __init__(self, mode: str = "lines", min_num_sentences: int = c4.MIN_NUM_SENTENCES, *, out_dir: str):
-        super().__init__()
-        self.mode, self.min_num_sentences, self.out_dir = mode, min_num_sentences, out_dir
-
-    def expand(self, pages):
-        label = f"dedupe-{self.mode}"
-        staged = pages | "Stage pages" >> Stage(self.out_dir, label, _line_keys if self.mode == "lines" else _span_keys)
-        owned = (
-            staged.refs
-            | "Claim keys" >> beam.FlatMap(_claims)
-            | "Smallest md5(url) owns each key" >> beam.CombinePerKey(min)
-            | "Owned key by staged page" >> beam.MapTuple(lambda key, owner: (owner[1], key))
-        )
-        namespace = c4.DEDUPE_LINES if self.mode == "lines" else DEDUPE_SPANS
-        rule = functools.partial(_apply_owned, mode=self.mode, min_num_sentences=self.min_num_sentences)
-        return (
-            (owned, staged.files)
-            | "Read pages back with owned keys" >> LoadStaged(self.out_dir, label, every=True)
-            | step("Remove duplicates", namespace, rule)
-        )
 
 
 def _url_dedup_key(page):

@@ -78,7 +78,7 @@ def run_demo(out: str, seed: int = 0, pages: int = 300) -> dict:
     from pipelines.read import run as run_read
     from pipelines.webtext import format_summary as format_webtext_summary
     from pipelines.webtext import run as run_webtext
-    from pipelines.read import write_json
+    from pipelines.jobs import write_json
     from pipelines.tokenize import format_summary as format_tokenize
     from pipelines.tokenize import run as run_tokenize
 

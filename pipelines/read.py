@@ -13,7 +13,6 @@ into text belongs to the recipes that choose an extractor. Bad input goes to
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 
@@ -26,11 +25,10 @@ from corpus.shards import FORMATS
 from corpus.warc import TEXT_MODES
 from pipelines import progress
 from pipelines.options import add_manifest_path_argument, add_overwrite_argument, positive_int, split_job_args, stage_setup_file
-from pipelines.sources import ERRORS_FILE, ReadCrawlFiles, WriteErrors, WriteShards, add_max_record_bytes
+from pipelines.jobs import begin_job, counters_of, error_examples, finish_job
+from pipelines.sources import ReadCrawlFiles, WriteErrors, WriteShards, add_max_record_bytes
 
 log = logging.getLogger(__name__)
-EXAMPLES_PER_REASON = 5
-STATS_FILE = "stats.json"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -68,48 +66,6 @@ def run(argv: list[str] | None = None) -> dict:
     stats = {"files": len(files), "counters": counters_of(result), "examples": error_examples(args.output)}
     finish_job(args.output, "read", stats)
     return stats
-
-
-def begin_job(output: str, job: str, overwrite: bool = False, keep: tuple[str, ...] = ()) -> None:
-    """Before a job writes into ``output``: refuse a non-empty folder unless ``overwrite``,
-    drop the old ``_SUCCESS``, mark the job as started (``common.storage``'s output
-    contract). Call after the pipeline object exists, so that FileSystems has the job's
-    options (S3 endpoint, credentials), and before the pipeline runs."""
-    storage.begin_output(output, job, overwrite=overwrite, keep=keep)
-
-
-def finish_job(output: str, job: str, stats: dict, extra_files: tuple[str, ...] = ()) -> dict:
-    """After the pipeline finished: ``stats.json``, then the ``_SUCCESS`` manifest, last."""
-    write_json(storage.join(output, STATS_FILE), stats)
-    return storage.commit_output(output, job, extra_files=(STATS_FILE, ERRORS_FILE) + tuple(extra_files))
-
-
-def counters_of(result) -> dict[str, dict[str, int]]:
-    """All Beam counters of a finished pipeline, as {namespace: {name: value}}."""
-    out: dict[str, dict[str, int]] = {}
-    for counter in result.metrics().query()["counters"]:
-        name = counter.key.metric
-        value = counter.committed if counter.committed is not None else counter.attempted
-        namespace = out.setdefault(name.namespace, {})
-        namespace[name.name] = namespace.get(name.name, 0) + value
-    return {ns: dict(sorted(values.items())) for ns, values in sorted(out.items())}
-
-
-def error_examples(out_dir: str) -> dict[str, list[dict]]:
-    path = storage.join(out_dir, ERRORS_FILE)
-    examples: dict[str, list[dict]] = {}
-    if storage.is_file(path):
-        for line in storage.read_text(path).splitlines():
-            if line:
-                row = json.loads(line)
-                bucket = examples.setdefault(row["reason"], [])
-                if len(bucket) < EXAMPLES_PER_REASON:
-                    bucket.append(row)
-    return examples
-
-
-def write_json(path: str, value) -> None:
-    storage.write_atomically(path, json.dumps(value, indent=2, ensure_ascii=False) + "\n")
 
 
 if __name__ == "__main__":

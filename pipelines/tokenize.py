@@ -57,7 +57,7 @@ from corpus.inputs import InputError
 from pipelines import progress
 from pipelines.audit import corpus_files
 from pipelines.options import add_overwrite_argument, non_negative_int, positive_int, split_job_args, stage_setup_file, unit_fraction
-from pipelines.read import begin_job, counters_of, error_examples, finish_job, write_json
+from pipelines.jobs import begin_job, counters_of, error_examples, finish_job, write_json
 from pipelines.sources import WriteErrors
 
 log = logging.getLogger(__name__)

@@ -39,7 +39,7 @@ from dedup import minhash
 from corpus.urls import url_key
 from pipelines import progress
 from pipelines.options import add_manifest_path_argument, add_overwrite_argument, non_negative_float, non_negative_int, positive_float, positive_int, split_job_args, stage_setup_file, unit_fraction
-from pipelines.read import begin_job, counters_of, finish_job
+from pipelines.jobs import begin_job, counters_of, finish_job
 from pipelines.sources import ReadCrawlFiles, WriteErrors, WriteShards
 from pipelines.steps import ReasonExamples, Steps, collect_examples, flush_counts, format_counter_table, format_read_errors
 
@@ -363,7 +363,7 @@ def _with_span_deduped_text(_, groups):
 
 # --- the pipeline --------------------------------------------------------------------------
 def build(pipeline: beam.Pipeline, dumps: list[str], crawl_files: list[str], args: argparse.Namespace, link_filter, fetch_config) -> None:
-    from pipelines.c4 import DedupeText
+    from pipelines.dedupe import DedupeText
 
     run_step = Steps()
 

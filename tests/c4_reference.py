@@ -43,7 +43,7 @@ def run_reference(wet_paths, out_dir, *, variant="en", badwords=(), realnews_dom
     Returns ``(pages by split, counters)``: pages as ``{"url", "text", "timestamp"}`` dicts
     sorted by URL, counters as ``{namespace: {name: value}}``.
     """
-    from pipelines.read import counters_of
+    from pipelines.jobs import counters_of
 
     c4_utils = load_c4_utils()
     clean = variant != "en.noclean"

@@ -1,0 +1,56 @@
+"""A job's bookkeeping, the same for every recipe: claim the output folder before the
+pipeline runs, read the finished pipeline's counters and error examples, write
+``stats.json`` and then the ``_SUCCESS`` manifest (``common.storage``'s output contract).
+"""
+
+from __future__ import annotations
+
+import json
+
+from common import storage
+from pipelines.sources import ERRORS_FILE
+from pipelines.steps import EXAMPLES_PER_REASON
+
+STATS_FILE = "stats.json"
+
+
+def begin_job(output: str, job: str, overwrite: bool = False, keep: tuple[str, ...] = ()) -> None:
+    """Before a job writes into ``output``: refuse a non-empty folder unless ``overwrite``,
+    drop the old ``_SUCCESS``, mark the job as started (``common.storage``'s output
+    contract). Call after the pipeline object exists, so that FileSystems has the job's
+    options (S3 endpoint, credentials), and before the pipeline runs."""
+    storage.begin_output(output, job, overwrite=overwrite, keep=keep)
+
+
+def finish_job(output: str, job: str, stats: dict, extra_files: tuple[str, ...] = ()) -> dict:
+    """After the pipeline finished: ``stats.json``, then the ``_SUCCESS`` manifest, last."""
+    write_json(storage.join(output, STATS_FILE), stats)
+    return storage.commit_output(output, job, extra_files=(STATS_FILE, ERRORS_FILE) + tuple(extra_files))
+
+
+def counters_of(result) -> dict[str, dict[str, int]]:
+    """All Beam counters of a finished pipeline, as {namespace: {name: value}}."""
+    out: dict[str, dict[str, int]] = {}
+    for counter in result.metrics().query()["counters"]:
+        name = counter.key.metric
+        value = counter.committed if counter.committed is not None else counter.attempted
+        namespace = out.setdefault(name.namespace, {})
+        namespace[name.name] = namespace.get(name.name, 0) + value
+    return {ns: dict(sorted(values.items())) for ns, values in sorted(out.items())}
+
+
+def error_examples(out_dir: str) -> dict[str, list[dict]]:
+    path = storage.join(out_dir, ERRORS_FILE)
+    examples: dict[str, list[dict]] = {}
+    if storage.is_file(path):
+        for line in storage.read_text(path).splitlines():
+            if line:
+                row = json.loads(line)
+                bucket = examples.setdefault(row["reason"], [])
+                if len(bucket) < EXAMPLES_PER_REASON:
+                    bucket.append(row)
+    return examples
+
+
+def write_json(path: str, value) -> None:
+    storage.write_atomically(path, json.dumps(value, indent=2, ensure_ascii=False) + "\n")
