@@ -71,13 +71,13 @@ def ours(paths: list[str], badwords: list[str], implementation: str = "fast") ->
                 read += 1
                 pages.append(c4.C4Page(doc.url, doc.text, doc.timestamp, order=(index, int(doc.meta["stream_offset"]))))
     lap("read")
-    newest: dict[str, c4.C4Page] = {}
+    newest: dict[str, tuple] = {}
     for page in pages:
         if c4.is_valid_length(page.text):
             key = page.normalized_url
-            newest[key] = c4.newest_page(newest[key], page) if key in newest else page
+            newest[key] = c4.newest_capture(newest[key], c4.capture(page)) if key in newest else c4.capture(page)
     lap("length+url dedup")
-    cleaned = [v.page for v in (c4.clean_page(p, count_line_sentences) for p in newest.values()) if v.page is not None]
+    cleaned = [d.record for d in (c4.clean_page(p, count_line_sentences) for _, _, p in newest.values()) if d.record is not None]
     lap("clean_page")
     owner: dict[bytes, tuple] = {}
     for page in cleaned:
@@ -88,18 +88,14 @@ def ours(paths: list[str], badwords: list[str], implementation: str = "fast") ->
     owned: dict[str, list] = {}
     for key, (_, url) in owner.items():
         owned.setdefault(url, []).append(key)
-    deduped = []
-    for page in cleaned:
-        text, _, _ = remove_duplicate_lines(page.text, owned.get(page.url, []), min_num_sentences=c4.MIN_NUM_SENTENCES, has_sentences=has_sentences)
-        if text is not None:
-            page.text = text
-            deduped.append(page)
+    deduped = [d.record for d in (remove_duplicate_lines((page, owned.get(page.url, [])), min_num_sentences=c4.MIN_NUM_SENTENCES,
+                                                         has_sentences=has_sentences) for page in cleaned) if d.record is not None]
     lap("line dedup")
     detect = langid.detect_langs if implementation == "fast" else langid.reference_detect_langs
-    english = [v.page for v in (c4.detect_english(p, detect, langid.LanguageDetectionError) for p in deduped) if v.page]
+    english = [d.record for d in (c4.detect_english(p, detect, langid.LanguageDetectionError) for p in deduped) if d.record]
     lap("langdetect")
     matcher = c4.BadwordsMatcher(badwords)
-    kept = [p for p in english if c4.badwords_filter(p, matcher).page]
+    kept = [p for p in english if c4.badwords_filter(p, matcher).record]
     lap("bad words")
     return [{"url": p.url, "text": p.text, "timestamp": p.timestamp} for p in kept], {"docs": read, "stages": timings}
 

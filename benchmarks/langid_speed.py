@@ -16,7 +16,15 @@ Without a data folder, the bundled sample crawl's WET documents are used. At the
 run checks that both gave identical results on every text; on a mismatch it prints the
 first differing text and exits with status 1.
 
+``--baseline FILE`` also times another version of ``corpus/langid.py`` (for instance the
+last commit's: ``git show HEAD:corpus/langid.py > /tmp/langid_head.py``) in the same
+process, in CPU seconds, alternating chunks of 500 texts between the two, and checks that
+both give identical results. ``--scale PAGES`` uses instead the page texts of
+``benchmarks/c4_scale.py``'s Common Crawl-shaped WET set (built once, cached), read as the
+C4 reader reads them; with ``--baseline`` only (langdetect itself would take minutes).
+
     python benchmarks/langid_speed.py [--data ../shared/data] [--repeat 3]
+    python benchmarks/langid_speed.py --scale 20000 --baseline /tmp/langid_head.py [--repeat 2]
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import html
+import importlib.util
 import os
 import re
 import sys
@@ -32,6 +41,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(1, str(Path(__file__).resolve().parent))
 
 from corpus.langid import LanguageDetectionError, detect_langs, reference_detect_langs  # noqa: E402
 from corpus.records import Document, HtmlPage  # noqa: E402
@@ -67,6 +77,59 @@ def text_sets(data: Path | None) -> dict[str, list[str]]:
     return sets
 
 
+def scale_texts(data: Path, pages: int) -> list[str]:
+    """The page texts of c4_scale's WET set of ``pages`` pages, as the C4 reader reads them."""
+    import c4_scale
+
+    cache = Path(tempfile.gettempdir()) / "corpusforge-c4-scale"  # c4_scale.py's default --cache
+    manifest = c4_scale.build_wet_set(data, cache, pages, 0)
+    folder = c4_scale.wet_set_folder(cache, pages, 0) / "wet"
+    return [d.text for name in manifest["files"] for d in read_archive(str(folder / name), text_mode="c4") if isinstance(d, Document)]
+
+
+def load_baseline(path: str):
+    """Another version of corpus/langid.py, loaded as its own module."""
+    spec = importlib.util.spec_from_file_location("langid_baseline", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    module._cached_model = module._load_model  # its tables are built here, never kept under its module's name
+    return module
+
+
+def against_baseline(baseline, texts: list[str], repeat: int) -> int:
+    """CPU seconds of the baseline's detect_langs and ours over ``texts``, alternating chunks."""
+    def detect_with(module):
+        def detect(text):
+            try:
+                return module.detect_langs(text)
+            except module.LanguageDetectionError as exc:
+                return ("LanguageDetectionError", str(exc))
+        return detect
+
+    sides = {"baseline": detect_with(baseline), "ours": detect_with(sys.modules["corpus.langid"])}
+    for detect in sides.values():
+        detect("warm up: load the profiles")
+    chunks = [texts[i : i + 500] for i in range(0, len(texts), 500)]
+    print(f"{len(texts)} texts, {sum(map(len, texts)) // max(1, len(texts))} characters each on average; CPU seconds (process time)")
+    print(f"{'pass':>4} {'baseline s':>11} {'ours s':>8} {'baseline us/text':>17} {'ours us/text':>13} {'ratio':>7}")
+    same = True
+    for number in range(1, repeat + 1):
+        spent = dict.fromkeys(sides, 0.0)
+        for index, chunk in enumerate(chunks):
+            order = list(sides) if index % 2 == 0 else list(reversed(sides))
+            results = {}
+            for side in order:
+                start = time.process_time()
+                results[side] = [sides[side](text) for text in chunk]
+                spent[side] += time.process_time() - start
+            same = same and results["baseline"] == results["ours"]
+        base, ours = spent["baseline"], spent["ours"]
+        print(f"{number:>4} {base:>11.2f} {ours:>8.2f} {base / len(texts) * 1e6:>17.1f} {ours / len(texts) * 1e6:>13.1f} {base / ours:>6.2f}x")
+    print(f"outputs identical on all {len(texts)} texts: {same}")
+    return 0 if same else 1
+
+
 def run_all(detect, texts: list[str]) -> list:
     results = []
     for text in texts:
@@ -94,7 +157,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", default=os.environ.get("CORPUSFORGE_TEST_DATA"), help="the real-data folder")
     parser.add_argument("--repeat", type=int, default=3, help="passes per detector; the best counts")
+    parser.add_argument("--baseline", metavar="FILE", help="another version of corpus/langid.py to time ours against, side by side")
+    parser.add_argument("--scale", type=int, metavar="PAGES", help="with --baseline: the page texts of c4_scale's set of PAGES pages")
     args = parser.parse_args(argv)
+    if args.baseline:
+        data = Path(args.data) if args.data else None
+        if args.scale:
+            texts = scale_texts(data or Path(__file__).resolve().parents[2] / "shared" / "data", args.scale)
+        else:
+            texts = [t for group in text_sets(data).values() for t in group]
+        return against_baseline(load_baseline(args.baseline), texts, args.repeat)
+    if args.scale:
+        parser.error("--scale needs --baseline")
     sets = text_sets(Path(args.data) if args.data else None)
 
     load = {}

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import glob as _glob
 import hashlib
 import json
 import logging
@@ -69,10 +70,18 @@ def _local(path: str | os.PathLike) -> str:
 
 def _filesystems():
     """Beam's FileSystems, with ``memory://`` registered."""
+    # Beam takes about a second to import: only a path that is not local loads it (here and below).
     import common.memfs  # noqa: F401  (registers the memory:// filesystem)
     from apache_beam.io.filesystems import FileSystems
 
     return FileSystems
+
+
+def _beam_filesystem():
+    """``apache_beam.io.filesystem`` (``CompressionTypes``, ``BeamIOError``), for paths that are not local."""
+    from apache_beam.io import filesystem  # Beam: not for local paths (see _filesystems)
+
+    return filesystem
 
 
 def join(base: str | os.PathLike, *names: str) -> str:
@@ -103,7 +112,7 @@ def configure(beam_args: Iterable[str] | None) -> None:
     beam_args = list(beam_args or [])
     if not beam_args:
         return
-    from apache_beam.options.pipeline_options import PipelineOptions
+    from apache_beam.options.pipeline_options import PipelineOptions  # Beam: only when remote options are given
 
     _filesystems().set_options(PipelineOptions(beam_args))
 
@@ -143,9 +152,7 @@ def open_read(path: str) -> BinaryIO:
     """A binary stream of the file (seekable on disk, ``memory://``, S3 and GCS)."""
     if is_local(path):
         return open(_local(path), "rb")
-    from apache_beam.io.filesystem import CompressionTypes
-
-    return _filesystems().open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    return _filesystems().open(path, compression_type=_beam_filesystem().CompressionTypes.UNCOMPRESSED)
 
 
 def read_bytes(path: str) -> bytes:
@@ -158,11 +165,9 @@ def read_text(path: str) -> str:
 
 
 def _match(pattern: str, limit: int | None = None) -> list[tuple[str, int]]:
-    from apache_beam.io.filesystem import BeamIOError
-
     try:
         (result,) = _filesystems().match([pattern], limits=[limit])
-    except BeamIOError:
+    except _beam_filesystem().BeamIOError:
         return []
     return [(m.path, m.size_in_bytes) for m in result.metadata_list]
 
@@ -178,8 +183,6 @@ def list_files(folder: str) -> list[str]:
 def glob(pattern: str) -> list[str]:
     """Files matching ``pattern`` (``*``, ``?``, ``[...]``; ``**`` crosses folders), sorted."""
     if is_local(pattern):
-        import glob as _glob
-
         return sorted(p for p in _glob.glob(_local(pattern), recursive=True) if os.path.isfile(p))
     return sorted(path for path, _ in _match(pattern))
 
@@ -227,9 +230,7 @@ def delete(paths: Iterable[str]) -> None:
             continue
         found = [p for p, _ in _match(path.rstrip("/") + "/**")] + ([path] if exists(path) else [])
         if found:
-            from apache_beam.io.filesystem import BeamIOError
-
-            with contextlib.suppress(BeamIOError):
+            with contextlib.suppress(_beam_filesystem().BeamIOError):
                 _filesystems().delete(found)
 
 
@@ -263,9 +264,7 @@ class AtomicFile:
         if is_local(self.final_path):
             self.stream = open(_local(self.temporary), "wb")
         else:
-            from apache_beam.io.filesystem import CompressionTypes
-
-            self.stream = _filesystems().create(self.temporary, compression_type=CompressionTypes.UNCOMPRESSED)
+            self.stream = _filesystems().create(self.temporary, compression_type=_beam_filesystem().CompressionTypes.UNCOMPRESSED)
 
     def commit(self) -> None:
         try:

@@ -2,21 +2,27 @@
 
 Every constant comes from the reference implementation, the TensorFlow Datasets ``c4``
 builder 3.1.0 (``c4_utils.py`` and ``c4.py``), whose output is the released ``c4/en``.
-Each rule returns what it decided in the reference's own counter names, so the Beam
-pipeline (``pipelines/c4.py``) only wires the steps and counts. Line and span dedup keys
-live in ``dedup/``; sentence counting in ``corpus.sentences``; language id in
-``corpus.langid``.
+Each rule returns a ``common.decision.Decision`` in the reference's own counter names,
+each counter with its unit (pages, lines, or ``other`` for a tally), and never changes
+the page it was given (``C4Page`` is frozen), so the Beam pipeline (``pipelines/c4.py``)
+only wires the steps and the in-memory chain (``benchmarks/c4_throughput.py``) calls the
+same functions. Line and span dedup live in ``dedup/``; sentence counting in
+``corpus.sentences``; language id in ``corpus.langid``.
 """
 
 from __future__ import annotations
 
 import json
+import posixpath
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Mapping
 
+from common.decision import FILTERED, LINES, OTHER, PAGES, PASSED, Decision
 from corpus.inputs import COMMON_CRAWL_BASE_URL, join_base
+from corpus.records import Document, ReadError
+from corpus.warc import MISSING_TARGET_URI
 from corpus.urls import normalize_url, url_hash_int
 
 # --- constants (TFDS c4 3.1.0 unless noted) ---------------------------------------------
@@ -55,8 +61,11 @@ CLEAN_PAGE = "clean-page"
 DEDUPE_LINES = "dedupe-lines"
 ENGLISH_FILTER = "english-filter"
 BADWORDS_FILTER = "badwords-filter"
-PASSED = "passed"
-FILTERED = "filtered"
+NO_URL = "filtered:no_url"
+WET_FILE = "wet-file"  # a tally: WET files read
+MISSING_PAGE = "missing-page"  # a tally: listed WebText-like URLs with no page in the crawl
+EXAMPLES = "examples"  # a tally per split: documents written
+SPLITS = ("train", "validation")
 
 
 @dataclass(frozen=True)
@@ -80,9 +89,10 @@ VARIANTS = {v.name: v for v in (
 )}
 
 
-@dataclass
+@dataclass(frozen=True)
 class C4Page:
-    """A page moving through the chain; ``order`` (file index, offset) decides "first seen"."""
+    """A page moving through the chain; ``order`` (file index, offset) decides "first seen".
+    Frozen: a rule that changes the text returns a new page (``dataclasses.replace``)."""
 
     url: str
     text: str
@@ -92,16 +102,7 @@ class C4Page:
 
     def __post_init__(self):
         if not self.normalized_url:
-            self.normalized_url = normalize_url(self.url)
-
-
-@dataclass
-class Verdict:
-    """What one rule did to one page: the page it keeps (or None), counters, dropped examples."""
-
-    page: C4Page | None
-    counts: Counter = field(default_factory=Counter)
-    dropped: list = field(default_factory=list)  # (counter name, example text)
+            object.__setattr__(self, "normalized_url", normalize_url(self.url))
 
 
 def crawl_manifest_url(crawl: str, kind: str = "wet", base: str = COMMON_CRAWL_BASE_URL) -> str:
@@ -117,7 +118,7 @@ def crawl_manifest_url(crawl: str, kind: str = "wet", base: str = COMMON_CRAWL_B
 def wet_page_problem(url: str, text: str, timestamp: str) -> str | None:
     """The reference's reason a parsed WET page is unusable, checked in its order, or None."""
     if not url:
-        return "filtered:no_url"
+        return NO_URL
     if not text:
         return "filtered:no_content"
     if not timestamp:
@@ -125,10 +126,60 @@ def wet_page_problem(url: str, text: str, timestamp: str) -> str | None:
     return None
 
 
+NOTHING = Decision(None)  # nothing passed on, nothing counted
+WET_FILE_READ = Decision.tally(WET_FILE)  # one WET file read (the reference's counter)
+
+
+def wet_page(doc: Document, file_index: int) -> Decision:
+    """A WET conversion record -> the ``C4Page`` the chain starts with, or the reference's
+    reason it is unusable (the URL sampled). ``file_index`` and the record's offset make
+    its ``order``."""
+    reason = wet_page_problem(doc.url, doc.text, doc.timestamp)
+    if reason:
+        return Decision.drop(reason, doc.url)
+    page = C4Page(url=doc.url, text=doc.text, timestamp=doc.timestamp, order=(file_index, int(doc.meta.get("stream_offset", 0))))
+    return Decision.keep(page, PASSED)
+
+
+def _file_name(source: str) -> str:
+    """A crawl file's name without its folder or bucket: stats.json reads the same wherever
+    the input lives (errors/errors.jsonl keeps the full location)."""
+    return posixpath.basename(source)
+
+
+def unreadable_record(error: ReadError) -> Decision:
+    """A record the reader could not use: the reference counts one without a target URI
+    as ``filtered:no_url``; any other read error is no C4 decision (the reader counts it)."""
+    if error.reason == MISSING_TARGET_URI:
+        return Decision.drop(NO_URL, f"{_file_name(error.source)} offset {error.offset}")
+    return NOTHING
+
+
+def warcinfo_records(source: str, n: int) -> Decision:
+    """A file's ``n`` warcinfo records, which the reference counts as ``filtered:no_url``
+    (reported even when ``n`` is 0, so every file read reports the counter)."""
+    return Decision(None, ((NO_URL, n),), ((NO_URL, f"{_file_name(source)}: warcinfo record"),) if n else (), ((NO_URL, PAGES),))
+
+
+def extracted_page(url: str, doc: Document | None, outcome: str, detail: str, order: tuple) -> Decision:
+    """A WARC HTML page after main-text extraction -> a ``C4Page``, counted under the
+    extraction's ``outcome``; a page with no text is dropped with the outcome's ``detail``."""
+    if doc is None:
+        return Decision.drop(outcome, f"{url} {detail}")
+    return Decision.keep(C4Page(url=doc.url, text=doc.text, timestamp=doc.timestamp, order=order), outcome)
+
+
 # --- 1. length ---------------------------------------------------------------------------
 def is_valid_length(text: str) -> bool:
     """False iff the page has more than ``MAX_PAGE_LENGTH`` characters."""
     return len(text) <= MAX_PAGE_LENGTH
+
+
+def length_filter(page: C4Page) -> Decision:
+    """Drop a page longer than ``MAX_PAGE_LENGTH`` characters (its URL sampled)."""
+    if is_valid_length(page.text):
+        return Decision.keep(page, PASSED)
+    return Decision.drop(FILTERED, page.url)
 
 
 # --- 2. RealNews domains -----------------------------------------------------------------
@@ -156,22 +207,72 @@ def realnews_domain_problem(normalized_url: str, domains: Mapping[str, list[str]
     return None
 
 
+def realnews_filter(page: C4Page, domains: Mapping[str, list[str] | None], split_domain) -> Decision:
+    """Keep a page whose domain (and subdomain) is on the RealNews list; drops sample the URL."""
+    reason = realnews_domain_problem(page.normalized_url, domains, split_domain)
+    if reason:
+        return Decision.drop(reason, page.url)
+    return Decision.keep(page, PASSED)
+
+
 # --- 3. URL dedup ------------------------------------------------------------------------
-def newest_page(a: C4Page, b: C4Page) -> C4Page:
-    """Of two pages with one normalised URL: the larger timestamp, on a tie the first seen."""
-    return newer_of(a, b, a.timestamp, a.order, b.timestamp, b.order)
+def url_dedup_key(page: C4Page) -> tuple[str, str, tuple]:
+    """What URL dedup needs of a page: ``(normalised URL, timestamp, order)``."""
+    return page.normalized_url, page.timestamp, page.order
 
 
-def newer_of(a, b, a_timestamp: str, a_order: tuple, b_timestamp: str, b_order: tuple):
-    """The URL-dedup rule on anything that carries a page's timestamp and order (a page, or
-    the staged reference the pipeline shuffles instead): ``b`` if newer, else ``a``."""
-    if b_timestamp > a_timestamp or (b_timestamp == a_timestamp and b_order < a_order):
+def capture(page: C4Page) -> tuple[str, tuple, C4Page]:
+    """A page as ``newest_capture`` compares it: ``(timestamp, order, page)``."""
+    return page.timestamp, page.order, page
+
+
+def newest_capture(a: tuple, b: tuple) -> tuple:
+    """The URL-dedup rule (c4_utils.select_newest_page): of two captures of one normalised
+    URL, each ``(timestamp, order, ...)`` (``capture(page)``, or the staged reference the
+    pipeline shuffles instead of the page), the larger timestamp; on a tie the first seen
+    (smaller order). ``b`` if newer, else ``a``."""
+    if b[0] > a[0] or (b[0] == a[0] and b[1] < a[1]):
         return b
     return a
 
 
+_URL_DEDUP_UNITS = ((FILTERED, PAGES), (PASSED, PAGES))
+
+
+def keep_newest(normalized_url: str, newest_and_count: tuple) -> Decision:
+    """One normalised URL after URL dedup: ``(its newest capture, how many it had)`` ->
+    the newest passes, the others are counted as filtered (0 too) and the URL sampled."""
+    newest, n = newest_and_count
+    dropped = ((FILTERED, normalized_url),) if n > 1 else ()
+    return Decision(newest, ((FILTERED, n - 1), (PASSED, 1)), dropped, _URL_DEDUP_UNITS)
+
+
+# --- 4. WebText-like URL list --------------------------------------------------------------
+MISSING_LISTED_PAGE = Decision.tally(MISSING_PAGE)
+
+
+def webtextlike_filter(normalized_url: str, joined: tuple) -> Decision:
+    """One normalised URL joined with the WebText-like list: ``joined`` is (the URL's
+    captures after URL dedup, its list entries). A page not on the list is dropped (the URL
+    sampled); a listed URL with no page is a tally (``missing-page``)."""
+    captures, listed = joined
+    captures, listed = list(captures), list(listed)
+    if not listed:
+        return Decision.drop(FILTERED, normalized_url)
+    if not captures:
+        return MISSING_LISTED_PAGE
+    return Decision.keep(captures[0], PASSED)
+
+
 # --- 5. clean_page -----------------------------------------------------------------------
-def clean_page(page: C4Page, count_line_sentences: Callable[[str], int]) -> Verdict:
+# What each clean_page counter counts (a line rule drops a line, a page rule the page).
+CLEAN_PAGE_UNITS = tuple((name, LINES) for name in (
+    "line-passed", "line-filtered:too_long_word", "line-filtered:no_endmark", "line-filtered:too_short",
+    "line-filtered:javascript", "line-filtered:policy")) + tuple((name, PAGES) for name in (
+    PASSED, "filtered:loremipsum", "filtered:squigglybracket", "filtered:too_few_sentences"))
+
+
+def clean_page(page: C4Page, count_line_sentences: Callable[[str], int]) -> Decision:
     """C4's nine line/page rules, in the reference's order, then the 3-sentence page floor."""
     counts: Counter = Counter()
     dropped: list = []
@@ -191,16 +292,17 @@ def clean_page(page: C4Page, count_line_sentences: Callable[[str], int]) -> Verd
             counts["line-passed"] += 1
         elif reason.startswith("filtered:"):  # a page rule: the whole page goes
             counts[reason] += 1
-            return Verdict(None, counts, dropped + [(reason, line)])
+            dropped.append((reason, line))
+            return Decision(None, tuple(counts.items()), tuple(dropped), CLEAN_PAGE_UNITS)
         else:
             counts[reason] += 1
             dropped.append((reason, line))
     if sentences < MIN_NUM_SENTENCES:
         counts["filtered:too_few_sentences"] += 1
-        return Verdict(None, counts, dropped + [("filtered:too_few_sentences", page.text)])
+        dropped.append(("filtered:too_few_sentences", page.text))
+        return Decision(None, tuple(counts.items()), tuple(dropped), CLEAN_PAGE_UNITS)
     counts[PASSED] += 1
-    page.text = LINE_DELIMITER.join(kept).strip()
-    return Verdict(page, counts, dropped)
+    return Decision(replace(page, text=LINE_DELIMITER.join(kept).strip()), tuple(counts.items()), tuple(dropped), CLEAN_PAGE_UNITS)
 
 
 def _line_problem(line: str) -> str | None:
@@ -230,7 +332,7 @@ def _line_problem_after_citations(line: str) -> str | None:
 
 
 # --- 8. language -------------------------------------------------------------------------
-def detect_english(page: C4Page, detect_langs, detection_error: type[Exception]) -> Verdict:
+def detect_english(page: C4Page, detect_langs, detection_error: type[Exception]) -> Decision:
     """Keep iff langdetect's top prediction is ``en`` with probability >= 0.99.
 
     ``detect_langs(text) -> [(lang, prob), ...]`` is seeded langdetect or its exact fast
@@ -240,17 +342,16 @@ def detect_english(page: C4Page, detect_langs, detection_error: type[Exception])
     try:
         predictions = detect_langs(page.text)
     except detection_error:
-        return _drop(page, "filtered:langdetect_exception")
+        return Decision.drop("filtered:langdetect_exception", page.text)
     if not predictions:
-        return _drop(page, "filtered:no_predictions")
+        return Decision.drop("filtered:no_predictions", page.text)
     lang, prob = predictions[0]
     if prob < MIN_ENGLISH_PROBABILITY:
-        return _drop(page, "filtered:low_confidence")
+        return Decision.drop("filtered:low_confidence", page.text)
     if lang != "en":
-        verdict = _drop(page, "filtered:ignored_language")
-        verdict.counts[f"filtered:ignored_language-{lang}"] += 1
-        return verdict
-    return Verdict(page, Counter({PASSED: 1}))
+        ignored, per_language = "filtered:ignored_language", f"filtered:ignored_language-{lang}"  # the latter a tally by language
+        return Decision(None, ((ignored, 1), (per_language, 1)), ((ignored, page.text),), ((ignored, PAGES), (per_language, OTHER)))
+    return Decision.keep(page, PASSED)
 
 
 # --- 9. bad words ------------------------------------------------------------------------
@@ -309,11 +410,11 @@ class BadwordsMatcher:
         return any(word in lowered and pattern.search(lowered) for word, pattern in self.others)
 
 
-def badwords_filter(page: C4Page, matcher: BadwordsMatcher) -> Verdict:
+def badwords_filter(page: C4Page, matcher: BadwordsMatcher) -> Decision:
     """Drop the page if its lower-cased text contains a listed word (whole-word match)."""
     if matcher.search(page.text.lower()):
-        return _drop(page, FILTERED)
-    return Verdict(page, Counter({PASSED: 1}))
+        return Decision.drop(FILTERED, page.text)
+    return Decision.keep(page, PASSED)
 
 
 # --- 10. split ---------------------------------------------------------------------------
@@ -322,6 +423,13 @@ def split_of(normalized_url: str) -> str:
     return "validation" if url_hash_int(normalized_url) % VALIDATION_MODULUS == 0 else "train"
 
 
-def _drop(page: C4Page, reason: str) -> Verdict:
-    return Verdict(None, Counter({reason: 1}), [(reason, page.text)])
+def split_index(page: C4Page, num_splits: int = len(SPLITS)) -> int:
+    """The page's split as an index into ``SPLITS`` (a ``beam.Partition`` function)."""
+    return SPLITS.index(split_of(page.normalized_url))
+
+
+def to_document(page: C4Page) -> Decision:
+    """A page of the finished chain -> the ``Document`` its split's shards hold, counted as
+    the reference counts written pages (``examples``, a tally in the split's namespace)."""
+    return Decision.keep(Document(text=page.text, url=page.url, timestamp=page.timestamp), EXAMPLES, OTHER)
 

@@ -180,7 +180,7 @@ def _preload_in_forkserver(context) -> None:
     someone else asked it to preload.
     """
     try:
-        from multiprocessing import forkserver
+        from multiprocessing import forkserver  # POSIX only: elsewhere there is no fork server to preload
 
         current = list(getattr(forkserver._forkserver, "_preload_modules", None) or ["__main__"])
     except (ImportError, AttributeError):
@@ -331,7 +331,7 @@ def extract_text_from_page(page: "HtmlPage", extractor: MainTextExtractor, name_
     ``meta["extractor"]`` is ``name_of(text)`` when given (for extract functions that
     choose between extractors), else trafilatura's name.
     """
-    from corpus.records import Document
+    from corpus.records import Document  # pyarrow: never in the extraction child (see the TYPE_CHECKING note)
 
     result = extractor.extract(page.html, page.url)
     if result.outcome != EXTRACTED:

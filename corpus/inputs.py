@@ -1,6 +1,8 @@
 """Where crawl files come from: paths, globs, folders, Common Crawl manifests, remote URLs.
 
-``expand_inputs`` turns what a user typed into a sorted list of files; ``open_input``
+``expand_inputs`` turns what a user typed into a sorted list of files, of one of two kinds
+(``INPUT_KINDS``): crawl files (WARC/WET, the default) or Pushshift submission dumps
+(``kind="dumps"``, WebText's ``--submissions``); ``open_input``
 opens one of them as a binary stream (local files directly, ``http(s)://`` with the
 standard library, ``gs://``/``s3://`` and any other scheme through Beam's FileSystems,
 then fsspec). Nothing here decompresses: the WARC reader sees the raw bytes, so it can
@@ -18,12 +20,16 @@ import urllib.request
 import zlib
 from typing import BinaryIO, Iterable
 
+from common import storage
 from common.storage import write_atomically
 
 # Common Crawl's public data host; relative paths in wet.paths.gz / warc.paths.gz join to it.
 COMMON_CRAWL_BASE_URL = "https://data.commoncrawl.org/"
 CRAWL_FILE_SUFFIXES = (".warc.gz", ".wet.gz", ".warc", ".wet", ".warc.wet.gz", ".arc.gz")
 MANIFEST_SUFFIXES = (".paths.gz", ".paths")
+DUMP_PREFIX = "RS_"  # Pushshift submission dumps (RS_2019-04.zst): the files of a --submissions folder
+CRAWL_FILES, SUBMISSION_DUMPS = "crawl", "dumps"
+INPUT_KINDS = (CRAWL_FILES, SUBMISSION_DUMPS)
 USER_AGENT = "corpusforge/0.1 (+https://github.com/corpusforge/corpusforge)"
 
 
@@ -122,23 +128,44 @@ def _gunzip_capped(data: bytes, limit: int) -> bytes:
 
 
 def expand_inputs(specs: Iterable[str] | str, base: str = COMMON_CRAWL_BASE_URL, max_files: int | None = None,
-                  *, allow_any_manifest_path: bool = False) -> list[str]:
-    """Expand paths, globs, folders and manifests into a list of crawl files.
+                  *, allow_any_manifest_path: bool = False, kind: str = CRAWL_FILES) -> list[str]:
+    """Expand paths, globs, folders and manifests into a list of input files.
 
     Order is stable: each spec's files in sorted (or manifest) order, specs in the order
-    given, duplicates removed. Raises ``InputError`` for a spec that matches nothing, and
-    ``ManifestPathError`` for a manifest entry outside ``base``.
+    given, duplicates removed. ``kind`` says what the files are:
+
+    - ``crawl`` (WARC/WET): a folder gives its crawl files (``CRAWL_FILE_SUFFIXES``, sub-folders
+      too), a ``*.paths.gz`` manifest its entries joined to ``base``; ``InputError`` for a spec
+      that matches nothing, ``ManifestPathError`` for a manifest entry outside ``base``.
+    - ``dumps`` (Pushshift submission dumps): a folder gives its ``RS_*`` files, a glob its
+      matches, any other spec (a URL too) is taken as named; ``InputError`` when nothing was
+      found or a local file does not exist, naming the missing files.
     """
-    if isinstance(specs, str):
-        specs = [specs]
+    if kind not in INPUT_KINDS:
+        raise ValueError(f"kind must be one of {INPUT_KINDS}, not {kind!r}")
+    specs = [specs] if isinstance(specs, str) else list(specs)
     files: list[str] = []
     for spec in specs:
-        if is_manifest(spec):
+        if kind == SUBMISSION_DUMPS:
+            files.extend(_expand_dump_spec(spec))
+        elif is_manifest(spec):
             files.extend(read_manifest(manifest_location(spec, base), base, allow_any_path=allow_any_manifest_path))
         else:
             files.extend(_expand_one(spec))
+    if kind == SUBMISSION_DUMPS:
+        missing = [f for f in files if "://" not in f and not os.path.exists(f)]
+        if not files or missing:
+            raise InputError(f"no submission dump found for {missing or specs}")
     unique = list(dict.fromkeys(files))
     return unique[:max_files] if max_files is not None else unique
+
+
+def _expand_dump_spec(spec: str) -> list[str]:
+    if os.path.isdir(spec):
+        return sorted(os.path.join(spec, name) for name in os.listdir(spec) if name.startswith(DUMP_PREFIX))
+    if glob.has_magic(spec):
+        return sorted(glob.glob(spec))
+    return [spec]
 
 
 def _expand_one(spec: str) -> list[str]:
@@ -169,8 +196,6 @@ def _expand_one(spec: str) -> list[str]:
 
 def _expand_object_store(spec: str) -> list[str]:
     """A ``gs://``/``s3://``/``memory://`` file, glob or folder, listed through Beam's FileSystems."""
-    from common import storage
-
     try:
         if storage.has_magic(spec):
             found = storage.glob(spec)
@@ -206,14 +231,11 @@ def open_input(path: str) -> BinaryIO:
 
 def _open_with_filesystems(path: str) -> BinaryIO:
     errors = []
-    try:
-        from apache_beam.io.filesystem import CompressionTypes
-        from apache_beam.io.filesystems import FileSystems
-
-        return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    try:  # the IO layer's Beam FileSystems (it loads Beam only for a remote scheme)
+        return storage.open_read(path)
     except Exception as exc:  # Beam lacks this scheme's extra (e.g. apache-beam[gcp])
         errors.append(f"Beam FileSystems: {exc}")
-    try:
+    try:  # optional: installed only where a user wants fsspec's schemes
         import fsspec
 
         return fsspec.open(path, "rb").open()

@@ -35,10 +35,16 @@ per character, ~15% in step 3's loop over 55 languages per draw):
 - Step 1 runs each regex only where it can match (text containing ``http``; windows
   around each ``@``; a tone mark present), and on a long text only on a prefix long
   enough to yield the 10,000 characters (see ``_prepare_text``).
-- Step 2 works on a NumPy array of code points: lookup tables give the normalised
-  character, its upper-case flag, its 1-gram row and its number in the profiles'
-  3,160-character alphabet; 2- and 3-gram keys pack those numbers and are found with
-  one vectorised probe of an open-addressing hash table (2**18 slots).
+- Step 2 works on a NumPy array of code points. One lookup gives each character a code
+  (``_code_tables``): space and the 59 letters most pages are made of (the English
+  profile's first) have their own; any other letter of the profiles' 3,160-character
+  alphabet shares ``CODE_OTHER``, any character outside it ``CODE_OUTSIDE`` (each with an
+  upper-case twin). The 1-, 2- and 3-grams of codes index direct tables (64, 64**2 and
+  64**3 entries) that already say "absent" where langdetect emits nothing (two spaces, a
+  space inside a 3-gram, a character outside the alphabet): three gathers give every row
+  of an English page. An n-gram with a ``CODE_OTHER`` letter is looked up instead by its
+  key (the characters' alphabet numbers, packed) in an open-addressing hash table (2**18
+  slots), which also serves text above the BMP (``_ngram_rows_by_hash``).
 - Step 3 reads the random stream in bulk. ``choice`` on a list of ``n`` n-grams takes a
   32-bit Mersenne Twister word, keeps ``word >> (32 - n.bit_length())`` and rejects values
   ``>= n``; with seed 0 the word stream is the same for every call, so it is generated
@@ -46,15 +52,18 @@ per character, ~15% in step 3's loop over 55 languages per draw):
   ``gauss`` comes from a real ``random.Random`` positioned at the same word offset
   (memoised per offset). The updates stay elementwise IEEE products in langdetect's
   order, five at a time through ``np.multiply.reduce`` along the first axis (row after
-  row); the normalising sum is the builtin ``sum`` over ``tolist()``, so it rounds as
-  langdetect's does; the convergence test avoids most ``max`` calls (``_run_trial``).
+  row); the normalising sum is the last value of ``np.add.accumulate``, which adds in
+  langdetect's order with its rounding where the builtin ``sum`` adds one float after
+  the other (CPython up to 3.11; elsewhere the builtin ``sum`` over ``tolist()`` is
+  called); the convergence test avoids most ``max`` calls (``_run_trial``).
 
 Assumptions that exactness rests on (the langdetect version; how ``random`` draws; that
 ``np.multiply.reduce`` does not reassociate) are checked once when the model loads; if
 one fails, ``detect_langs`` logs a warning and uses ``reference_detect_langs``, so the
-answer stays exact. The global ``random`` module is never touched. Profiles are read
-lazily, once per process, from the installed langdetect package's ``profiles`` folder
-into ~13 MB of arrays (langdetect's own dictionary of lists takes several times that).
+answer stays exact (whether ``np.add.accumulate`` is ``sum`` is checked then too). The
+global ``random`` module is never touched. Profiles are read lazily, once per process,
+from the installed langdetect package's ``profiles`` folder into ~14 MB of arrays
+(langdetect's own dictionary of lists takes several times that).
 ``detect_langs`` keeps no mutable state between calls except a memo of Gaussian draws and
 the grown word stream, and is safe to call from several threads.
 """
@@ -118,7 +127,8 @@ LETTER_BITS = 12  # a 2-/3-gram key packs the alphabet number (1..3160) of each 
 ROW_BITS = 17  # a hash slot holds key << ROW_BITS | row (87,598 rows < 2**17)
 HASH_BITS = 18  # 2**18 slots for ~84k 2- and 3-grams: load ~1/3, ~1.3 probes per lookup
 HASH_MULTIPLIER = 0x9E3779B97F4A7C15  # Fibonacci hashing
-FIRST_CHUNK_BLOCKS = 16  # draws are prepared for 16 blocks of 5 first, then 64 at a time
+FIRST_CHUNK_BLOCKS = 16  # a trial's blocks are prepared 16 at a time first, then 64 at a time
+MIN_CHUNK_BLOCKS = 4  # fewer blocks' draws left than a chunk wants: prepare more draws below this
 LATER_CHUNK_BLOCKS = 64
 # How far past a match's start each replacement can look (longest match, plus one).
 URL_REACH = len("https://") + 2076 + 1
@@ -128,9 +138,16 @@ MAIL_TAIL = 1 + 255 + 255 + 2  # characters from its '@' to past its end, with a
 VI_REACH = 2 + 1
 PREFIX_LENGTH = MAX_TEXT_LENGTH + URL_REACH + MAIL_REACH + VI_REACH + 4096  # see _prepare_text
 PROBE_ROUNDS = 3  # vectorised hash probes before a binary search takes over
-INITIAL_DRAWS = 512  # draws prepared per text at first (7 trials of ~60 draws for English)
+INITIAL_DRAWS = 320  # draws prepared per text at first (7 trials of ~40 draws for English)
 GAUSS_MEMO_LIMIT = 1 << 16
 INITIAL_STREAM_WORDS = 1 << 15
+# The direct n-gram tables (see _code_tables): each BMP character gets one of CODES codes;
+# 2- and 3-grams of codes index tables of CODES**2 and CODES**3 rows (1 MB of int32).
+CODES = 64
+CODE_OUTSIDE, CODE_OUTSIDE_UPPER = 0, 1  # in no profile n-gram: every n-gram with it is absent
+CODE_OTHER, CODE_OTHER_UPPER = CODES - 2, CODES - 1  # in the alphabet, without a code of its own
+CODE_SPACE = 2  # then the other characters with a code of their own, up to CODE_OTHER
+ABSENT, ASK_HASH = -1, -2  # table entries: no such n-gram; look the n-gram up in the hash table
 
 
 class LanguageDetectionError(Exception):
@@ -184,6 +201,11 @@ class _Model:
     normalize: np.ndarray  # BMP code point -> normalised code point
     upper: np.ndarray  # BMP code point -> str.isupper()
     unigram_row: np.ndarray  # BMP code point -> row of that 1-gram, or -1
+    code: np.ndarray  # BMP code point -> code of its normalised character (see _code_tables)
+    code_upper: np.ndarray  # code -> upper case (the same for every character with that code)
+    code_unigram: np.ndarray  # code -> row of its 1-gram, ABSENT, or ASK_HASH
+    code_pairs: np.ndarray  # code * CODES + code -> row of the 2-gram, ABSENT, or ASK_HASH
+    code_triples: np.ndarray  # (code * CODES + code) * CODES + code -> row of the 3-gram, ...
     vi_compose: dict[str, str]  # base letter + tone mark -> composed letter
     vi_marks: str
     vi_re: re.Pattern
@@ -321,8 +343,61 @@ def _load_model() -> _Model:
     normalize = _normalization_table(messages)
     upper = np.array([chr(c).isupper() for c in range(BMP)], dtype=bool)
     vi_compose, vi_marks, vi_re = _vietnamese(messages)
+    # Characters with a code of their own, most useful first: the English profile's letters
+    # by their 1-gram probability, then the letters known to the most profiles.
+    english = probs[langs.index("en")] if "en" in langs else {}
+    ranked = sorted(alphabet_codes, key=lambda c: (-english.get(chr(c), 0.0), -sum(1 for table in probs if chr(c) in table), c))
+    coded = _code_tables(ranked, normalize, upper, letter, unigram_row, sorted_key, sorted_row)
     return _Model(
-        tuple(langs), n_dense, dense, single_lang, single_prob, letter, alphabet, slots, sorted_key, sorted_row, normalize, upper, unigram_row, vi_compose, vi_marks, vi_re)
+        tuple(langs), n_dense, dense, single_lang, single_prob, letter, alphabet, slots, sorted_key, sorted_row, normalize, upper, unigram_row,
+        *coded, vi_compose, vi_marks, vi_re)
+
+
+def _code_tables(ranked: list[int], normalize: np.ndarray, upper: np.ndarray, letter: np.ndarray, unigram_row: np.ndarray,
+                 sorted_key: np.ndarray, sorted_row: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Direct tables for the n-grams of the characters most pages are made of.
+
+    Every BMP character gets a code from its normalised character: space and the first
+    ``ranked`` characters their own code; any other character of the profiles' alphabet
+    ``CODE_OTHER``, any character outside it ``CODE_OUTSIDE`` (each with an upper-case twin,
+    so that a code says whether its character is upper case). The tables give, for a
+    code 1-, 2- or 3-gram, the profile row of the n-gram, ``ABSENT`` when no profile has it
+    or langdetect never emits it (a character outside the alphabet; two spaces; a space
+    before the last character of a 3-gram), or ``ASK_HASH`` when a ``CODE_OTHER`` character
+    leaves the n-gram unknown (``_ngram_rows`` then looks it up in the hash table)."""
+    own = [SPACE] + [c for c in ranked if c != SPACE][: CODE_OTHER - CODE_SPACE - 1]
+    code_of = np.where(letter != 0, CODE_OTHER, CODE_OUTSIDE).astype(np.intp)
+    code_of += upper  # CODE_OUTSIDE_UPPER = CODE_OUTSIDE + 1, CODE_OTHER_UPPER = CODE_OTHER + 1
+    code_of[own] = np.arange(CODE_SPACE, CODE_SPACE + len(own))
+    code = code_of[normalize]
+    code_upper = np.zeros(CODES, dtype=bool)
+    code_upper[[CODE_OUTSIDE_UPPER, CODE_OTHER_UPPER]] = True
+    code_upper[CODE_SPACE : CODE_SPACE + len(own)] = upper[own]
+    code_letter = np.zeros(CODES, dtype=np.uint64)  # 0 for codes without a character of their own
+    code_letter[CODE_SPACE : CODE_SPACE + len(own)] = letter[own]
+    outside = np.zeros(CODES, dtype=bool)
+    outside[[CODE_OUTSIDE, CODE_OUTSIDE_UPPER]] = True
+    other = np.zeros(CODES, dtype=bool)
+    other[[CODE_OTHER, CODE_OTHER_UPPER]] = True
+
+    def rows_of(keys: np.ndarray) -> np.ndarray:
+        where = np.minimum(np.searchsorted(sorted_key, keys), len(sorted_key) - 1)
+        return np.where(sorted_key[where] == keys, sorted_row[where], ABSENT).astype(np.int32)
+
+    code_unigram = np.full(CODES, ABSENT, dtype=np.int32)
+    code_unigram[other] = ASK_HASH
+    code_unigram[CODE_SPACE + 1 : CODE_SPACE + len(own)] = unigram_row[own[1:]]  # a space is never a 1-gram
+
+    a, b = np.meshgrid(np.arange(CODES), np.arange(CODES), indexing="ij")
+    pairs = rows_of((code_letter[a] << np.uint64(LETTER_BITS)) | code_letter[b])
+    pairs[other[a] | other[b]] = ASK_HASH
+    pairs[outside[a] | outside[b] | ((a == CODE_SPACE) & (b == CODE_SPACE))] = ABSENT
+
+    a, b, c = np.meshgrid(np.arange(CODES), np.arange(CODES), np.arange(CODES), indexing="ij")
+    triples = rows_of((code_letter[a] << np.uint64(2 * LETTER_BITS)) | (code_letter[b] << np.uint64(LETTER_BITS)) | code_letter[c])
+    triples[other[a] | other[b] | other[c]] = ASK_HASH
+    triples[outside[a] | outside[b] | outside[c] | (b == CODE_SPACE)] = ABSENT
+    return code, code_upper, code_unigram, pairs.ravel(), triples.ravel()
 
 
 # ------------------------------------------------------------------ the random stream
@@ -382,6 +457,18 @@ class _SeededStream:
             span *= 2
 
 
+def _accumulate_matches_sum() -> bool:
+    """Whether ``np.add.accumulate(p)[-1]`` is the builtin ``sum(p.tolist())``, bit for bit.
+    It is where ``sum`` adds floats one after the other (CPython up to 3.11); where ``sum``
+    compensates its rounding (3.12 on), the builtin is called instead."""
+    check = random.Random(2)
+    for _ in range(200):
+        values = [check.uniform(0.0, 1.0) ** check.choice((1, 5, 40)) for _ in range(55)]
+        if np.add.accumulate(np.array(values))[-1].item() != sum(values):
+            return False
+    return sum([1.0, 1e100, 1.0, -1e100]) == 0.0  # compensated summation gives 2.0
+
+
 def _emulation_holds(stream: _SeededStream) -> bool:
     """Checks the assumptions exactness rests on: how ``random.Random`` hands out words,
     Gaussians and choices, and that ``np.multiply.reduce`` along the first axis multiplies
@@ -417,6 +504,7 @@ def _emulation_holds(stream: _SeededStream) -> bool:
 _init_lock = threading.Lock()
 _state: tuple[_Model, _SeededStream] | None = None
 _fallback: Callable[[str], Prediction] | None = None
+_accumulate_is_sum = False  # set when the model loads (_accumulate_matches_sum)
 
 
 def _cached_model() -> _Model:
@@ -433,7 +521,7 @@ def _cached_model() -> _Model:
             model = pickle.load(f)
         if isinstance(model, _Model):
             return model
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ValueError, TypeError):
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, ValueError, TypeError):
         pass
     model = _load_model()
     try:
@@ -445,7 +533,7 @@ def _cached_model() -> _Model:
 
 
 def _ensure_loaded() -> tuple[_Model, _SeededStream] | None:
-    global _state, _fallback
+    global _state, _fallback, _accumulate_is_sum
     if _state is None and _fallback is None:
         with _init_lock:
             if _state is None and _fallback is None:
@@ -460,6 +548,7 @@ def _ensure_loaded() -> tuple[_Model, _SeededStream] | None:
                     log.warning("random or numpy behave differently than assumed: using langdetect itself")
                     _fallback = reference_detect_langs
                 else:
+                    _accumulate_is_sum = _accumulate_matches_sum()
                     try:
                         _state = (_cached_model(), stream)
                     except ValueError as exc:
@@ -556,15 +645,64 @@ def _ngram_rows(text: str, model: _Model) -> np.ndarray:
     cps = _code_points(_prepare_text(text, model))
     if cps.size == 0:
         return np.empty(0, dtype=np.int32)
-    ascii_latin = (cps >= ord("A")) & (cps <= ord("z"))
-    latin = int(np.count_nonzero(ascii_latin))
-    non_latin = int(np.count_nonzero(cps >= NON_LATIN_FROM))
-    if non_latin > latin * 2:
-        non_latin -= int(np.count_nonzero((cps >= LATIN_EXTENDED_ADDITIONAL[0]) & (cps <= LATIN_EXTENDED_ADDITIONAL[1])))
-        if latin * 2 < non_latin:  # mostly another script: langdetect drops the A..z characters
-            cps = cps[~ascii_latin]
-            if cps.size == 0:
-                return np.empty(0, dtype=np.int32)
+    top = int(cps.max())
+    if top >= NON_LATIN_FROM:
+        ascii_latin = (cps >= ord("A")) & (cps <= ord("z"))
+        latin = int(np.count_nonzero(ascii_latin))
+        non_latin = int(np.count_nonzero(cps >= NON_LATIN_FROM))
+        if non_latin > latin * 2:
+            non_latin -= int(np.count_nonzero((cps >= LATIN_EXTENDED_ADDITIONAL[0]) & (cps <= LATIN_EXTENDED_ADDITIONAL[1])))
+            if latin * 2 < non_latin:  # mostly another script: langdetect drops the A..z characters
+                cps = cps[~ascii_latin]
+                if cps.size == 0:
+                    return np.empty(0, dtype=np.int32)
+    if top < BMP:
+        return _coded_ngram_rows(cps, model)
+    return _ngram_rows_by_hash(cps, model)
+
+
+def _coded_ngram_rows(cps: np.ndarray, model: _Model) -> np.ndarray:
+    """``_ngram_rows`` for BMP text: one gather per n-gram length from the code tables,
+    the hash table only for n-grams with a ``CODE_OTHER`` character."""
+    m = len(cps)
+    codes = np.empty(m + 2, dtype=np.intp)
+    codes[:2] = CODE_SPACE  # the virtual space before the text, twice for the first 3-gram
+    model.code.take(cps, out=codes[2:], mode="clip")
+    here, before = codes[2:], codes[1:-1]
+    pairs = before * CODES
+    pairs += here
+    triples = codes[:-2] * (CODES * CODES)
+    triples += pairs
+    grams = np.empty((3, m), dtype=np.int32)
+    model.code_unigram.take(here, out=grams[0], mode="clip")
+    model.code_pairs.take(pairs, out=grams[1], mode="clip")
+    model.code_triples.take(triples, out=grams[2], mode="clip")
+    upper = model.code_upper[codes]
+    capital = upper[2:] & upper[1:-1]  # inside an all-capitals word: nothing is emitted
+    if capital.any():
+        grams[:, capital] = ABSENT
+    if int(codes.max()) >= CODE_OTHER:
+        flat = grams.ravel()
+        ask = np.flatnonzero(flat == ASK_HASH)
+        if ask.size:
+            n = ask // m
+            at = ask - n * m + 2  # the n-gram's last character, in `codes` positions
+            chars = np.empty(m + 2, dtype=np.intp)
+            chars[:2] = SPACE
+            chars[2:] = model.normalize[cps]
+            letter = model.letter[chars].astype(np.uint64)
+            one = n == 0
+            flat[ask[one]] = model.unigram_row[chars[at[one]]]
+            n, at = n[~one], at[~one]
+            keys = (letter[at - 1] << np.uint64(LETTER_BITS)) | letter[at]
+            keys[n == 2] |= letter[at[n == 2] - 2] << np.uint64(2 * LETTER_BITS)
+            flat[ask[~one]] = _lookup(keys, model)
+    rows = grams.T.ravel()  # position by position: the 1-, 2- and 3-gram ending there
+    return rows[rows >= 0]
+
+
+def _ngram_rows_by_hash(cps: np.ndarray, model: _Model) -> np.ndarray:
+    """``_ngram_rows`` for any text (characters above the BMP included), by the hash table."""
     astral = cps >= BMP
     if astral.any():  # never changed by normalisation, never in a profile
         bmp = ~astral
@@ -648,7 +786,7 @@ def _lookup(keys: np.ndarray, model: _Model) -> np.ndarray:
 def _profile_rows(model: _Model, rows: np.ndarray) -> np.ndarray:
     """Dense ``P(n-gram | language)`` for each row (0.0 where the language lacks it)."""
     single = rows >= model.n_dense
-    out = model.dense[np.where(single, model.n_dense, rows)]
+    out = model.dense.take(np.where(single, model.n_dense, rows), axis=0)
     if single.any():
         which = np.flatnonzero(single)
         index = rows[which] - model.n_dense
@@ -664,26 +802,34 @@ class _Draws:
     def __init__(self, model: _Model, stream: _SeededStream, ngrams: np.ndarray):
         self.model, self.stream, self.ngrams = model, stream, ngrams
         self.examined = 0  # stream words looked at so far
+        self.count = 0  # draws prepared so far
         self.offsets = np.empty(0, dtype=np.int64)  # stream word of each draw
         self.probs = np.empty((0, len(model.langs)))  # profile row of each draw's n-gram
+        self.uniform = np.full(len(model.langs), 1.0 / len(model.langs))  # a trial's start
 
     def ensure(self, count: int) -> None:
-        have = len(self.offsets)
+        have = self.count
         if have >= count:
             return
-        more = max(count - have, have, INITIAL_DRAWS)
+        more = max(count - have, have // 2, INITIAL_DRAWS)
         values, taken = self.stream.choices(self.examined, more, len(self.ngrams))
-        self.offsets = np.concatenate([self.offsets, taken + self.examined])
-        self.probs = np.concatenate([self.probs, _profile_rows(self.model, self.ngrams[values])])
-        self.examined += int(taken[-1]) + 1
+        rows = _profile_rows(self.model, self.ngrams[values])
+        taken += self.examined
+        if have:
+            self.offsets = np.concatenate([self.offsets, taken])
+            self.probs = np.concatenate([self.probs, rows])
+        else:
+            self.offsets, self.probs = taken, rows
+        self.examined = int(taken[-1]) + 1
+        self.count = have + more
 
     def first_at(self, word: int) -> int:
         """Index of the first draw taken at stream word ``word`` or later."""
         while True:
-            index = int(np.searchsorted(self.offsets, word))
-            if index < len(self.offsets):
+            index = int(self.offsets.searchsorted(word))
+            if index < self.count:
                 return index
-            self.ensure(2 * len(self.offsets) + 1)
+            self.ensure(2 * self.count + 1)
 
 
 def _largest_share(values: list[float], total: float) -> float:
@@ -694,57 +840,70 @@ def _largest_share(values: list[float], total: float) -> float:
 def _run_trial(draws: _Draws, first: int, weight: float) -> tuple[np.ndarray, int]:
     """One trial starting at draw ``first``: its normalised probabilities and its last draw.
 
-    langdetect's check is ``max(p / sum(p)) > 0.99999``. Division by a positive number is
-    monotone, so ``max(p / s) == max(p) / s``. And ``max`` itself is mostly not needed: we
-    follow the language that led last time (``lead``). If it holds more than 99% of the
-    sum it is the maximum; if it holds between 1% and 99%, no language can pass 0.99999
-    (the sum is exact to ~1e-14, far inside those margins). Only otherwise is the maximum
-    computed, langdetect's way. (This needs positive probabilities, so weight > 0; with a
-    non-positive weight, which seed 0 never draws, the maximum is always computed.)
+    Draw 0 is taken as a block of its own: the uniform vector times its factor and four
+    factors of 1.0 (exact), so every block is the same five products, one normalisation
+    and one check. langdetect's check is ``max(p / sum(p)) > 0.99999``. Division by a
+    positive number is monotone, so ``max(p / s) == max(p) / s``. And ``max`` itself is
+    mostly not needed: we follow the language that led last time (``lead``). If it holds
+    more than 99% of the sum it is the maximum; if it holds between 1% and 99%, no language
+    can pass 0.99999 (the sum is exact to ~1e-14, far inside those margins). Only otherwise
+    is the maximum computed, langdetect's way. (This needs positive probabilities, so
+    weight > 0; with a non-positive weight, which seed 0 never draws, the maximum is always
+    computed.)
     """
     n_langs = len(draws.model.langs)
-    draws.ensure(first + 1)
-    prob = np.full(n_langs, 1.0 / n_langs)
-    prob *= draws.probs[first] + weight  # weight + P, as langdetect adds them
-    values = prob.tolist()
-    total = sum(values)  # the builtin sum, in langdetect's order
-    carry = prob / total
-    if _largest_share(values, total) > CONV_THRESHOLD:
-        return carry, first
-    lead = values.index(max(values)) if weight > 0 else -1
-    done, start = 0, first + 1  # blocks of five draws finished; next draw
+    lead = -1  # no leader yet: the first check computes the maximum
+    done, start = -1, first  # blocks finished (draw 0's counts as block -1); next draw
     last_block = ITERATION_LIMIT // CHECK_EVERY
-    multiply_rows, divide = np.multiply.reduce, np.divide
+    multiply_rows, divide, accumulate = np.multiply.reduce, np.divide, np.add.accumulate
+    by_accumulate = _accumulate_is_sum
+    prob, sums = np.empty(n_langs), np.empty(n_langs)
+    carry = draws.uniform
     while True:
-        size = min(FIRST_CHUNK_BLOCKS if done == 0 else LATER_CHUNK_BLOCKS, last_block - done)
-        draws.ensure(start + CHECK_EVERY * size)
+        wanted = FIRST_CHUNK_BLOCKS if done < 0 else LATER_CHUNK_BLOCKS
+        size = min(wanted, last_block - done)
+        ready = (draws.count - start + (CHECK_EVERY - 1 if done < 0 else 0)) // CHECK_EVERY  # blocks whose draws are there
+        if ready < min(size, MIN_CHUNK_BLOCKS):
+            draws.ensure(start + CHECK_EVERY * size)
+        else:
+            size = min(size, ready)
         # blocks[b, 0] holds the normalised vector entering block b, blocks[b, 1:] its five factors.
         blocks = np.empty((size + 1, CHECK_EVERY + 1, n_langs))
         blocks[0, 0] = carry
-        factors = draws.probs[start : start + CHECK_EVERY * size].reshape(size, CHECK_EVERY, n_langs)
-        np.add(factors, weight, out=blocks[:size, 1:])
+        if done < 0:  # draw 0: one factor, then four of 1.0
+            np.add(draws.probs[start], weight, out=blocks[0, 1])
+            blocks[0, 2:] = 1.0
+            factors = draws.probs[start + 1 : start + 1 + CHECK_EVERY * (size - 1)].reshape(size - 1, CHECK_EVERY, n_langs)
+            np.add(factors, weight, out=blocks[1:size, 1:])
+            ends = start - CHECK_EVERY  # block b ends at draw ends + CHECK_EVERY * (b + 1), block 0 at `first`
+        else:
+            np.add(draws.probs[start : start + CHECK_EVERY * size].reshape(size, CHECK_EVERY, n_langs), weight, out=blocks[:size, 1:])
+            ends = start - 1
+        entering_rows = blocks[1:, 0]
         for b in range(size):
             multiply_rows(blocks[b], 0, None, prob)  # ((p * f1) * f2) ... * f5, per element
-            values = prob.tolist()
-            total = sum(values)
-            entering = blocks[b + 1, 0]
+            if by_accumulate:  # the running sum's last value: the builtin sum, same order, same rounding
+                accumulate(prob, 0, None, sums)
+                total = sums.item(-1)
+            else:
+                total = sum(prob.tolist())  # the builtin sum, in langdetect's order
+            entering = entering_rows[b]
             divide(prob, total, entering)
             done += 1
-            share = values[lead] if lead >= 0 else 0.0
+            share = prob.item(lead) if lead >= 0 else 0.0
             if lead >= 0 and share > 0.99 * total:
                 converged = share / total > CONV_THRESHOLD
             elif lead >= 0 and share >= 0.01 * total > 0.0:
                 converged = False
-            elif lead >= 0 and total > 0.0:  # positive values: max(p / total) == max(p) / total
-                top = max(values)
-                lead = values.index(top)
-                converged = top / total > CONV_THRESHOLD
+            elif weight > 0 and total > 0.0:  # positive values: max(p / total) == max(p) / total
+                lead = int(prob.argmax())  # the first of the largest, as list.index(max(...)) finds it
+                converged = prob.item(lead) / total > CONV_THRESHOLD
             else:
-                converged = _largest_share(values, total) > CONV_THRESHOLD
+                converged = _largest_share(prob.tolist(), total) > CONV_THRESHOLD
             if converged or done == last_block:
-                return entering, start + CHECK_EVERY * b + CHECK_EVERY - 1
+                return entering, ends + CHECK_EVERY * (b + 1)
         carry = blocks[size, 0]
-        start += CHECK_EVERY * size
+        start = ends + CHECK_EVERY * size + 1
 
 
 def detect_langs(text: str) -> Prediction:

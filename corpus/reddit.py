@@ -13,9 +13,13 @@ From Pushshift submission dumps to one merged record per page worth fetching:
    drops the links below the karma threshold (``LINK_PROBLEMS``).
 5. ``write_link_table`` / ``read_link_table`` store the links as Parquet.
 
-``select_links`` runs steps 2-4 in memory, for tests and small dumps. Filters run per
-submission before merging, so the karma of a link counts only its eligible submissions (a
-URL posted in an over_18 thread and elsewhere keeps only the other posts' karma).
+The rules the pipeline runs return a ``common.decision.Decision`` (one unit: ``links``):
+``filter_submission(line, filt)`` (steps 2-3: the ``Submission`` or the first problem, the
+line or URL sampled) and ``merge_link(key, subs, filt)`` (step 4: the ``Link`` or
+``low_score``). ``select_links`` runs steps 2-4 in memory through the same rules, for tests
+and small dumps. Filters run per submission before merging, so the karma of a link counts
+only its eligible submissions (a URL posted in an over_18 thread and elsewhere keeps only
+the other posts' karma).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ import pyarrow.parquet as pq
 import zstandard
 
 from common import storage
+from common.decision import LINKS, PASSED, Decision
 from corpus.inputs import is_remote, open_input
 from corpus.shards import utf8_safe
 from corpus.urls import WWW_LABEL, canonical_host, canonical_url, url_key
@@ -526,6 +531,18 @@ def submission_problem(sub: Submission, filt: LinkFilter) -> str | None:
     return None
 
 
+def filter_submission(line: str, filt: LinkFilter) -> Decision:
+    """A dump line -> its ``Submission`` (counted ``passed``), or dropped for the first of
+    ``PARSE_PROBLEMS`` (the line sampled) or ``SUBMISSION_PROBLEMS`` (the URL sampled)."""
+    sub = parse_submission(line)
+    if isinstance(sub, str):
+        return Decision.drop(sub, line, LINKS)
+    problem = submission_problem(sub, filt)
+    if problem is not None:
+        return Decision.drop(problem, sub.url, LINKS)
+    return Decision.keep(sub, PASSED, LINKS)
+
+
 # --- links ------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -615,6 +632,16 @@ def link_problem(link: Link, filt: LinkFilter) -> str | None:
     return "low_score" if link_score(link, filt) < filt.min_score else None
 
 
+def merge_link(key: str, subs: Iterable[Submission], filt: LinkFilter) -> Decision:
+    """The submissions of one URL key -> their ``Link`` (``merge_submissions``, counted
+    ``passed``), or dropped as ``low_score`` (its URL and karma sampled)."""
+    link = merge_submissions(subs)
+    problem = link_problem(link, filt)
+    if problem is not None:
+        return Decision.drop(problem, f"{link.url} karma max {link.max_score} sum {link.sum_score}", LINKS)
+    return Decision.keep(link, PASSED, LINKS)
+
+
 def select_links(lines: Iterable[str], filt: LinkFilter) -> tuple[list[Link], Counter]:
     """The whole link stage in memory: the kept links (sorted by key) and a count per reason.
 
@@ -626,23 +653,21 @@ def select_links(lines: Iterable[str], filt: LinkFilter) -> tuple[list[Link], Co
     groups: dict[str, list[Submission]] = {}
     for line in lines:
         counts["lines"] += 1
-        sub = parse_submission(line)
-        problem = sub if isinstance(sub, str) else submission_problem(sub, filt)
-        if problem is not None:
-            counts[problem] += 1
+        decision = filter_submission(line, filt)
+        if not decision.kept:
+            counts.update(dict(decision.counts))
             continue
         counts["kept_submissions"] += 1
-        groups.setdefault(url_key(sub.url), []).append(sub)
+        groups.setdefault(url_key(decision.record.url), []).append(decision.record)
     kept = []
     for key in sorted(groups):
-        link = merge_submissions(groups[key])
+        decision = merge_link(key, groups[key], filt)
         counts["links"] += 1
-        problem = link_problem(link, filt)
-        if problem is not None:
-            counts[problem] += 1
+        if not decision.kept:
+            counts.update(dict(decision.counts))
         else:
             counts["kept_links"] += 1
-            kept.append(link)
+            kept.append(decision.record)
     return kept, counts
 
 

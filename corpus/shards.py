@@ -46,7 +46,7 @@ import json
 import logging
 import os
 import re
-from typing import BinaryIO, Iterable, Iterator, Mapping, Sequence
+from typing import BinaryIO, Iterable, Iterator, Mapping
 
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -54,6 +54,8 @@ import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
 from common import storage
+from common.decision import DOCUMENTS, Decision
+from corpus.inputs import InputError
 from corpus.records import DOCUMENT_SCHEMA, Document
 
 log = logging.getLogger(__name__)
@@ -135,13 +137,19 @@ def _row_size(row: Mapping) -> int:
     )
 
 
+def json_line(row: Mapping, fmt: str) -> bytes:
+    """The line (without its newline) that the JSON format ``fmt`` writes for ``row``: compact
+    JSON of the format's fields (``JSON_FIELDS``) in order, raw UTF-8."""
+    return json.dumps({f: row[f] for f in JSON_FIELDS[fmt]}, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
 class _JsonLinesSink:
     """One JSON-lines shard, optionally gzip-compressed, written line by line to a stream."""
 
     buffered_bytes = 0  # lines go straight to the (compressed) stream
 
-    def __init__(self, stream: BinaryIO, fields: Sequence[str], compress: bool):
-        self._fields = fields
+    def __init__(self, stream: BinaryIO, fmt: str, compress: bool):
+        self._fmt = fmt
         self._file = stream
         # No file name and mtime 0 in the gzip header: same documents, same bytes.
         self._stream = (
@@ -151,8 +159,10 @@ class _JsonLinesSink:
         )
 
     def write(self, row: Mapping) -> None:
-        line = json.dumps({f: row[f] for f in self._fields}, ensure_ascii=False, separators=(",", ":"))
-        self._stream.write(line.encode("utf-8") + b"\n")
+        self._stream.write(json_line(row, self._fmt) + b"\n")
+
+    def write_line(self, line: bytes) -> None:
+        self._stream.write(line + b"\n")
 
     def flush(self) -> None:
         pass
@@ -195,7 +205,7 @@ def open_sink(fmt: str, stream: BinaryIO, row_group_bytes: int = ROW_GROUP_BYTES
     _check_format(fmt)
     if fmt == "parquet":
         return _ParquetSink(stream, row_group_bytes)
-    return _JsonLinesSink(stream, JSON_FIELDS[fmt], compress=fmt == "c4json")
+    return _JsonLinesSink(stream, fmt, compress=fmt == "c4json")
 
 
 class ShardFile:
@@ -205,7 +215,7 @@ class ShardFile:
     def __init__(self, path: str, fmt: str, row_group_bytes: int = ROW_GROUP_BYTES):
         if not path.endswith(SHARD_EXTENSIONS[fmt]):
             raise ValueError(f"{path}: a {fmt} shard must end with {SHARD_EXTENSIONS[fmt]}")
-        self.path = path
+        self.path, self.fmt = path, fmt
         self._file = storage.AtomicFile(path)
         self._hashing = storage.HashingWriter(self._file.stream)
         try:
@@ -220,6 +230,10 @@ class ShardFile:
 
     def write(self, row: Mapping) -> None:
         self.sink.write(row)
+
+    def write_line(self, line: bytes) -> None:
+        """Write a row already encoded as this JSON format writes it (``json_line(row, fmt)``)."""
+        self.sink.write_line(line)
 
     def flush(self) -> None:
         self.sink.flush()
@@ -469,3 +483,90 @@ def open_dataset(
     )
     non_empty = [f for f in files if not _is_empty_json(f)]
     return ds.dataset(non_empty, format=json_format, schema=JSON_DATASET_SCHEMA)
+
+
+# --- the readers of jobs: the shard files of an input, one text field per row ------------
+def shard_files(specs: str | os.PathLike | Iterable[str | os.PathLike]) -> list[str]:
+    """The shard files a job reads, each shard once (``find_shards``, then
+    ``one_format_per_shard``); ``InputError`` when there is none."""
+    files = one_format_per_shard(find_shards(specs))
+    if not files:
+        raise InputError(f"no corpus shards found for {specs}")
+    return files
+
+
+def read_error(path: str, offset: int, reason: str, detail: str) -> dict:
+    """An ``errors/errors.jsonl`` row: which file, which row (from 1; 0 = the file), why."""
+    return {"source": path, "offset": offset, "reason": reason, "detail": detail[:500]}
+
+
+def read_texts(path: str, field: str = "text") -> Iterator[tuple[int, str] | dict]:
+    """``(row number, text)`` for each row of a shard (JSON lines, gzipped or not, or
+    Parquet), or a ``read_error`` row for a row or file that cannot be read
+    (``bad_json``, ``no_text_field``, ``unreadable``); rows before a damaged spot are kept.
+    Unlike ``read_documents``, bad input never raises: the job counts it and goes on."""
+    if path.endswith(".parquet"):
+        yield from _parquet_texts(path, field)
+        return
+    number = 0
+    try:
+        with storage.open_read(path) as raw, (gzip.GzipFile(fileobj=raw, mode="rb") if path.endswith(".gz") else raw) as lines:
+            for number, line in enumerate(lines, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except ValueError as exc:
+                    yield read_error(path, number, "bad_json", str(exc))
+                    continue
+                if not isinstance(row, dict) or not isinstance(row.get(field), str):
+                    yield read_error(path, number, "no_text_field", f"no string field {field!r}")
+                    continue
+                yield number, row[field]
+    except (OSError, EOFError, UnicodeDecodeError) as exc:
+        yield read_error(path, number + 1, "unreadable", f"{type(exc).__name__}: {exc}")
+
+
+def _parquet_texts(path: str, field: str) -> Iterator[tuple[int, str] | dict]:
+    number = 0
+    try:
+        with storage.open_read(path) as raw, pq.ParquetFile(raw) as shard:
+            if field not in shard.schema_arrow.names:
+                yield read_error(path, 0, "no_text_field", f"no column {field!r} (columns: {shard.schema_arrow.names})")
+                return
+            for batch in shard.iter_batches(batch_size=READ_BATCH_ROWS, columns=[field]):
+                for text in batch.column(0).to_pylist():
+                    number += 1
+                    if not isinstance(text, str):
+                        yield read_error(path, number, "no_text_field", f"{field!r} is {type(text).__name__}")
+                        continue
+                    yield number, text
+    except (OSError, ValueError) as exc:
+        yield read_error(path, number + 1, "unreadable", f"{type(exc).__name__}: {exc}")
+
+
+def first_texts(files: Iterable[str], count: int, field: str = "text") -> Iterator[str]:
+    """The first ``count`` non-empty texts of ``files`` in file order (unreadable rows skipped)."""
+    taken = 0
+    for path in files:
+        for item in read_texts(path, field):
+            if isinstance(item, dict):
+                continue
+            if item[1].strip():
+                yield item[1]
+                taken += 1
+                if taken >= count:
+                    return
+
+
+EMPTY_TEXT = "empty_dropped"  # a row whose text is empty or only whitespace: no document
+READ_TEXTS = "documents_read"  # every row with a text
+
+
+def nonempty_text(text: str) -> Decision:
+    """A row's text goes on unless it is empty or only whitespace; every row is counted."""
+    if text.strip():
+        return Decision(text, ((READ_TEXTS, 1), (EMPTY_TEXT, 0)), (), ((READ_TEXTS, DOCUMENTS), (EMPTY_TEXT, DOCUMENTS)))
+    return Decision(None, ((READ_TEXTS, 1), (EMPTY_TEXT, 1)), ((EMPTY_TEXT, text),),
+                    ((READ_TEXTS, DOCUMENTS), (EMPTY_TEXT, DOCUMENTS)))
+

@@ -17,6 +17,8 @@ import ipaddress
 import re
 import urllib.parse
 
+import idna  # installed with tldextract (requirements.txt)
+
 # C4 reference: strip "http(s)://" and a leading "www." anywhere in the URL (unanchored).
 _SCHEME_RE = re.compile(r"https?://(www\.)?")
 # C4 reference: a query starting with ?utm_, ?ref or ?feed is cut to the end of the URL.
@@ -194,8 +196,6 @@ def canonical_host(host: str) -> str | None:
 
 def _idna_host(host: str) -> str | None:
     """An internationalised host in A-labels (``bücher.de`` -> ``xn--bcher-kva.de``)."""
-    import idna  # installed with tldextract; only non-ASCII hosts need it
-
     try:
         mapped = idna.uts46_remap(host, std3_rules=False, transitional=False)
         labels = [label if label.isascii() else idna.alabel(label).decode("ascii") for label in mapped.split(".")]

@@ -966,7 +966,7 @@ def decode_content(body: bytes, encoding: str, max_bytes: int = MAX_DECODED_BYTE
             return _inflate_capped(zlib.decompressobj(-15), body, max_bytes)
     if encoding == "br":
         try:
-            import brotli
+            import brotli  # optional (not in requirements.txt): only a br-encoded body needs it
         except ImportError:
             raise ValueError("brotli is not installed (pip install brotli)") from None
         return _brotli_capped(brotli, body, max_bytes)

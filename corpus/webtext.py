@@ -3,9 +3,12 @@
 The paper extracted text "with a combination of the Dragnet and Newspaper content
 extractors". Dragnet is unmaintained, so trafilatura stands in for it; newspaper3k
 (0.2.8), the paper's second extractor, is available as a rescue. Then all Wikipedia pages
-and non-English pages are removed, plus the heuristic cleaning below. Every rule is a pure
-function returning a reason string (a counter name) or None; ``clean_webtext`` applies
-them in a fixed order.
+and non-English pages are removed, plus the heuristic cleaning below. Each check is a pure
+function returning a reason string (a counter name) or None; ``clean_webtext``, the rule
+the pipeline runs, applies them in a fixed order and returns a ``common.decision.Decision``.
+The pages stage's rules live here too (``fetched_page``, ``capture_of_link``,
+``extract_document``): every rule takes a record and returns a ``Decision``, never
+changing the record it was given.
 
 Extraction: ``extract_text(html, url, extractor="trafilatura")``
 -----------------------------------------------------------------
@@ -69,9 +72,21 @@ pickle from the extraction child process; ``extractor_of(text)`` reads it (a pla
 ``MainTextExtractor`` and ``extract_webtext_from_page`` turns a WARC page into a
 ``Document`` with ``meta["extractor"]`` set, its text a plain str.
 
-Cleaning: ``clean_webtext(text, url) -> (text or None, reason or None)``
------------------------------------------------------------------------
-In order (the first reason wins):
+Pages: ``fetched_page`` / ``capture_of_link`` / ``extract_document``
+-------------------------------------------------------------------
+``fetched_page((link, log entry, page))`` counts each link by its fetch outcome
+(``corpus.fetch``'s ``ok``, ``dns_error``, ...; ``not_logged`` when the fetch log has no
+line for it) and passes ``(link, page)`` on for an ``ok`` page read back from its WARC.
+``capture_of_link(key, {"links", "pages"})`` joins a link to its Common Crawl captures
+(status 200): the newest (``newest_capture``), counted ``matched``, or ``no_capture``.
+``extract_document((link, page), extractor, page_source)`` runs the extractor and gives the
+``Document`` with the link's Reddit metadata (``webtext_meta``), counted by extraction
+outcome and by whose text it is (``extractor:<name>``).
+
+Cleaning: ``clean_webtext(doc) -> Decision``
+---------------------------------------------
+The document goes on with its cleaned text (``dataclasses.replace``), counted ``passed``,
+or is dropped for the first reason, in order:
 
 1. ``wikipedia`` (``is_wikipedia(url)``): the paper removed all Wikipedia documents because
    Wikipedia is a common source of evaluation sets. Matched on the URL's host: any
@@ -118,6 +133,7 @@ import hashlib
 import re
 import sys
 import unicodedata
+from dataclasses import replace
 from functools import lru_cache, partial
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -129,6 +145,7 @@ from newspaper.outputformatters import OutputFormatter
 from newspaper.parsers import Parser
 from newspaper.utils import get_available_languages
 
+from common.decision import LINKS, OTHER, PAGES, PASSED, Decision
 from corpus.extract import (
     SURROGATES,
     EXTRACTION_TIMEOUT_S,
@@ -140,10 +157,13 @@ from corpus.extract import (
     extract_text_from_page,
     sanitize_markup,
 )
+from corpus.fetch_policy import OK as FETCHED
 from corpus.langid import LanguageDetectionError, detect_langs
+from corpus.urls import url_key
 
 if TYPE_CHECKING:  # corpus.records imports pyarrow, which the extraction child does not need
     from corpus.records import Document, HtmlPage
+
 
 # --- extraction ----------------------------------------------------------------------------
 TRAFILATURA = EXTRACTOR_NAME  # "trafilatura": Dragnet's stand-in (spec: Dragnet is unmaintained)
@@ -291,6 +311,81 @@ def webtext_extractor(timeout_s: float = EXTRACTION_TIMEOUT_S, extractor: str = 
 def extract_webtext_from_page(page: "HtmlPage", extractor: MainTextExtractor) -> tuple["Document | None", Extraction]:
     """A WARC page as a ``Document`` of its WebText text (``meta["extractor"]`` says whose), or None."""
     return extract_text_from_page(page, extractor, name_of=extractor_of)
+
+
+# --- pages -----------------------------------------------------------------------------------
+NOT_LOGGED = "not_logged"  # a link the fetch log has no line for
+MATCHED = "matched"  # a link with a Common Crawl capture
+NO_CAPTURE = "no_capture"  # a link without one (status 200)
+
+
+def fetched_page(item: tuple) -> Decision:
+    """``(link, fetch log entry or None, page or None)`` -> ``(link, page)`` for a page
+    fetched ``ok`` and read back from its WARC; every link counted by its outcome."""
+    link, entry, page = item
+    outcome = entry["outcome"] if entry else NOT_LOGGED
+    if outcome == FETCHED and entry.get("warc"):
+        if page is None:  # logged ok, but no HTML record at its offset: counted, nothing to sample
+            return Decision.tally(outcome, 1, LINKS)
+        return Decision.keep((link, page), outcome, LINKS)
+    return Decision.drop(outcome, f"{link.url} {entry.get('detail', '') if entry else ''}", LINKS)
+
+
+def newest_capture(pages: list) -> "HtmlPage":
+    """Of several captures of one URL: the newest, then the first by file and offset."""
+    return min(pages, key=lambda p: (_negate(p.timestamp), p.source, p.offset))
+
+
+def _negate(timestamp: str) -> tuple:
+    return tuple(-ord(ch) for ch in timestamp)
+
+
+def capture_of_link(key: str, groups) -> Decision:
+    """The Common Crawl join of one URL key: ``(link, newest capture)`` of the links and
+    pages (status 200) sharing it; ``no_capture`` for a link without one; nothing for
+    pages no link asked for."""
+    links, pages = list(groups["links"]), [p for p in groups["pages"] if p.status == 200]
+    if not links:
+        return Decision(None)
+    if not pages:
+        return Decision.drop(NO_CAPTURE, links[0].url, LINKS)
+    return Decision.keep((links[0], newest_capture(pages)), MATCHED, LINKS)
+
+
+def webtext_meta(link, page: "HtmlPage", extractor: str, page_source: str) -> dict[str, str]:
+    """A WebText document's ``meta``: its Reddit link, whose text it is, where the page came from."""
+    return {
+        "link": link.url,
+        "domain": link.domain,
+        "subreddits": ",".join(link.subreddits),
+        "reddit_ids": ",".join(link.ids),
+        "score_max": str(link.max_score),
+        "score_sum": str(link.sum_score),
+        "created_utc": str(link.first_created_utc),
+        "title": link.title,
+        "extractor": extractor,
+        "fetched_at" if page_source == "fetch" else "crawled_at": page.timestamp,
+        "source": page.source,
+        "offset": str(page.offset),
+    }
+
+
+def extract_document(item: tuple, extractor: MainTextExtractor, page_source: str) -> Decision:
+    """``(link, page)`` -> the page's ``Document`` (its text by ``extractor``, ``meta`` by
+    ``webtext_meta``), counted by extraction outcome and ``extractor:<name>``; a page
+    without text is dropped under its outcome (``empty``, ``timed_out``, ``crashed``)."""
+    link, page = item
+    doc, extraction = extract_webtext_from_page(page, extractor)
+    if doc is None:
+        return Decision.drop(extraction.outcome, f"{page.url} {extraction.detail or ''}".rstrip(), PAGES)
+    whose = f"extractor:{doc.meta['extractor']}"
+    document = replace(doc, meta=webtext_meta(link, page, doc.meta["extractor"], page_source))
+    return Decision(document, ((extraction.outcome, 1), (whose, 1)), (), ((extraction.outcome, PAGES), (whose, OTHER)))
+
+
+def doc_id(doc: "Document") -> str:
+    """A WebText document's dedup identity: its link's URL key (one document per link)."""
+    return url_key(doc.meta.get("link") or doc.url) or doc.url
 
 
 # --- cleaning --------------------------------------------------------------------------------
@@ -455,14 +550,14 @@ def normalize_lines(text: str) -> str:
 
 
 def clean_webtext(
-    text: str,
-    url: str,
+    doc: "Document",
     *,
     min_words: int = MIN_WORDS,
     min_english_probability: float = MIN_ENGLISH_PROBABILITY,
     stub_max_words: int = STUB_MAX_WORDS,
-) -> tuple[str | None, str | None]:
-    """``(cleaned text, None)`` for a kept page, ``(None, reason)`` for a dropped one.
+) -> Decision:
+    """WebText's cleaning rule: the document with its cleaned text (counted ``passed``), or
+    dropped for the first reason found (its URL and first 200 characters sampled).
 
     Order: ``wikipedia`` (the URL alone), then the text is normalised (``normalize_lines``)
     and judged: ``empty``, ``stub:*``, ``not_english`` / ``langdetect_exception``,
@@ -470,19 +565,20 @@ def clean_webtext(
     language comes before it so a page in a script without spaces between words (few
     "words") is counted as not English rather than short.
     """
-    if is_wikipedia(url):
-        return None, WIKIPEDIA
-    text = normalize_lines(text or "")
-    if not text:
-        return None, EMPTY_TEXT
-    reason = (
-        stub_problem(text, stub_max_words)
-        or english_problem(text, min_english_probability)
-        or length_problem(text, min_words)
-    )
+    text = ""
+    if is_wikipedia(doc.url):
+        reason = WIKIPEDIA
+    elif not (text := normalize_lines(doc.text or "")):
+        reason = EMPTY_TEXT
+    else:
+        reason = (
+            stub_problem(text, stub_max_words)
+            or english_problem(text, min_english_probability)
+            or length_problem(text, min_words)
+        )
     if reason:
-        return None, reason
-    return text, None
+        return Decision.drop(reason, f"{doc.url} {doc.text[:200]}", PAGES)
+    return Decision.keep(replace(doc, text=text), PASSED, PAGES)
 
 
 # Reasons clean_webtext can give, in the order it checks them (for counters and reports).

@@ -131,8 +131,10 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 import numpy as np
+import pybloom_live
 
 from common.storage import atomic_path
+from dedup import ngrams
 
 MAGIC = b"CFBLOOM\x00"
 FORMAT_VERSION = 2  # 2: triple hashing; 1: plain double hashing (refused: rebuild)
@@ -683,8 +685,6 @@ def split_by_part(keys: Any, parts: int) -> list[np.ndarray]:
 
 def ngram_meta(config: Any = None) -> dict:
     """The ``meta`` for a filter of ``dedup.ngrams`` keys: hash scheme id and settings."""
-    from dedup import ngrams
-
     config = ngrams.DEFAULT if config is None else config
     return {"hash_id": ngrams.HASH_ID, "ngram_config": config.to_dict()}
 
@@ -729,8 +729,6 @@ class PybloomFile:
 
 def from_pybloom_file(path: str | os.PathLike) -> PybloomFile:
     """Open a ``pybloom_live.BloomFilter.tofile`` file (needs pybloom-live installed)."""
-    import pybloom_live
-
     path = os.fspath(path)
     try:
         with open(path, "rb") as f:
@@ -752,8 +750,6 @@ def to_pybloom(
     n-gram's normalised words) and, with ``path``, write it with ``tofile`` atomically.
     A rebuild from the keys: our bit arrays cannot be converted (module docstring).
     pybloom-live raises IndexError past ``capacity``."""
-    import pybloom_live
-
     bloom = pybloom_live.BloomFilter(capacity=capacity, error_rate=error_rate)
     add = bloom.add
     for key in keys:

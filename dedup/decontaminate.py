@@ -24,6 +24,11 @@ benchmark n-grams matched it. Exactly what each mode does:
     ``mask_token`` (default ``MASK_TOKEN``; pass ``" "`` for a blank, or ``""`` to cut);
     the document is always kept. ``min_piece``/``max_splits`` do not apply.
 
+``decontaminate(matched, **options)`` is the rule the decontamination job runs over each
+training document (``match_documents`` finds its spans, hashing a batch once for every
+benchmark): a ``common.decision.Decision`` whose record holds the kept pieces as
+``Document`` s and, for a document any benchmark matched, the row of ``removed.jsonl``.
+
 ``removed_chars`` counts the original characters that are not in the output: the merged
 regions, plus discarded short pieces, or the whole text when the document is dropped.
 Empty spans (``start == end``) mark nothing and are ignored; a span outside the text or
@@ -32,7 +37,14 @@ with ``start > end`` is an error. Pure and deterministic.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Iterable, Mapping
+
+from common.decision import DOCUMENTS, OTHER, Decision
+from corpus.records import Document
+from dedup.audit import batches, shared_config
+from dedup.ngrams import ngram_hashes_batch
+from dedup.overlap import BenchmarkIndex
 
 GPT3_MARGIN = 200  # GPT-3 appendix C: "a 200 character window around it"
 GPT3_MIN_PIECE = 200  # GPT-3 appendix C: "pieces less than 200 characters long were discarded"
@@ -117,3 +129,66 @@ def decontaminate_document(text: str, spans, mode: str = "spans", margin: int = 
     if not kept:
         return Decontaminated(None, len(text), "no_piece_left")
     return Decontaminated(kept, len(text) - sum(map(len, kept)), "split")
+
+
+# --- the rule of the decontamination job ------------------------------------------------------
+REMOVED_CHARS = "removed_chars"  # a tally: original characters not in the output
+
+
+@dataclass(frozen=True)
+class Matched:
+    """A training document and where benchmark n-grams matched it."""
+
+    doc: Document
+    benchmarks: tuple[str, ...]  # the benchmarks with a match, in index order
+    spans: tuple[tuple[int, int], ...]  # every benchmark's matched character spans
+
+
+@dataclass(frozen=True)
+class Decontamination:
+    """What became of one document: its kept pieces and, when a benchmark matched it, the
+    ``removed.jsonl`` row saying which benchmarks, why and how much was removed."""
+
+    pieces: tuple[Document, ...]
+    removed: dict | None
+
+
+def match_documents(indexes: Mapping[str, BenchmarkIndex], docs: Iterable[tuple[str, Document]]):
+    """``(doc_id, Document)`` pairs -> a ``Matched`` per document, in order; each batch is
+    hashed once for every benchmark (``dedup.audit.SCAN_BATCH`` documents at a time)."""
+    for batch in batches(docs):
+        texts = [(doc_id, doc.text) for doc_id, doc in batch]
+        hashed = ngram_hashes_batch([text for _, text in texts], shared_config(indexes))
+        scanned = {name: index.scan_many(texts, hashed) for name, index in indexes.items()}
+        for i, (_, doc) in enumerate(batch):
+            spans, benchmarks = [], []
+            for name, hits in scanned.items():
+                if hits[i]:
+                    spans += list(hits[i].spans)
+                    benchmarks.append(name)
+            yield Matched(doc, tuple(benchmarks), tuple(spans))
+
+
+def decontaminate(matched: Matched, mode: str = "spans", margin: int = GPT3_MARGIN, min_piece: int = GPT3_MIN_PIECE,
+                  max_splits: int = GPT3_MAX_SPLITS, mask_token: str = MASK_TOKEN) -> Decision:
+    """``decontaminate_document`` on one matched document, as a ``Decision``: counted by its
+    reason (``clean``, ``split``, ... ; one per document) and ``removed_chars``; its record a
+    ``Decontamination`` (no piece when the document is dropped, a piece number in ``meta``
+    when it was split), never the input changed."""
+    doc = matched.doc
+    result = decontaminate_document(doc.text, matched.spans, mode, margin, min_piece, max_splits, mask_token)
+    pieces = []
+    for number, text in enumerate(result.pieces):
+        meta = dict(doc.meta)
+        if result.reason == "split":
+            meta["piece"] = str(number)
+        pieces.append(replace(doc, text=text, meta=meta))
+    removed = None
+    if matched.benchmarks:
+        removed = {"url": doc.url, "benchmarks": list(matched.benchmarks), "reason": result.reason,
+                   "removed_chars": result.removed_chars, "spans": len(matched.spans)}
+    counts = ((result.reason, 1), (REMOVED_CHARS, result.removed_chars))
+    units = ((result.reason, DOCUMENTS), (REMOVED_CHARS, OTHER))
+    dropped = ((result.reason, f"{doc.url} {doc.text}"),) if result.dropped else ()
+    return Decision(Decontamination(tuple(pieces), removed), counts, dropped, units)
+

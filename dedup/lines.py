@@ -1,4 +1,4 @@
-"""C4's line dedup (TFDS c4 3.1.0 ``remove_duplicate_text``): keys and the per-page rule.
+"""C4's line dedup (TFDS c4 3.1.0 ``remove_duplicate_text``): keys, claims and the per-page rule.
 
 Every line's key is ``md5(line.strip().lower())``. For each key the page that keeps the
 line is the one whose URL has the smallest md5 digest ("hash before comparing, so no
@@ -6,17 +6,28 @@ domain is favoured"). A page then loses every line whose key it does not own (a 
 duplicate) and every repeat of a line it already kept (a local duplicate), and is
 dropped when nothing is left or fewer than 3 punkt sentences remain.
 
-The pipeline computes owners with a ``CombinePerKey(min)`` over ``(url digest, url)``
-and joins them back to pages by URL (``CoGroupByKey``); nothing here holds the corpus.
+A page claims each of its keys with ``(md5(url), staging reference)`` (``line_claims``,
+``key_claims``); the pipeline gives each key to its smallest claim (``CombinePerKey(min)``),
+and every page comes back with the keys it owns to ``remove_duplicate_lines``, which
+returns a ``Decision`` (a new page, never the old one changed). Nothing here holds the
+corpus.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from typing import Callable, Iterable
+from dataclasses import replace
+from typing import Callable
+
+from common.decision import LINES, PAGES, PASSED, Decision
+from corpus.urls import url_digest
 
 LINE_DELIMITER = "\n"
+EMPTY, TOO_FEW_SENTENCES = "filtered:empty", "filtered:too_few_sentences"
+# What each line-dedup counter counts.
+LINE_DEDUP_UNITS = (("line-passed", LINES), ("line-filtered:global_duplicate", LINES), ("line-filtered:local_duplicate", LINES),
+                    (PASSED, PAGES), (EMPTY, PAGES), (TOO_FEW_SENTENCES, PAGES))
 
 
 def line_key(line: str) -> bytes:
@@ -29,19 +40,35 @@ def page_line_keys(text: str) -> set[bytes]:
     return {line_key(line) for line in text.split(LINE_DELIMITER)}
 
 
+def line_claims(page) -> tuple[bytes, set[bytes]]:
+    """What a page (anything with ``url`` and ``text``) claims: (md5 of its URL, its line keys)."""
+    return url_digest(page.url), page_line_keys(page.text)
+
+
+def key_claims(staged: tuple) -> list[tuple[bytes, tuple]]:
+    """A staged page's claim on each of its keys: ``(key, (md5(url), staging reference))``.
+    The smallest claim owns the key: the smallest md5(url) ("hash before comparing, so no
+    domain is favoured"), and on an md5 collision of two URLs a fixed one of them."""
+    ref, (digest, keys) = staged
+    claim = (digest, ref)
+    return [(key, claim) for key in keys]
+
+
 def remove_duplicate_lines(
-    text: str,
-    owned_keys: Iterable[bytes],
+    page_and_owned: tuple,
     *,
     min_num_sentences: int,
     has_sentences: Callable[[str, int], bool],
-) -> tuple[str | None, Counter, list[tuple[str, str]]]:
-    """Apply the ownership verdicts to one page: ``(new text or None, counters, dropped)``.
+) -> Decision:
+    """Apply line ownership to one page: ``page_and_owned`` is (a page with ``text``, the
+    line keys it owns); the decision passes on the page with its duplicate lines removed.
 
     ``has_sentences(text, n)`` says whether the text has at least ``n`` punkt sentences.
     ``min_num_sentences=0`` skips the sentence floor (the reference does so when it
     dedups without cleaning).
     """
+    page, owned_keys = page_and_owned
+    text = page.text
     owned = set(owned_keys)
     counts: Counter = Counter()
     dropped: list[tuple[str, str]] = []
@@ -60,16 +87,20 @@ def remove_duplicate_lines(
             kept.append(line)
             seen.add(key)
     new_text = LINE_DELIMITER.join(kept)
-    return apply_page_floor(text, new_text, counts, dropped, min_num_sentences, has_sentences)
+    return apply_page_floor(page, new_text, counts, dropped, min_num_sentences, has_sentences, LINE_DEDUP_UNITS)
 
 
-def apply_page_floor(text, new_text, counts, dropped, min_num_sentences, has_sentences):
-    """After any dedup: drop a page left empty or with fewer than ``min_num_sentences``."""
+def apply_page_floor(page, new_text: str, counts: Counter, dropped: list, min_num_sentences: int, has_sentences, units) -> Decision:
+    """After any dedup: drop a page left empty or with fewer than ``min_num_sentences``;
+    else pass on the page with ``new_text`` (the same page when nothing was removed)."""
     if not new_text:
-        counts["filtered:empty"] += 1
-        return None, counts, dropped + [("filtered:empty", text)]
+        counts[EMPTY] += 1
+        dropped.append((EMPTY, page.text))
+        return Decision(None, tuple(counts.items()), tuple(dropped), units)
     if min_num_sentences and not has_sentences(new_text, min_num_sentences):
-        counts["filtered:too_few_sentences"] += 1
-        return None, counts, dropped + [("filtered:too_few_sentences", new_text)]
-    counts["passed"] += 1
-    return new_text, counts, dropped
+        counts[TOO_FEW_SENTENCES] += 1
+        dropped.append((TOO_FEW_SENTENCES, new_text))
+        return Decision(None, tuple(counts.items()), tuple(dropped), units)
+    counts[PASSED] += 1
+    kept = page if new_text == page.text else replace(page, text=new_text)
+    return Decision(kept, tuple(counts.items()), tuple(dropped), units)

@@ -76,6 +76,11 @@ In Beam::
 (or ``candidate_pairs`` -> ``Distinct`` -> join shingles -> ``verify`` -> ``losers``,
 which shuffles the shingles once instead of once per band). ``near_duplicates`` does the
 same in memory for tests and small runs.
+
+The rules the WebText pipeline runs after its group-bys return a ``common.decision.Decision``
+(unit ``pages``; pair tallies ``other``): ``keep_first_copy`` (exact dedup: of the documents
+sharing a text hash, the smallest ``keep_key``), ``verified_losers`` (the losers of the
+verified candidate pairs of one document) and ``drop_near_duplicate``.
 """
 
 from __future__ import annotations
@@ -87,6 +92,8 @@ from functools import lru_cache
 from typing import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
+
+from common.decision import FILTERED, OTHER, PAGES, PASSED, Decision
 
 DEFAULT_NGRAM = 5  # OpenWebText2 / OpenWebTextCorpus and Lee et al. 2022 (NearDup): word 5-grams
 DEFAULT_THRESHOLD = 0.8  # Lee et al. 2022 (NearDup) level on 5-grams; OpenWebText2's 0.5 is aggressive
@@ -417,3 +424,50 @@ def near_duplicates(docs: Mapping[str, str], **options) -> set[str]:
     ``options`` are those of ``near_duplicate_pairs``.
     """
     return losers(near_duplicate_pairs(docs, **options))
+
+
+# --- the rules of the pipeline's dedup stages -------------------------------------------------
+CANDIDATE_PAIRS = "candidate_pairs"  # LSH candidates checked by exact Jaccard (a tally)
+VERIFIED_PAIRS = "verified_pairs"  # of them, pairs at or above the threshold (a tally)
+
+
+def _sample(doc) -> str:
+    return f"{doc.url} {doc.text[:200]}"
+
+
+def keep_first_copy(key, docs: Iterable, id_of) -> Decision:
+    """Exact dedup of the documents that share one text hash: the one with the smallest
+    ``keep_key(id_of(doc))`` goes on (counted ``passed``), every other copy is ``filtered``."""
+    docs = sorted(docs, key=lambda doc: keep_key(id_of(doc)))
+    if len(docs) == 1:
+        return Decision.keep(docs[0], PASSED, PAGES)
+    return Decision(docs[0], ((PASSED, 1), (FILTERED, len(docs) - 1)), tuple((FILTERED, _sample(d)) for d in docs[1:]),
+                    ((PASSED, PAGES), (FILTERED, PAGES)))
+
+
+def verified_losers(key, groups: Mapping, threshold: float = DEFAULT_THRESHOLD) -> Decision:
+    """One document's candidate pairs (``{"pairs": [(pair, first's shingles)], "shingles":
+    [its own]}``, keyed by the pair's second member) -> the ``loser`` of every pair that
+    ``verify`` accepts; candidates and verified pairs tallied."""
+    second = list(groups["shingles"])
+    if not second:
+        return Decision(None)
+    candidates, dropped = 0, []
+    for pair, first_shingles in groups["pairs"]:
+        candidates += 1
+        if verify(pair, first_shingles, second[0], threshold):
+            dropped.append(loser(pair))
+    counts = tuple((name, n) for name, n in ((CANDIDATE_PAIRS, candidates), (VERIFIED_PAIRS, len(dropped))) if n)
+    return Decision(tuple(dropped) or None, counts, (), tuple((name, OTHER) for name, _ in counts))
+
+
+def drop_near_duplicate(key, groups: Mapping) -> Decision:
+    """A document (``{"docs": [doc], "losers": [...]}``) is ``filtered`` when some verified
+    pair made it the loser, else it goes on (``passed``)."""
+    docs = list(groups["docs"])
+    if not docs:
+        return Decision(None)
+    if list(groups["losers"]):
+        return Decision.drop(FILTERED, _sample(docs[0]), PAGES)
+    return Decision.keep(docs[0], PASSED, PAGES)
+

@@ -24,10 +24,20 @@ import hashlib
 from collections import Counter
 from typing import Callable, Iterable
 
-from dedup.lines import apply_page_floor
+from common.decision import OTHER, PAGES, SPANS, Decision
+from corpus.sentences import split_sentences
+from corpus.urls import url_digest
+from dedup.lines import EMPTY, LINE_DELIMITER, PASSED, TOO_FEW_SENTENCES, apply_page_floor
 
 SPAN_SENTENCES = 3  # T5 paper, section 2.2: "any three-sentence span"
-LINE_DELIMITER = "\n"
+# What each span-dedup counter counts (sentence-removed: a tally of sentences).
+SPAN_DEDUP_UNITS = (("span-passed", SPANS), ("span-filtered:global_duplicate", SPANS), ("span-filtered:local_duplicate", SPANS),
+                    ("sentence-removed", OTHER), (PASSED, PAGES), (EMPTY, PAGES), (TOO_FEW_SENTENCES, PAGES))
+
+
+def split_line(line: str) -> list[str]:
+    """The punkt sentences of one line (none for a blank line)."""
+    return split_sentences(line) if line.strip() else []
 
 
 def page_sentences(text: str, split_line: Callable[[str], list[str]]) -> list[tuple[int, str]]:
@@ -46,15 +56,23 @@ def page_span_keys(text: str, split_line: Callable[[str], list[str]]) -> set[byt
     return {span_key(sentences[i:i + SPAN_SENTENCES]) for i in range(len(sentences) - SPAN_SENTENCES + 1)}
 
 
+def span_claims(page) -> tuple[bytes, set[bytes]]:
+    """What a page (anything with ``url`` and ``text``) claims: (md5 of its URL, its span
+    keys); claims are resolved as in line dedup (``dedup.lines.key_claims``)."""
+    return url_digest(page.url), page_span_keys(page.text, split_line)
+
+
 def remove_duplicate_spans(
-    text: str,
-    owned_keys: Iterable[bytes],
+    page_and_owned: tuple,
     *,
     min_num_sentences: int,
     split_line: Callable[[str], list[str]],
     has_sentences: Callable[[str, int], bool],
-) -> tuple[str | None, Counter, list[tuple[str, str]]]:
-    """Apply span ownership to one page: ``(new text or None, counters, dropped)``."""
+) -> Decision:
+    """Apply span ownership to one page: ``page_and_owned`` is (a page with ``text``, the
+    span keys it owns); the decision passes on the page with its duplicate spans removed."""
+    page, owned_keys = page_and_owned
+    text = page.text
     owned = set(owned_keys)
     located = page_sentences(text, split_line)
     sentences = [s for _, s in located]
@@ -83,4 +101,4 @@ def remove_duplicate_spans(
         if not gone:
             lines.setdefault(line_index, []).append(sentence)
     new_text = LINE_DELIMITER.join(" ".join(parts) for _, parts in sorted(lines.items()))
-    return apply_page_floor(text, new_text, counts, dropped, min_num_sentences, has_sentences)
+    return apply_page_floor(page, new_text, counts, dropped, min_num_sentences, has_sentences, SPAN_DEDUP_UNITS)

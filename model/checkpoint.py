@@ -43,6 +43,8 @@ import shutil
 import torch
 
 from common.storage import atomic_path, write_atomically
+from model.gpt import GPT, GPTConfig
+from model.hf import load_hf_dir
 
 log = logging.getLogger(__name__)
 CHECKSUM_SUFFIX = ".sha256"
@@ -251,8 +253,6 @@ def checkpoint_path(path: str | os.PathLike) -> str | None:
 
 def model_from_state(state: dict):
     """A ``GPT`` built from a checkpoint's ``model_config`` with its weights loaded."""
-    from model.gpt import GPT, GPTConfig
-
     try:
         model = GPT(GPTConfig.from_dict(dict(state["model_config"])))
         missing, unexpected = model.load_state_dict(clean_state_dict(state["model"]), strict=False)
@@ -270,8 +270,6 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu"):
     path = os.fspath(path)
     ckpt = checkpoint_path(path)
     if ckpt is None:
-        from model.hf import load_hf_dir
-
         folder = path if is_hf_folder(path) else os.path.join(path, HF_DIR)
         model = load_hf_dir(folder)
     else:

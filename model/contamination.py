@@ -2,8 +2,10 @@
 n-gram overlap with the training corpus, and every metric reported on all, clean and
 dirty examples with counts and bootstrap confidence intervals.
 
-Marking (``mark_benchmarks`` / ``mark_examples``) reuses the audit (``dedup``): nothing
-here cuts text into n-grams. The training corpus is given as one of
+Marking (``mark_benchmarks`` / ``mark_examples``) runs the audit's one core
+(``dedup.audit``: the indexes, the scan and the reports of ``corpusforge audit``), so an
+example is dirty here exactly when the audit calls it dirty; nothing here cuts text into
+n-grams. The training corpus is given as one of
 
 - a Bloom filter: a ``CFBLOOM`` file (``dedup.bloom``) or a folder of
   ``bloom-part-*.bin`` parts (``dedup.partitioned``), e.g. ``<audit>/bloom``. Its stored
@@ -36,6 +38,7 @@ resampled sums; Efron & Tibshirani 1993), the GPT-3 Table C.1 relative differenc
 from __future__ import annotations
 
 import glob
+import json
 import logging
 import math
 import os
@@ -46,10 +49,15 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 from tqdm import tqdm
 
+from corpus.shards import find_shards, read_documents
+from dedup.audit import bloom_report, build_indexes, exact_report, scan_documents
+from dedup.bloom import MAGIC, BloomFileError, BloomFilter
+from dedup.ngrams import HASH_ID, NgramConfig
+from dedup.partitioned import PartitionedBloom
+from dedup.report import load_json
 from model.scores import LN2, ExampleScore, compute_metric
 
 log = logging.getLogger(__name__)
-SCAN_BATCH = 256  # training documents hashed together (one numpy pass, no per-document fixed cost)
 
 DEFAULT_N = 8  # GPT-2 section 4: 8-grams (GPT-3 appendix C / lm-evaluation-harness: 13)
 DEFAULT_THRESHOLD = 0.0  # dirty with any overlap (GPT-2 LAMBADA study, GPT-3 Table C.1)
@@ -127,8 +135,6 @@ class ContaminationMarks:
 
 
 def ngram_config(n: int = DEFAULT_N, apostrophes: str = "split", unicode: bool = True):
-    from dedup.ngrams import NgramConfig
-
     return NgramConfig(n=n, apostrophes=apostrophes, unicode=unicode)
 
 
@@ -156,8 +162,6 @@ class TrainingSource:
 
 
 def _is_bloom_file(path: str) -> bool:
-    from dedup.bloom import MAGIC
-
     try:
         with open(path, "rb") as f:
             return f.read(len(MAGIC)) == MAGIC
@@ -170,9 +174,6 @@ def _has_bloom_parts(folder: str) -> bool:
 
 
 def _load_bloom(path: str):
-    from dedup.bloom import BloomFileError, BloomFilter
-    from dedup.partitioned import PartitionedBloom
-
     try:
         if os.path.isdir(path):
             return PartitionedBloom.load(path)
@@ -183,10 +184,6 @@ def _load_bloom(path: str):
 
 def _read_audit(folder: str) -> tuple[dict, dict | None]:
     """(benchmark name -> report row, the audit's n-gram config) of an audit output folder."""
-    import json
-
-    from dedup.report import load_json
-
     rows = {}
     report = os.path.join(folder, "report.json")
     if os.path.isfile(report):
@@ -208,10 +205,6 @@ def _read_audit(folder: str) -> tuple[dict, dict | None]:
 def open_source(source) -> TrainingSource:
     """Resolve a training corpus: a Bloom file/folder, an audit folder, or shards (a path,
     glob or list of them). A ``BloomFilter``/``PartitionedBloom`` object is taken as is."""
-    from corpus.shards import find_shards
-    from dedup.bloom import BloomFilter
-    from dedup.partitioned import PartitionedBloom
-
     if isinstance(source, BloomFilter):
         return TrainingSource("bloom", repr(source), bloom=PartitionedBloom([source]))
     if isinstance(source, PartitionedBloom):
@@ -246,8 +239,6 @@ def open_source(source) -> TrainingSource:
 
 
 def _check_bloom_config(bloom, config, where: str) -> None:
-    from dedup.ngrams import HASH_ID
-
     meta = bloom.filters[0].meta
     stored = meta.get("ngram_config")
     if stored is None:
@@ -296,8 +287,6 @@ def mark_benchmarks(benches: Sequence, source, *, n: int = DEFAULT_N, threshold:
     """Mark every example of every benchmark (``dedup.benchmark_sets.BenchmarkSet``) clean or
     dirty against ``source`` (see the module docstring). Shards are read once for all
     benchmarks. ``max_doc_count`` (GPT-3: 10) needs the exact path."""
-    from dedup.overlap import BenchmarkIndex, OverlapCounter, compute_report
-
     if not 0.0 <= threshold <= 1.0:
         raise ContaminationError(f"threshold must be in [0, 1], got {threshold}")
     config = ngram_config(n, apostrophes, unicode)
@@ -311,7 +300,7 @@ def mark_benchmarks(benches: Sequence, source, *, n: int = DEFAULT_N, threshold:
         raise ContaminationError(f"--training {src.path}: mismatched n-gram settings: the audit used "
                                  f"{src.audit_config}, the evaluation asks for {config.to_dict()} "
                                  f"(pass --ngram {src.audit_config.get('n')})")
-    indexes = {b.name: BenchmarkIndex.build([(e.id, e.text) for e in b.examples], config, b.name) for b in benches}
+    indexes = build_indexes(benches, config)
     marks: dict[str, ContaminationMarks] = {}
     pending = list(benches)
     if src.kind == "audit":
@@ -340,32 +329,18 @@ def mark_benchmarks(benches: Sequence, source, *, n: int = DEFAULT_N, threshold:
         kind = "bloom"
         for bench in pending:
             index = indexes[bench.name]
-            report = compute_report(index, src.bloom.contains(index.hashes), dirty_threshold=threshold)
+            report = bloom_report(index, src.bloom, dirty_threshold=threshold)
             notes = [f"Bloom filter {src.audit_bloom_path or src.path}: "
                      f"fill^k false-positive estimate {evidence['estimated_fp_rate']:.2e}"]
             marks[bench.name] = _marks_from_report(report, kind=kind, source=src.audit_bloom_path or src.path,
                                                    threshold=threshold, fp_evidence=evidence, notes=notes)
     else:
-        combined = BenchmarkIndex.build(
-            [(f"{b.name}\x00{e.id}", e.text) for b in pending for e in b.examples], config, "all benchmarks")
-        counter = OverlapCounter(combined)
-        from corpus.shards import read_documents
-
-        batch = []
-        for number, doc in enumerate(tqdm(read_documents(src.files), desc="contamination (exact)", unit="doc",
-                                          disable=not progress)):
-            batch.append((doc.url or f"doc-{number}", doc.text))
-            if len(batch) == SCAN_BATCH:
-                counter.add_many(batch)
-                batch = []
-        counter.add_many(batch)
+        docs = tqdm(read_documents(src.files), desc="contamination (exact)", unit="doc", disable=not progress)
+        counters = scan_documents({b.name: indexes[b.name] for b in pending},
+                                  ((doc.url or f"doc-{number}", doc.text) for number, doc in enumerate(docs)))
         for bench in pending:
-            index = indexes[bench.name]
-            where = combined.lookup(index.hashes)
-            doc_counts = counter.doc_counts[where]
-            doc_ids = {u: counter.doc_ids[int(c)] for u, c in enumerate(where.tolist()) if int(c) in counter.doc_ids}
-            report = compute_report(index, doc_counts > 0, doc_counts=doc_counts, max_doc_count=max_doc_count,
-                                    dirty_threshold=threshold, doc_ids=doc_ids, max_doc_ids=counter.max_doc_ids)
+            counter = counters[bench.name]
+            report = exact_report(counter, max_doc_count=max_doc_count, dirty_threshold=threshold)
             notes = [f"exact index streamed over {counter.docs_scanned:,} training documents in {len(src.files)} shard(s)"]
             if max_doc_count is not None:
                 notes.append(f"n-grams found in more than {max_doc_count} training documents ignored "

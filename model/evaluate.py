@@ -53,8 +53,13 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
+from tqdm.auto import tqdm
+
 from dedup.benchmark_sets import CBT_BLANK, BenchmarkSet, Example
-from model.scores import ExampleScore
+from model import detokenize as detok
+from model.checkpoint import load_model, tokenizer_folder
+from model.scores import ExampleScore, compute_metric
+from model.tokenizer import BPETokenizer
 
 LOGIT_CHUNK = 1024  # scored positions per output-projection + log-softmax chunk (bounds fp32 logits memory)
 
@@ -166,8 +171,6 @@ class ScoringModel:
     @classmethod
     def load(cls, path: str, *, device="cpu", **kwargs) -> "ScoringModel":
         """Our run folder / checkpoint file, or a Hugging Face GPT-2 folder, with its tokenizer."""
-        from model.checkpoint import load_model, tokenizer_folder
-        from model.tokenizer import BPETokenizer
 
         folder = tokenizer_folder(path)
         if folder is None:
@@ -206,8 +209,6 @@ class ScoringModel:
     def _run(self, requests: Sequence[_Request], *, argmax: bool = False, filtered: bool = False,
              progress: bool = False, desc: str = "scoring") -> list[_Result]:
         """NLLs (and greedy choices) of every request's targets; batches sorted by length."""
-        from tqdm.auto import tqdm
-
         results: list[_Result | None] = [None] * len(requests)
         order = sorted(range(len(requests)), key=lambda i: -len(requests[i].inputs))
         mask = self.stopword_mask() if filtered else None
@@ -365,8 +366,6 @@ class BenchmarkScores:
     meta: dict = field(default_factory=dict)  # context, stride, detokenizer, tokens scored, seconds
 
     def metric(self, name: str) -> float:
-        from model.scores import compute_metric
-
         return compute_metric(self.examples, name)
 
     def summary(self) -> dict[str, float]:
@@ -449,8 +448,6 @@ class _Detokenizer:
 
     @classmethod
     def resolve(cls, bench_name: str, detokenize) -> "_Detokenizer":
-        from model import detokenize as detok
-
         count_kind = detok.detokenizer_for(bench_name)
         if callable(detokenize):
             return cls(getattr(detokenize, "__name__", "custom"), detokenize, detokenize, count_kind)
@@ -462,9 +459,7 @@ class _Detokenizer:
 
     def counts(self, original: str) -> tuple[int, int, int]:
         """(words, bytes, characters) of original text."""
-        from model.detokenize import count_bytes, count_chars, count_words
-
-        return count_words(original, self.count_kind), count_bytes(original), count_chars(original)
+        return detok.count_words(original, self.count_kind), detok.count_bytes(original), detok.count_chars(original)
 
 
 def _identity(text: str) -> str:

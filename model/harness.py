@@ -31,10 +31,12 @@ import sys
 from typing import Sequence
 
 from common.storage import write_atomically
+from dedup.benchmark_sets import BenchmarkSet, BenchmarkSpecError, load_benchmark
 from model.contamination import (DEFAULT_CONFIDENCE, DEFAULT_FP_QUERIES, DEFAULT_N, DEFAULT_RESAMPLES,
                                  DEFAULT_THRESHOLD, ContaminationError, mark_benchmarks, open_source,
                                  per_example_rows, summarize_benchmark)
 from model.eval_report import benchmark_entry, build_report, format_summary, gpt2_size, write_report
+from model.tokenizer import BPETokenizer
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +49,6 @@ class EvalInputError(ValueError):
 
 
 def _load_benchmarks(benchmarks) -> list:
-    from dedup.benchmark_sets import BenchmarkSet, BenchmarkSpecError, load_benchmark
-
     sets = []
     for item in benchmarks:
         if isinstance(item, BenchmarkSet):
@@ -70,6 +70,7 @@ def _load_benchmarks(benchmarks) -> list:
 
 
 def _load_scoring_model(model, tokenizer, *, context, batch_size, device, dtype):
+    # torch (requirements-model.txt): this module stays importable without it, here and below
     import torch
 
     from model.evaluate import ScoringModel
@@ -81,7 +82,7 @@ def _load_scoring_model(model, tokenizer, *, context, batch_size, device, dtype)
             raise EvalInputError("a model object needs a tokenizer object")
         net, path = model, None
     else:
-        from model.checkpoint import load_model, tokenizer_folder
+        from model.checkpoint import load_model, tokenizer_folder  # torch
 
         path = os.fspath(model)
         if not os.path.exists(path):
@@ -96,8 +97,6 @@ def _load_scoring_model(model, tokenizer, *, context, batch_size, device, dtype)
         except (ValueError, OSError) as exc:  # CheckpointError, HFCheckpointError are ValueErrors
             raise EvalInputError(f"--model {path}: {exc}") from exc
     if isinstance(tokenizer, (str, os.PathLike)):
-        from model.tokenizer import BPETokenizer
-
         try:
             tokenizer = BPETokenizer.load(tokenizer)
         except (ValueError, OSError) as exc:
@@ -125,7 +124,7 @@ def table3_reference(name: str, size: str | None) -> dict | None:
     (accuracies as fractions, like the results; the report prints both as percentages)."""
     if not size:
         return None
-    from model.evaluate import TABLE3, TABLE3_COLUMNS
+    from model.evaluate import TABLE3, TABLE3_COLUMNS  # torch
 
     values = {metric: TABLE3[size][column] / factor for column, (bench, metric, factor) in TABLE3_COLUMNS.items()
               if bench == name and column in TABLE3.get(size, {})}
@@ -152,7 +151,7 @@ def run_eval(model, benchmarks: Sequence, *, training=None, tokenizer=None, ngra
     """Evaluate ``model`` (a path, a module with ``tokenizer``, or a ``ScoringModel``) on
     ``benchmarks`` (specs or ``BenchmarkSet``s), marked against ``training`` (optional).
     Returns the report document; with ``report`` also writes it there (``paths`` key)."""
-    from model.evaluate import evaluate_benchmark
+    from model.evaluate import evaluate_benchmark  # torch
 
     if bootstrap < 0:
         raise EvalInputError(f"--bootstrap must be >= 0, got {bootstrap}")

@@ -27,6 +27,8 @@ import shutil
 from typing import Iterable, Mapping
 
 import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
 
 from model.gpt import GPT, GPTConfig, INIT_STD
 
@@ -239,8 +241,6 @@ def save_hf_dir(model: GPT, folder: str | os.PathLike, tokenizer_files: Iterable
     The folder is built under a temporary sibling name and renamed into place; an existing
     folder of that name is replaced only once the new one is complete. Returns the path.
     """
-    from safetensors.torch import save_file
-
     folder = os.path.abspath(os.fspath(folder))
     parent = os.path.dirname(folder)
     os.makedirs(parent, exist_ok=True)
@@ -295,9 +295,6 @@ def _new_hidden_folder(parent: str, base: str, kind: str) -> str:
 
 
 def _read_safetensors(path: str) -> dict[str, torch.Tensor]:
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
     try:
         return load_file(path)
     except (SafetensorError, OSError, ValueError, RuntimeError) as e:

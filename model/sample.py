@@ -20,6 +20,9 @@ import sys
 
 import torch
 
+from model.checkpoint import CheckpointError, load_model, tokenizer_folder
+from model.tokenizer import BPETokenizer
+
 log = logging.getLogger("corpusforge.sample")
 
 
@@ -105,8 +108,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from model.checkpoint import CheckpointError, load_model, tokenizer_folder
-
     argv = list(sys.argv[1:] if argv is None else argv)
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -117,8 +118,6 @@ def main(argv: list[str] | None = None) -> int:
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
                           ("cpu" if args.device == "auto" else args.device))
     try:
-        from model.tokenizer import BPETokenizer
-
         model = load_model(args.model, device=device)
         folder = args.tokenizer or tokenizer_folder(args.model)
         if folder is None:

@@ -204,7 +204,7 @@ class BPETokenizer:
         if engine == "tokenizers":
             return engine
         try:
-            import tiktoken  # noqa: F401
+            import tiktoken  # noqa: F401  (optional engine: without it, tokenizers encodes)
         except ImportError:
             if engine == "tiktoken":
                 raise
@@ -222,7 +222,7 @@ class BPETokenizer:
 
     def tiktoken_encoding(self, name: str = "corpusforge"):
         """This vocabulary as a ``tiktoken.Encoding`` (ids equal only when ``merge_ordered()``)."""
-        import tiktoken
+        import tiktoken  # the tokenizer libraries: `corpusforge tokenize --help` and the launcher never load them
 
         return tiktoken.Encoding(name, pat_str=GPT2_SPLIT_PATTERN, mergeable_ranks=self.mergeable_ranks(),
                                  special_tokens={EOT: self.eot_id})
@@ -231,7 +231,7 @@ class BPETokenizer:
         """This vocabulary as a Hugging Face ``tokenizers.Tokenizer`` (GPT-2 settings: no
         prefix space, the GPT-2 regex; end-of-text is a vocabulary entry, not a special token,
         so text that spells it is encoded as text)."""
-        from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+        from tokenizers import Tokenizer, decoders, models, pre_tokenizers  # see tiktoken_encoding
 
         tokenizer = Tokenizer(models.BPE(vocab=dict(self.vocab), merges=list(self.merges)))
         tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
@@ -282,7 +282,7 @@ class BPETokenizer:
         """The slow path: split the text with each lone surrogate standing in as a private-use
         character (same category class), then BPE each piece's surrogatepass bytes."""
         if self._splitter is None:
-            from tokenizers import Regex, pre_tokenizers
+            from tokenizers import Regex, pre_tokenizers  # see tiktoken_encoding
 
             self._splitter = pre_tokenizers.Split(Regex(GPT2_SPLIT_PATTERN), behavior="isolated")
         stand_in = _SURROGATES.sub(SURROGATE_PLACEHOLDER, text)
@@ -406,7 +406,7 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = GPT2_VOCAB_SIZE, min
     """Learn ``vocab_size - 257`` merges from ``texts`` (Hugging Face's BPE trainer, GPT-2's
     pre-tokenisation); end-of-text is the last id. A corpus too small for that many merges
     (pairs seen fewer than ``min_frequency`` times are never merged) gives a smaller vocabulary."""
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers  # see BPETokenizer.tiktoken_encoding
 
     if vocab_size < MIN_VOCAB_SIZE:
         raise ValueError(f"vocab_size must be at least {MIN_VOCAB_SIZE} (256 bytes + end-of-text), got {vocab_size}")

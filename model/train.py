@@ -21,7 +21,7 @@ A run folder holds ``config.json`` (train and model config), ``ckpt.pt`` (the fu
 model, optimizer, schedule, data cursor, every rank's RNG states, written atomically every
 ``ckpt_interval`` steps and at the end), ``tokenizer/`` (copied from the data folder),
 ``metrics.jsonl`` (one line per step, one per evaluation), ``loss.png`` and, at the end,
-``hf/`` (a Hugging Face GPT-2 folder, when ``model.hf`` is available). ``--resume``
+``hf/`` (a Hugging Face GPT-2 folder). ``--resume``
 continues from ``ckpt.pt`` exactly: on CPU the losses of a stopped-and-resumed run equal
 an uninterrupted run's bit for bit.
 
@@ -42,16 +42,22 @@ import shutil
 import sys
 import time
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
+from typing import Callable
 
 import numpy as np
 import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
+from tqdm.contrib.logging import logging_redirect_tqdm
 
 from common.storage import atomic_path, write_atomically
 from model.checkpoint import (CHECKPOINT_FILE, HF_DIR, RUN_CONFIG_FILE, TOKENIZER_DIR, CheckpointError, clean_state_dict,
                               kept_checkpoints, latest_good_checkpoint, save_checkpoint)
 from model.data import DataError, TokenLoader, TokenWindows, eval_indices, read_meta, split_paths, tokenizer_dir
+from model.gpt import GPT, GPT2_VOCAB, GPTConfig
+from model.hf import save_hf_dir
 
 log = logging.getLogger("corpusforge.train")
 
@@ -277,8 +283,6 @@ def init_distributed(device_kind: str) -> Dist:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
         return Dist()
-    import torch.distributed as dist
-
     rank, local = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
     use_cuda = device_kind in ("auto", "cuda") and torch.cuda.is_available()
     if use_cuda:
@@ -290,8 +294,6 @@ def init_distributed(device_kind: str) -> Dist:
 
 def all_mean(value: torch.Tensor, dist_info: Dist) -> torch.Tensor:
     if dist_info.enabled:
-        import torch.distributed as dist
-
         value = value.clone()
         dist.all_reduce(value, op=dist.ReduceOp.SUM)
         value /= dist_info.world_size
@@ -301,8 +303,6 @@ def all_mean(value: torch.Tensor, dist_info: Dist) -> torch.Tensor:
 def gather_objects(obj, dist_info: Dist) -> list:
     if not dist_info.enabled:
         return [obj]
-    import torch.distributed as dist
-
     out = [None] * dist_info.world_size
     dist.all_gather_object(out, obj)
     return out
@@ -327,7 +327,7 @@ def read_metrics(path: str) -> list[dict]:
 
 def plot_losses(metrics_path: str, png_path: str, title: str = "") -> None:
     """Train and validation loss against step, written atomically as a PNG."""
-    import matplotlib
+    import matplotlib  # about 0.3 s: only when a plot is drawn (a checkpoint), never at import
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -358,9 +358,7 @@ def format_count(value: float) -> str:
 
 # ---------------------------------------------------------------- building the run
 
-def model_config_for(cfg: TrainConfig, vocab_size: int):
-    from model.gpt import GPTConfig
-
+def model_config_for(cfg: TrainConfig, vocab_size: int) -> GPTConfig:
     overrides = {k: getattr(cfg, k) for k in ("n_layer", "n_head", "n_embd", "block_size", "dropout")
                  if getattr(cfg, k) is not None}
     return GPTConfig.named(cfg.model, vocab_size=vocab_size, **overrides)
@@ -372,8 +370,6 @@ def resolve_vocab(cfg: TrainConfig) -> int:
     meta = read_meta(cfg.data) if os.path.isdir(cfg.data) else None
     if meta and "vocab_size" in meta:
         return int(meta["vocab_size"])
-    from model.gpt import GPT2_VOCAB
-
     log.info("no meta.json with vocab_size in %s: using GPT-2's %d (set --vocab_size)", cfg.data, GPT2_VOCAB)
     return GPT2_VOCAB
 
@@ -430,16 +426,87 @@ def evaluate(model, windows: TokenWindows, indices: np.ndarray, micro_batch: int
             total[1] += len(chunk)
     model.train(was_training)
     if dist_info.enabled:
-        import torch.distributed as dist
-
         dist.all_reduce(total, op=dist.ReduceOp.SUM)
     return float(total[0] / total[1]) if total[1] > 0 else math.nan
 
 
-def train(cfg: TrainConfig) -> dict:
-    """Run (or resume) training; returns a summary: status, steps, losses, tokens/s, MFU, out dir."""
-    from model.gpt import GPT
+@dataclass
+class Run:
+    """A training run between its steps: what ``setup_run`` builds and ``train_loop`` advances."""
 
+    cfg: TrainConfig
+    dist_info: Dist
+    device: torch.device
+    dtype: torch.dtype
+    model_config: GPTConfig
+    vocab_size: int
+    accumulation: int
+    train_windows: TokenWindows
+    val_windows: TokenWindows | None
+    val_idx: np.ndarray | None  # this rank's share of the fixed validation windows
+    loader: TokenLoader
+    raw_model: GPT
+    model: torch.nn.Module  # raw_model, compiled with --compile: what evaluation calls
+    train_model: torch.nn.Module  # model, wrapped in DDP when distributed
+    optimizer: torch.optim.Optimizer
+    schedule: WarmupCosine
+    autocast: Callable
+    flops_token: float
+    peak: float | None
+    peak_note: str
+    step: int = 0
+    last: dict = field(default_factory=dict)  # latest train/val loss and tokens: saved in each checkpoint
+    saved_step: int | None = None  # the step of the checkpoint on disk (written or resumed from); None before any
+
+    @property
+    def out(self) -> str:
+        return self.cfg.out
+
+    @property
+    def ckpt_file(self) -> str:
+        return os.path.join(self.cfg.out, CHECKPOINT_FILE)
+
+    @property
+    def metrics_file(self) -> str:
+        return os.path.join(self.cfg.out, METRICS_FILE)
+
+
+def resume_state(cfg: TrainConfig) -> dict | None:
+    """The checkpoint state ``--resume`` continues from (None for a new run); refuses a new
+    run over an old one, and falls back to the newest kept checkpoint that passes its check."""
+    ckpt_file = os.path.join(cfg.out, CHECKPOINT_FILE)
+    if cfg.resume:
+        if not os.path.isfile(ckpt_file) and not kept_checkpoints(cfg.out):
+            raise TrainError(f"--resume: there is no checkpoint at {ckpt_file}")
+        state, ckpt_used = latest_good_checkpoint(cfg.out, required=RESUME_ENTRIES)
+        if ckpt_used != ckpt_file:
+            log.warning("--resume: %s failed its check; continuing from %s (step %s)", ckpt_file, ckpt_used, state.get("step"))
+        return state
+    if os.path.exists(ckpt_file):
+        raise TrainError(f"{ckpt_file} already exists: pass --resume to continue that run, or choose a new --out")
+    return None
+
+
+def restore_state(state: dict, optimizer: torch.optim.Optimizer, schedule: WarmupCosine, loader: TokenLoader,
+                  cfg: TrainConfig, dist_info: Dist, device: torch.device) -> int:
+    """Put the optimizer, schedule, data cursor and this rank's RNG back where ``state`` left them; return its step."""
+    optimizer.load_state_dict(state["optimizer"])
+    schedule.load_state_dict(state["scheduler"])
+    loader.load_state_dict(state["data"])
+    step = int(state["step"])
+    ranks = state["rng"]
+    if len(ranks) == dist_info.world_size:
+        set_rng_state(ranks[dist_info.rank], device)
+    else:
+        log.warning("the checkpoint holds RNG states of %d process(es), this run has %d: dropout streams restart",
+                    len(ranks), dist_info.world_size)
+        torch.manual_seed(cfg.seed + step + dist_info.rank)
+    return step
+
+
+def setup_run(cfg: TrainConfig) -> Run:
+    """Device, data, model, optimizer and schedule of a run (resumed from its checkpoint with
+    ``--resume``); the master process writes ``config.json``, the tokenizer and the metrics kept so far."""
     check_config(cfg)
     dist_info = init_distributed(cfg.device)
     device = resolve_device(cfg, dist_info.local_rank)
@@ -447,19 +514,7 @@ def train(cfg: TrainConfig) -> dict:
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
-    out = cfg.out
-    ckpt_file = os.path.join(out, CHECKPOINT_FILE)
-    metrics_file = os.path.join(out, METRICS_FILE)
-
-    state = None
-    if cfg.resume:
-        if not os.path.isfile(ckpt_file) and not kept_checkpoints(out):
-            raise TrainError(f"--resume: there is no checkpoint at {ckpt_file}")
-        state, ckpt_used = latest_good_checkpoint(out, required=RESUME_ENTRIES)
-        if ckpt_used != ckpt_file:
-            log.warning("--resume: %s failed its check; continuing from %s (step %s)", ckpt_file, ckpt_used, state.get("step"))
-    elif os.path.exists(ckpt_file):
-        raise TrainError(f"{ckpt_file} already exists: pass --resume to continue that run, or choose a new --out")
+    state = resume_state(cfg)
 
     vocab_size = resolve_vocab(cfg)
     model_config = model_config_for(cfg, vocab_size)
@@ -486,82 +541,96 @@ def train(cfg: TrainConfig) -> dict:
     schedule = WarmupCosine(optimizer, cfg.lr, cfg.resolved_min_lr(), cfg.resolved_warmup(), cfg.resolved_decay_steps())
     step = 0
     if state is not None:
-        optimizer.load_state_dict(state["optimizer"])
-        schedule.load_state_dict(state["scheduler"])
-        loader.load_state_dict(state["data"])
-        step = int(state["step"])
-        ranks = state["rng"]
-        if len(ranks) == dist_info.world_size:
-            set_rng_state(ranks[dist_info.rank], device)
-        else:
-            log.warning("the checkpoint holds RNG states of %d process(es), this run has %d: dropout streams restart",
-                        len(ranks), dist_info.world_size)
-            torch.manual_seed(cfg.seed + step + dist_info.rank)
+        step = restore_state(state, optimizer, schedule, loader, cfg, dist_info, device)
     elif dist_info.rank:
         torch.manual_seed(cfg.seed + dist_info.rank)  # each rank its own dropout stream; init is rank 0's (DDP broadcast)
 
     model = torch.compile(raw_model) if cfg.compile else raw_model
     train_model = model
     if dist_info.enabled:
-        from torch.nn.parallel import DistributedDataParallel
-
         train_model = DistributedDataParallel(model, device_ids=[dist_info.local_rank] if device.type == "cuda" else None)
 
     autocast = ((lambda: torch.autocast(device.type, dtype=torch.bfloat16)) if dtype == torch.bfloat16
                 else nullcontext)
-    flops_token = raw_model.flops_per_token(block)
     peak, peak_note = peak_flops(device, cfg.peak_tflops)
-    tokens_per_step = cfg.batch_tokens
-
+    run = Run(cfg, dist_info, device, dtype, model_config, vocab_size, accumulation, train_windows, val_windows, val_idx, loader,
+              raw_model, model, train_model, optimizer, schedule, autocast, raw_model.flops_per_token(block), peak, peak_note,
+              step=step, last=dict(state["metrics"]) if state is not None and state.get("metrics") else {},
+              saved_step=step if state is not None else None)
     if dist_info.master:
-        os.makedirs(out, exist_ok=True)
-        run_config = {"train": asdict(cfg), "model": model_config.to_dict(), "world_size": dist_info.world_size,
-                      "accumulation": accumulation, "parameters": raw_model.num_parameters(),
-                      "flops_per_token": flops_token, "device": str(device), "dtype": str(dtype).replace("torch.", "")}
-        write_atomically(os.path.join(out, RUN_CONFIG_FILE), json.dumps(run_config, indent=2) + "\n")
-        source = tokenizer_dir(cfg.data)
-        if source and not os.path.exists(os.path.join(out, TOKENIZER_DIR)):
-            shutil.copytree(source, os.path.join(out, TOKENIZER_DIR))
-        kept = [r for r in read_metrics(metrics_file) if r.get("step", 0) <= step]
-        write_atomically(metrics_file, "".join(json.dumps(r) + "\n" for r in kept))
-        log.info("model %s (%s): %s parameters, %s FLOPs/token at T=%d; %s on %s x%d",
-                 cfg.model, model_config.arch, format_count(raw_model.num_parameters()), format_count(flops_token),
-                 block, str(dtype).replace("torch.", ""), device, dist_info.world_size)
-        log.info("batch %s tokens = micro_batch %d x block %d x %d process(es) x %d accumulation step(s); "
-                 "%s train windows, %s validation windows; MFU peak: %s",
-                 format_count(cfg.batch_tokens), cfg.micro_batch, block, dist_info.world_size, accumulation,
-                 format_count(len(train_windows)), format_count(len(val_windows) if val_windows else 0), peak_note)
+        write_run_files(run)
         if state is not None:
-            log.info("resuming %s at step %d (epoch %d, window %d)", ckpt_file, step, loader.sampler.cursor.epoch,
+            log.info("resuming %s at step %d (epoch %d, window %d)", run.ckpt_file, step, loader.sampler.cursor.epoch,
                      loader.sampler.cursor.position)
+    return run
 
-    def checkpoint(metrics: dict) -> None:
-        rngs = gather_objects(rng_state(device), dist_info)
-        if not dist_info.master:
-            return
-        save_checkpoint(ckpt_file, keep=cfg.keep_checkpoints, state={
-            "model": raw_model.state_dict(), "model_config": model_config.to_dict(), "train_config": asdict(cfg),
-            "optimizer": optimizer.state_dict(), "scheduler": schedule.state_dict(), "step": step,
-            "data": loader.state_dict(), "rng": rngs, "metrics": metrics, "world_size": dist_info.world_size})
-        saved["step"] = step
-        plot_losses(metrics_file, os.path.join(out, LOSS_PLOT), title=f"{cfg.model} on {os.path.basename(cfg.data.rstrip('/'))}")
 
-    metrics_out = open(metrics_file, "a", encoding="utf-8") if dist_info.master else None
-    last = dict(state["metrics"]) if state is not None and state.get("metrics") else {}
-    saved = {"step": step if state is not None else None}
+def write_run_files(run: Run) -> None:
+    """``config.json``, the tokenizer copy and ``metrics.jsonl`` cut back to the run's step (master only)."""
+    cfg, dist_info, raw_model = run.cfg, run.dist_info, run.raw_model
+    block = run.model_config.block_size
+    os.makedirs(run.out, exist_ok=True)
+    run_config = {"train": asdict(cfg), "model": run.model_config.to_dict(), "world_size": dist_info.world_size,
+                  "accumulation": run.accumulation, "parameters": raw_model.num_parameters(),
+                  "flops_per_token": run.flops_token, "device": str(run.device), "dtype": str(run.dtype).replace("torch.", "")}
+    write_atomically(os.path.join(run.out, RUN_CONFIG_FILE), json.dumps(run_config, indent=2) + "\n")
+    source = tokenizer_dir(cfg.data)
+    if source and not os.path.exists(os.path.join(run.out, TOKENIZER_DIR)):
+        shutil.copytree(source, os.path.join(run.out, TOKENIZER_DIR))
+    kept = [r for r in read_metrics(run.metrics_file) if r.get("step", 0) <= run.step]
+    write_atomically(run.metrics_file, "".join(json.dumps(r) + "\n" for r in kept))
+    log.info("model %s (%s): %s parameters, %s FLOPs/token at T=%d; %s on %s x%d",
+             cfg.model, run.model_config.arch, format_count(raw_model.num_parameters()), format_count(run.flops_token),
+             block, str(run.dtype).replace("torch.", ""), run.device, dist_info.world_size)
+    log.info("batch %s tokens = micro_batch %d x block %d x %d process(es) x %d accumulation step(s); "
+             "%s train windows, %s validation windows; MFU peak: %s",
+             format_count(cfg.batch_tokens), cfg.micro_batch, block, dist_info.world_size, run.accumulation,
+             format_count(len(run.train_windows)), format_count(len(run.val_windows) if run.val_windows else 0), run.peak_note)
+
+
+def checkpoint_run(run: Run, metrics: dict) -> None:
+    """Save the full state at ``run.step`` (every rank's RNG gathered to the master) and redraw the loss plot."""
+    rngs = gather_objects(rng_state(run.device), run.dist_info)
+    if not run.dist_info.master:
+        return
+    cfg = run.cfg
+    save_checkpoint(run.ckpt_file, keep=cfg.keep_checkpoints, state={
+        "model": run.raw_model.state_dict(), "model_config": run.model_config.to_dict(), "train_config": asdict(cfg),
+        "optimizer": run.optimizer.state_dict(), "scheduler": run.schedule.state_dict(), "step": run.step,
+        "data": run.loader.state_dict(), "rng": rngs, "metrics": metrics, "world_size": run.dist_info.world_size})
+    run.saved_step = run.step
+    plot_losses(run.metrics_file, os.path.join(run.out, LOSS_PLOT), title=f"{cfg.model} on {os.path.basename(cfg.data.rstrip('/'))}")
+
+
+@dataclass
+class LoopResult:
+    """How ``train_loop`` ended, and the tokens and seconds of the steps that were timed."""
+
+    status: str  # "finished" (the loop reached its end step) or "nonfinite"
+    message: str
+    timed_tokens: int
+    timed_seconds: float
+
+
+def train_loop(run: Run) -> LoopResult:
+    """Optimizer steps from ``run.step`` to ``--max_steps`` (or ``--stop_at``): metrics, evaluations, checkpoints."""
+    cfg, dist_info, device = run.cfg, run.dist_info, run.device
+    accumulation, train_model, autocast = run.accumulation, run.train_model, run.autocast
+    tokens_per_step = cfg.batch_tokens
+    metrics_out = open(run.metrics_file, "a", encoding="utf-8") if dist_info.master else None
     status, message = "finished", ""
     timed_tokens, timed_seconds = 0, 0.0
     end = cfg.max_steps if cfg.stop_at is None else min(cfg.max_steps, cfg.stop_at)
-    bar = tqdm(total=cfg.max_steps, initial=step, desc="train", unit="step",
+    bar = tqdm(total=cfg.max_steps, initial=run.step, desc="train", unit="step",
                disable=cfg.quiet or not dist_info.master, dynamic_ncols=True)
     train_model.train()
     try:
-        while step < end:
+        while run.step < end:
             t0 = time.perf_counter()
-            lr = schedule.apply()
+            lr = run.schedule.apply()
             loss_sum = torch.zeros((), device=device)
             for micro in range(accumulation):
-                x, y = loader.next_batch()
+                x, y = run.loader.next_batch()
                 sync = nullcontext()
                 if dist_info.enabled and micro < accumulation - 1:
                     sync = train_model.no_sync()
@@ -571,19 +640,20 @@ def train(cfg: TrainConfig) -> dict:
                     (loss / accumulation).backward()
                 loss_sum += loss.detach().float()
             loss_value = float(all_mean(loss_sum / accumulation, dist_info))
-            grad_norm = float(torch.nn.utils.clip_grad_norm_(raw_model.parameters(), cfg.grad_clip if cfg.grad_clip > 0
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(run.raw_model.parameters(), cfg.grad_clip if cfg.grad_clip > 0
                                                              else float("inf")))
             if not (math.isfinite(loss_value) and math.isfinite(grad_norm)):
-                kept = (f"the last good checkpoint (step {saved['step']}) is kept at {ckpt_file}"
-                        if saved["step"] is not None else "no checkpoint was written before it")
+                kept = (f"the last good checkpoint (step {run.saved_step}) is kept at {run.ckpt_file}"
+                        if run.saved_step is not None else "no checkpoint was written before it")
                 status = "nonfinite"
-                message = (f"step {step + 1}: loss {loss_value} / gradient norm {grad_norm} is not finite: stopped "
+                message = (f"step {run.step + 1}: loss {loss_value} / gradient norm {grad_norm} is not finite: stopped "
                            f"before the update; {kept}")
                 break
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            schedule.step()
-            step += 1
+            run.optimizer.step()
+            run.optimizer.zero_grad(set_to_none=True)
+            run.schedule.step()
+            run.step += 1
+            step = run.step
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
             dt = time.perf_counter() - t0
@@ -591,10 +661,10 @@ def train(cfg: TrainConfig) -> dict:
             if step > 1 or cfg.max_steps == 1:  # the first step pays for compilation and warm-up
                 timed_tokens += tokens_per_step
                 timed_seconds += dt
-            mfu = flops_token * tokens_per_s / (peak * dist_info.world_size) if peak else None
+            mfu = run.flops_token * tokens_per_s / (run.peak * dist_info.world_size) if run.peak else None
             record = {"step": step, "loss": loss_value, "lr": lr, "grad_norm": grad_norm,
                       "tokens": step * tokens_per_step, "tokens_per_s": tokens_per_s, "mfu": mfu}
-            last.update({"step": step, "train_loss": loss_value})
+            run.last.update({"step": step, "train_loss": loss_value})
             if metrics_out:
                 metrics_out.write(json.dumps(record) + "\n")
                 metrics_out.flush()
@@ -605,10 +675,10 @@ def train(cfg: TrainConfig) -> dict:
                 log.info("step %d/%d | loss %.4f | lr %.3e | grad norm %.3f | %s tok/s | MFU %s", step, cfg.max_steps,
                          loss_value, lr, grad_norm, format_count(tokens_per_s),
                          f"{mfu:.2%}" if mfu is not None else "n/a")
-            if val_idx is not None and (step % cfg.eval_interval == 0 or step == cfg.max_steps):
-                val_loss = evaluate(model, val_windows, val_idx, cfg.micro_batch, device, autocast, vocab_size,
-                                    dist_info)
-                last["val_loss"] = val_loss
+            if run.val_idx is not None and (step % cfg.eval_interval == 0 or step == cfg.max_steps):
+                val_loss = evaluate(run.model, run.val_windows, run.val_idx, cfg.micro_batch, device, autocast,
+                                    run.vocab_size, dist_info)
+                run.last["val_loss"] = val_loss
                 if metrics_out:
                     metrics_out.write(json.dumps({"step": step, "val_loss": val_loss}) + "\n")
                     metrics_out.flush()
@@ -616,46 +686,53 @@ def train(cfg: TrainConfig) -> dict:
                     log.info("step %d | validation loss %.4f (perplexity %.2f)", step, val_loss,
                              math.exp(min(val_loss, 50)))
             if step % cfg.ckpt_interval == 0 or step == end:
-                last["tokens"] = step * tokens_per_step
-                checkpoint(dict(last))
+                run.last["tokens"] = step * tokens_per_step
+                checkpoint_run(run, dict(run.last))
     finally:
         bar.close()
         if metrics_out:
             metrics_out.close()
+    return LoopResult(status, message, timed_tokens, timed_seconds)
 
+
+def finish_run(run: Run, ended: LoopResult) -> dict:
+    """After the loop: the status, the Hugging Face export of a finished run, the summary; DDP torn down."""
+    cfg, dist_info, step = run.cfg, run.dist_info, run.step
+    status, message = ended.status, ended.message
+    tokens_per_step = cfg.batch_tokens
     if status == "finished" and step < cfg.max_steps:
         status = "stopped"
         message = f"stopped after step {step} (--stop_at); continue with --resume"
     if status == "nonfinite" and dist_info.master:
         log.error("%s", message)
-        if os.path.isfile(metrics_file):
-            plot_losses(metrics_file, os.path.join(out, LOSS_PLOT))
+        if os.path.isfile(run.metrics_file):
+            plot_losses(run.metrics_file, os.path.join(run.out, LOSS_PLOT))
     hf_dir = None
     if status == "finished" and cfg.hf_export and dist_info.master:
         meta = read_meta(cfg.data) if os.path.isdir(cfg.data) else None
-        hf_dir = export_hf(raw_model, out, eot_id=(meta or {}).get("eot_id"))
+        hf_dir = export_hf(run.raw_model, run.out, eot_id=(meta or {}).get("eot_id"))
+    timed_tokens, timed_seconds, peak = ended.timed_tokens, ended.timed_seconds, run.peak
     summary = {"status": status, "message": message, "steps": step, "max_steps": cfg.max_steps,
-               "train_loss": last.get("train_loss"), "val_loss": last.get("val_loss"),
+               "train_loss": run.last.get("train_loss"), "val_loss": run.last.get("val_loss"),
                "tokens": step * tokens_per_step, "tokens_per_s": timed_tokens / timed_seconds if timed_seconds else None,
-               "mfu": (flops_token * timed_tokens / timed_seconds / (peak * dist_info.world_size)
+               "mfu": (run.flops_token * timed_tokens / timed_seconds / (peak * dist_info.world_size)
                        if peak and timed_seconds else None),
-               "accumulation": accumulation, "world_size": dist_info.world_size, "device": str(device),
-               "out": out, "checkpoint": ckpt_file if os.path.isfile(ckpt_file) else None, "hf": hf_dir}
+               "accumulation": run.accumulation, "world_size": dist_info.world_size, "device": str(run.device),
+               "out": run.out, "checkpoint": run.ckpt_file if os.path.isfile(run.ckpt_file) else None, "hf": hf_dir}
     if dist_info.enabled:
-        import torch.distributed as dist
-
         dist.barrier()
         dist.destroy_process_group()
     return summary
 
 
+def train(cfg: TrainConfig) -> dict:
+    """Run (or resume) training; returns a summary: status, steps, losses, tokens/s, MFU, out dir."""
+    run = setup_run(cfg)
+    return finish_run(run, train_loop(run))
+
+
 def export_hf(model, out: str, eot_id: int | None = None) -> str | None:
-    """Write ``out/hf`` (a Hugging Face GPT-2 folder) when ``model.hf`` is available; None otherwise."""
-    try:
-        from model.hf import save_hf_dir
-    except ImportError:
-        log.info("model.hf is not available: no Hugging Face export")
-        return None
+    """Write ``out/hf`` (a Hugging Face GPT-2 folder); None when the model's shape cannot be exported."""
     folder = os.path.join(out, HF_DIR)
     tokenizer = os.path.join(out, TOKENIZER_DIR)
     files = sorted(os.path.join(tokenizer, f) for f in os.listdir(tokenizer)) if os.path.isdir(tokenizer) else None
@@ -770,8 +847,6 @@ def main(argv: list[str] | None = None) -> int:
         logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         cfg = config_from_args(argv)
-        from tqdm.contrib.logging import logging_redirect_tqdm
-
         with logging_redirect_tqdm():
             summary = train(cfg)
     except (TrainError, DataError, CheckpointError, FileNotFoundError, ValueError) as exc:

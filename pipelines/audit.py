@@ -17,6 +17,7 @@ written as JSON, Markdown and an HTML page with a bar chart.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import os
@@ -25,17 +26,23 @@ from collections import Counter
 
 import apache_beam as beam
 import numpy as np
-from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from common import storage
-from corpus.inputs import InputError
+from common.decision import DOCUMENTS, OTHER
 from corpus.records import Document
-from corpus.shards import FORMATS, find_shards, one_format_per_shard, read_documents, shard_split
+from corpus.shards import FORMATS, read_documents, shard_files, shard_split
+from dedup.audit import benchmark_rows, build_indexes, load_benchmarks, merge_counters, own_train_overlap, scan_documents
+from dedup.bloom import BloomFilter, ngram_meta, split_by_part
+from dedup.decontaminate import decontaminate, match_documents
+from dedup.ngrams import NgramConfig, ngram_hashes
+from dedup.partitioned import PartitionedBloom, part_capacity, part_path
+from dedup.report import render_html, render_json, render_markdown
 from pipelines import progress
 from pipelines.options import add_overwrite_argument, non_negative_int, open_probability, positive_int, power_of_two, split_job_args, stage_setup_file, unit_fraction
 from pipelines.jobs import begin_job, counters_of, finish_job, write_json
 from pipelines.sources import WriteShards
+from pipelines.steps import Steps, collect_examples, count, units_of
 
 log = logging.getLogger(__name__)
 
@@ -45,78 +52,41 @@ MODES = ("both", "bloom", "exact")
 
 
 # --- shared ------------------------------------------------------------------------------
-def ngram_config(args):
-    from dedup.ngrams import NgramConfig
-
+def ngram_config(args) -> NgramConfig:
     return NgramConfig(n=args.n, apostrophes=args.apostrophes, unicode=not args.ascii)
-
-
-def load_benchmarks(specs: list[str]):
-    from dedup.benchmark_sets import BenchmarkSpecError, load_benchmark
-
-    sets = []
-    for spec in specs:
-        try:
-            sets.append(load_benchmark(spec))
-        except (BenchmarkSpecError, OSError, ValueError) as exc:
-            raise InputError(f"--benchmark {spec}: {exc}") from exc
-    names = [s.name for s in sets]
-    if len(set(names)) != len(names):
-        raise InputError(f"two benchmarks share a name: {names}")
-    return sets
-
-
-def build_indexes(sets, config) -> dict:
-    from dedup.overlap import BenchmarkIndex
-
-    return {s.name: BenchmarkIndex.build([(e.id, e.text) for e in s.examples], config, s.name) for s in sets}
-
-
-def corpus_files(specs: list[str]) -> list[str]:
-    """The shard files to read, each document once: when a shard is present in several
-    formats (``c4-train.00000-of-00002.json.gz`` and ``.parquet``), one of them is read."""
-    files = one_format_per_shard(find_shards(specs))
-    if not files:
-        raise InputError(f"no corpus shards found for {specs}")
-    return files
 
 
 def _doc_id(path: str, number: int, doc: Document) -> str:
     return doc.url or f"{os.path.basename(path)}#{number}"
 
 
+def _shard_texts(path: str):
+    """``(doc_id, text)`` of every document of a shard file."""
+    return ((_doc_id(path, number, doc), doc.text) for number, doc in enumerate(read_documents(path)))
+
+
 # --- audit: the Bloom filter -------------------------------------------------------------
 def _count_ngrams(path, config):
-    from dedup.ngrams import ngram_hashes
-
     total = 0
     for doc in read_documents(path):
         total += len(ngram_hashes(doc.text, config))
-    Metrics.counter(AUDIT, "documents").inc(0)
     progress.tally("files")
     return total
 
 
 def _hashes_by_part(path, config, parts):
-    from dedup.bloom import split_by_part
-    from dedup.ngrams import ngram_hashes
-
     chunks, docs = [], 0
     for doc in read_documents(path):
         docs += 1
         chunks.append(ngram_hashes(doc.text, config))
-    Metrics.counter(AUDIT, "documents").inc(docs)
     keys = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.uint64)
-    Metrics.counter(AUDIT, "ngrams").inc(len(keys))
+    count(AUDIT, {"documents": docs, "ngrams": len(keys)}, {"documents": DOCUMENTS, "ngrams": OTHER})
     progress.tally("files")
     for index, part_keys in enumerate(split_by_part(keys, parts)):
         yield index, part_keys
 
 
 def _build_part(keyed, *, capacity, parts, error_rate, seed, meta, folder):
-    from dedup.bloom import BloomFilter
-    from dedup.partitioned import part_capacity, part_path
-
     index, arrays = keyed
     bloom = BloomFilter(part_capacity(capacity, parts), error_rate, seed, meta)
     for keys in arrays:
@@ -129,8 +99,6 @@ def _build_part(keyed, *, capacity, parts, error_rate, seed, meta, folder):
 
 def build_filter(files, config, args, folder, beam_args) -> dict:
     """Two Beam runs: count the corpus's n-grams (the capacity), then build every part."""
-    from dedup.bloom import ngram_meta
-
     capacity = args.capacity
     if capacity is None:
         count_path = storage.staging_path(args.output, "capacity.json")
@@ -152,61 +120,18 @@ def build_filter(files, config, args, folder, beam_args) -> dict:
 
 
 # --- audit: the exact stream ---------------------------------------------------------------
-class _ScanShardFn(beam.DoFn):
-    """A shard file -> (benchmark, OverlapCounter as a dict) for every benchmark."""
-
-    def __init__(self, indexes: dict):
-        self.indexes = indexes
-
-    def process(self, path):
-        from dedup.ngrams import ngram_hashes_batch
-        from dedup.overlap import OverlapCounter
-
-        counters = {name: OverlapCounter(index) for name, index in self.indexes.items()}
-        docs = 0
-        config = _shared_config(self.indexes)
-        for batch in _batches(((_doc_id(path, number, doc), doc.text) for number, doc in enumerate(read_documents(path))),
-                              SCAN_BATCH):
-            docs += len(batch)
-            hashed = ngram_hashes_batch([text for _, text in batch], config)  # once for every benchmark
-            for counter in counters.values():
-                counter.add_many(batch, hashed)
-        Metrics.counter(AUDIT, "scanned_documents").inc(docs)
-        progress.tally("files")
-        for name, counter in counters.items():
-            yield name, counter.to_dict()
-
-
-SCAN_BATCH = 256  # documents hashed together: one numpy pass instead of a fixed cost per document
-
-
-def _shared_config(indexes: dict):
-    """The one n-gram config of the audit's indexes (they are built together, ``build_indexes``)."""
-    configs = {index.config for index in indexes.values()}
-    if len(configs) != 1:
-        raise ValueError(f"the benchmark indexes disagree on their n-gram settings: {configs}")
-    return configs.pop()
-
-
-def _batches(items, size: int):
-    batch = []
-    for item in items:
-        batch.append(item)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
+def _scan_shard(path, indexes):
+    """A shard file -> (benchmark, OverlapCounter as a dict) for every benchmark (``dedup.audit.scan_documents``)."""
+    counters = scan_documents(indexes, _shard_texts(path))
+    count(AUDIT, {"scanned_documents": next(iter(counters.values())).docs_scanned}, DOCUMENTS)
+    progress.tally("files")
+    for name, counter in counters.items():
+        yield name, counter.to_dict()
 
 
 def _merge_counters(keyed, indexes):
-    from dedup.overlap import OverlapCounter
-
     name, parts = keyed
-    merged = OverlapCounter(indexes[name])
-    for data in parts:
-        merged.merge(OverlapCounter.from_dict(indexes[name], data))
-    return name, merged.to_dict()
+    return name, merge_counters(indexes[name], parts).to_dict()
 
 
 def scan_exact(files, indexes, beam_args, out_dir) -> dict:
@@ -214,7 +139,7 @@ def scan_exact(files, indexes, beam_args, out_dir) -> dict:
     path = storage.staging_path(out_dir, "exact.json")
     with progress.pipeline(PipelineOptions(stage_setup_file(beam_args)), "audit: exact scan", len(files)) as p:
         (p | "Shards" >> beam.Create(files) | "Spread" >> beam.Reshuffle()
-         | "Scan against benchmarks" >> beam.ParDo(_ScanShardFn(indexes))
+         | "Scan against benchmarks" >> beam.FlatMap(_scan_shard, indexes)
          | "Group by benchmark" >> beam.GroupByKey()
          | "Merge counters" >> beam.Map(_merge_counters, indexes)
          | "Collect" >> beam.combiners.ToDict()
@@ -223,63 +148,7 @@ def scan_exact(files, indexes, beam_args, out_dir) -> dict:
 
 
 # --- audit: reports --------------------------------------------------------------------------
-def benchmark_rows(indexes, args, *, exact=None, bloom=None, evidence=None, own_train=None) -> list[dict]:
-    """One report row per benchmark (the schema of dedup.report), Bloom and exact compared."""
-    from dedup.overlap import OverlapCounter, compute_report
-
-    rows = []
-    for name, index in indexes.items():
-        bloom_found = bloom.contains(index.hashes) if bloom is not None else None
-        if exact is not None:
-            counter = OverlapCounter.from_dict(index, exact[name])
-            report = counter.report(max_doc_count=args.max_doc_count, dirty_threshold=args.dirty_threshold)
-            exact_found = counter.doc_counts > 0
-        else:
-            report = compute_report(index, bloom_found, dirty_threshold=args.dirty_threshold)
-            exact_found = None
-        extra = {"corpus": args.corpus_name, "source": "exact" if exact is not None else "bloom"}
-        if bloom_found is not None and exact_found is not None:
-            extra["agreement"] = {
-                "exact_found": int(exact_found.sum()), "bloom_found": int(bloom_found.sum()),
-                "false_negatives": int((exact_found & ~bloom_found).sum()),  # must be 0
-                "bloom_only": int((bloom_found & ~exact_found).sum()),  # Bloom false positives
-            }
-        if own_train and name in own_train:
-            extra["own_train_percent"] = own_train[name]
-        row = report.to_report_row(evidence or {}, **extra)
-        row["dirty_ids"] = list(report.dirty_ids)
-        # Localisation of every dirty example: the matched character spans in the example and
-        # (exact mode) a few training documents that hold its n-grams.
-        by_id = {e.id: e for e in report.examples}
-        for example in row["per_example"]:
-            if example["dirty"]:
-                found = by_id[example["id"]]
-                example["spans"] = [list(span) for span in found.spans]
-                example["training_docs"] = list(found.training_docs)
-        rows.append(row)
-    return rows
-
-
-def own_train_overlap(pairs: list[str], indexes, config) -> dict[str, float]:
-    """``NAME=SPEC``: % of benchmark NAME's n-grams found in its own training split (exact)."""
-    from dedup.overlap import OverlapCounter
-
-    result = {}
-    for pair in pairs or []:
-        name, _, spec = pair.partition("=")
-        if name not in indexes or not spec:
-            raise InputError(f"--own_train {pair}: expected NAME=SPEC with NAME one of {sorted(indexes)}")
-        train = load_benchmarks([spec])[0]
-        counter = OverlapCounter(indexes[name])
-        for example in train.examples:
-            counter.add(example.id, example.text)
-        result[name] = counter.report().percent_found
-    return result
-
-
 def write_reports(rows, out_dir: str, title: str) -> dict[str, str]:
-    from dedup.report import render_html, render_json, render_markdown
-
     paths = {"json": storage.join(out_dir, "report.json"), "markdown": storage.join(out_dir, "report.md"),
              "html": storage.join(out_dir, "report.html")}
     render_json(rows, paths["json"])
@@ -313,13 +182,11 @@ def run_audit(argv: list[str] | None = None) -> dict:
     parser.add_argument("--own_train", nargs="*", default=[], metavar="NAME=SPEC", help="a benchmark's own training split, for Table 6's first row")
     parser.add_argument("--corpus_name", default="training corpus", help="the corpus's name in the reports")
     args, beam_args = split_job_args(parser, argv)
-    from dedup.partitioned import PartitionedBloom
-
-    files = corpus_files(args.corpus)
+    files = shard_files(args.corpus)
     sets = load_benchmarks(args.benchmark)
     config = ngram_config(args)
     indexes = build_indexes(sets, config)
-    own_train = own_train_overlap(args.own_train, indexes, config)
+    own_train = own_train_overlap(args.own_train, indexes)
     storage.configure(beam_args)
     begin_job(args.output, "audit", args.overwrite)
     result = {"files": len(files), "benchmarks": [s.name for s in sets], "config": config.to_dict(), "mode": args.mode}
@@ -335,7 +202,8 @@ def run_audit(argv: list[str] | None = None) -> dict:
     if args.mode in ("both", "exact"):
         log.info("streaming %d shard(s) against the exact benchmark index", len(files))
         exact = scan_exact(files, indexes, beam_args, args.output)
-    rows = benchmark_rows(indexes, args, exact=exact, bloom=bloom, evidence=evidence, own_train=own_train)
+    rows = benchmark_rows(indexes, corpus_name=args.corpus_name, exact=exact, bloom=bloom, evidence=evidence,
+                          own_train=own_train, max_doc_count=args.max_doc_count, dirty_threshold=args.dirty_threshold)
     result["reports"] = write_reports(rows, args.output, f"{args.n}-gram overlap of benchmarks with {args.corpus_name}")
     result["rows"] = rows
     write_json(storage.join(args.output, "audit.json"), {k: v for k, v in result.items() if k != "rows"})
@@ -362,42 +230,10 @@ def format_audit(result: dict) -> str:
 
 
 # --- decontamination -----------------------------------------------------------------------
-class _DecontaminateFn(beam.DoFn):
-    """A shard file -> the decontaminated documents (pieces in spans mode), counted by reason."""
-
-    def __init__(self, indexes: dict, options: dict):
-        self.indexes, self.options = indexes, options
-
-    def process(self, path):
-        from dedup.decontaminate import decontaminate_document
-        from dedup.ngrams import ngram_hashes_batch
-
-        for batch in _batches(((_doc_id(path, number, doc), doc) for number, doc in enumerate(read_documents(path))),
-                              SCAN_BATCH):
-            texts = [(doc_id, doc.text) for doc_id, doc in batch]
-            hashed = ngram_hashes_batch([text for _, text in texts], _shared_config(self.indexes))
-            scanned = {name: index.scan_many(texts, hashed) for name, index in self.indexes.items()}
-            for i, (doc_id, doc) in enumerate(batch):
-                yield from self._decontaminate(doc, [(name, hits[i]) for name, hits in scanned.items()], decontaminate_document)
-        progress.tally("files")
-
-    def _decontaminate(self, doc, hits_by_benchmark, decontaminate_document):
-        spans, benchmarks = [], []
-        for name, hits in hits_by_benchmark:
-            if hits:
-                spans += list(hits.spans)
-                benchmarks.append(name)
-        result = decontaminate_document(doc.text, spans, **self.options)
-        Metrics.counter(DECONTAMINATE, result.reason).inc()
-        Metrics.counter(DECONTAMINATE, "removed_chars").inc(result.removed_chars)
-        if benchmarks:
-            yield beam.pvalue.TaggedOutput("removed", {"url": doc.url, "benchmarks": benchmarks, "reason": result.reason,
-                                                       "removed_chars": result.removed_chars, "spans": len(spans)})
-        for piece_number, text in enumerate(result.pieces or []):
-            meta = dict(doc.meta)
-            if result.reason == "split":
-                meta["piece"] = str(piece_number)
-            yield Document(text=text, url=doc.url, timestamp=doc.timestamp, meta=meta)
+def _matched_documents(path, indexes):
+    """A shard file -> every document with where the benchmarks matched it (``dedup.decontaminate.match_documents``)."""
+    yield from match_documents(indexes, ((_doc_id(path, number, doc), doc) for number, doc in enumerate(read_documents(path))))
+    progress.tally("files")
 
 
 def run_decontaminate(argv: list[str] | None = None) -> dict:
@@ -411,26 +247,31 @@ def run_decontaminate(argv: list[str] | None = None) -> dict:
     parser.add_argument("--num_shards", type=positive_int, default=1, help="output shards")
     parser.add_argument("--name", default="decontaminated", help="output shard name")
     args, beam_args = split_job_args(parser, argv)
-    files = corpus_files(args.corpus)
+    files = shard_files(args.corpus)
     indexes = build_indexes(load_benchmarks(args.benchmark), ngram_config(args))
     options = {"mode": args.mode, "margin": args.margin, "min_piece": args.min_piece, "max_splits": args.max_splits}
     removed_path = storage.join(args.output, "removed.jsonl")
     storage.configure(beam_args)
     begin_job(args.output, "decontaminate", args.overwrite)
     by_split = files_by_split(files)
+    rule = functools.partial(decontaminate, **options)
     with progress.pipeline(PipelineOptions(stage_setup_file(beam_args)), "decontaminate", len(files)) as p:
-        removed = []
+        run_step, removed = Steps(), []
         for split, split_files in by_split.items():  # every split keeps its own shard set
-            out = (p | f"Shards {split}" >> beam.Create(split_files) | f"Spread {split}" >> beam.Reshuffle()
-                   | f"Decontaminate {split}" >> beam.ParDo(_DecontaminateFn(indexes, options)).with_outputs("removed", main="docs"))
-            out.docs | f"Write shards {split}" >> WriteShards(args.output, formats=args.format, name=args.name, split=split,
-                                                             num_shards=args.num_shards)
-            removed.append(out.removed)
+            matched = (p | f"Shards {split}" >> beam.Create(split_files) | f"Spread {split}" >> beam.Reshuffle()
+                       | f"Match benchmarks {split}" >> beam.FlatMap(_matched_documents, indexes))
+            outcomes = run_step(matched, f"Decontaminate {split}", DECONTAMINATE, rule)
+            (outcomes | f"Pieces {split}" >> beam.FlatMap(lambda outcome: outcome.pieces)
+             | f"Write shards {split}" >> WriteShards(args.output, formats=args.format, name=args.name, split=split,
+                                                      num_shards=args.num_shards))
+            removed.append(outcomes | f"Removed {split}" >> beam.FlatMap(lambda outcome: [outcome.removed] if outcome.removed else []))
         (removed | "All removed" >> beam.Flatten() | "Collect removed" >> beam.combiners.ToList()
          | "Write removed" >> beam.Map(_write_removed, removed_path))
+        run_step.write_examples(args.output)
     counters = counters_of(p.result).get(DECONTAMINATE, {})
     stats = {"files": len(files), "splits": {split: len(f) for split, f in by_split.items()}, "benchmarks": sorted(indexes),
-             "options": options, "counters": counters, "removed": removed_path}
+             "options": options, "counters": counters, "removed": removed_path,
+             "units": units_of(p.result).get(DECONTAMINATE, {}), "examples": collect_examples(args.output).get(DECONTAMINATE, {})}
     finish_job(args.output, "decontaminate", stats, extra_files=("removed.jsonl",))
     return stats
 

@@ -22,26 +22,25 @@ import functools
 import logging
 import os
 import sys
-from collections import Counter
 
 import apache_beam as beam
-from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from corpus import c4
 from common import storage
+from common.decision import OTHER
+from corpus import c4, langid
 from corpus.inputs import COMMON_CRAWL_BASE_URL, InputError, expand_inputs, open_input, read_pinned
 from corpus.records import Document, HtmlPage
 from corpus.sentences import count_line_sentences, require_punkt
 from corpus.shards import FORMATS
 from corpus.warc import MAX_RECORD_BYTES, ReadStats, read_archive
 from pipelines import progress
-from pipelines.options import add_manifest_path_argument, add_overwrite_argument, positive_float, positive_int, split_job_args, stage_setup_file
-from pipelines.jobs import begin_job, counters_of, finish_job
-from pipelines.sources import READ_NAMESPACE, WriteErrors, WriteShards, add_max_record_bytes
 from pipelines.dedupe import DEDUPE_SPANS, DedupeText
+from pipelines.jobs import begin_job, counters_of, finish_job
+from pipelines.options import add_manifest_path_argument, add_overwrite_argument, positive_float, positive_int, split_job_args, stage_setup_file
+from pipelines.sources import READ_NAMESPACE, WriteErrors, WriteShards, add_max_record_bytes
 from pipelines.staging import LoadStaged, Stage
-from pipelines.steps import ReasonExamples, Steps, collect_examples, flush_counts, format_counter_table, format_read_errors
+from pipelines.steps import Steps, Tally, collect_examples, count, format_counter_table, format_read_errors, units_of
 
 log = logging.getLogger(__name__)
 
@@ -57,20 +56,7 @@ SUMMARY_STAGES = (
 )
 
 
-# --- rules bound to their resources (picklable, loaded lazily once per worker) ----------
-def _too_long_rule(page):
-    if c4.is_valid_length(page.text):
-        return c4.Verdict(page, Counter({c4.PASSED: 1}))
-    return c4.Verdict(None, Counter({c4.FILTERED: 1}), [(c4.FILTERED, page.url)])
-
-
-def _realnews_rule(page, domains):
-    reason = c4.realnews_domain_problem(page.normalized_url, domains, registered_domain_parts)
-    if reason:
-        return c4.Verdict(None, Counter({reason: 1}), [(reason, page.url)])
-    return c4.Verdict(page, Counter({c4.PASSED: 1}))
-
-
+# --- resources the rules are bound to ---------------------------------------------------
 _domain_splitter = None
 
 
@@ -78,32 +64,22 @@ def registered_domain_parts(url: str) -> tuple[str, str, str]:
     """(subdomain, domain, suffix) by the public suffix list bundled with tldextract (offline)."""
     global _domain_splitter
     if _domain_splitter is None:
-        import tldextract
+        import tldextract  # only realnewslike needs it (75 ms to import); loaded once per worker
 
         _domain_splitter = tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None)
     parts = _domain_splitter(url)
     return parts.subdomain, parts.domain, parts.suffix
 
 
-def _clean_rule(page):
-    return c4.clean_page(page, count_line_sentences)
-
-
-def _english_rule(page, implementation):
-    from corpus import langid
-
-    detect = langid.detect_langs if implementation == "fast" else langid.reference_detect_langs
-    return c4.detect_english(page, detect, langid.LanguageDetectionError)
-
-
-def _badwords_rule(page, matcher):
-    return c4.badwords_filter(page, matcher)
+LANGDETECT = {"fast": langid.detect_langs, "reference": langid.reference_detect_langs}
 
 
 # --- Beam steps ----------------------------------------------------------------------
 class _ReadPagesFn(beam.DoFn):
-    """One crawl file -> C4 pages: WET conversion records as the reference parses them,
-    WARC HTML responses through trafilatura; bad input to ``errors``."""
+    """One crawl file -> C4 pages: WET conversion records as the reference parses them
+    (``c4.wet_page``), WARC HTML responses through trafilatura (``c4.extracted_page``); bad
+    input to ``errors``. Counts per file: the reader's tallies (``read-archive``), the
+    pages (``split-wet-file``) and extractions (``extract-main-text``), drops sampled."""
 
     def __init__(self, input_kind: str, extract_timeout_s: float, max_record_bytes: int = MAX_RECORD_BYTES, verify_digest: bool = False):
         self.input_kind, self.extract_timeout_s, self.max_record_bytes = input_kind, extract_timeout_s, max_record_bytes
@@ -116,113 +92,63 @@ class _ReadPagesFn(beam.DoFn):
 
     def process(self, item):
         index, path = item
-        stats, wet, extracted = ReadStats(), Counter(), Counter()
-        examples = ReasonExamples()
+        stats, wet, extracted = ReadStats(), Tally(), Tally()
         if self.input_kind == "wet" or (self.input_kind == "auto" and ".wet" in os.path.basename(path)):
-            wet["wet-file"] += 1
+            wet.add(c4.WET_FILE_READ)
         records = 0
         try:
             for records, record in enumerate(read_archive(path, text_mode="c4", stats=stats, max_record_bytes=self.max_record_bytes,
                                                           verify_digest=self.verify_digest), start=1):
                 progress.record_read(records)
                 if isinstance(record, Document):
-                    page = self._wet_page(index, record, wet, examples)
+                    decision = c4.wet_page(record, index)
+                    wet.add(decision)
                 elif isinstance(record, HtmlPage):
-                    page = self._warc_page(index, record, extracted, examples)
+                    decision = self._extracted_page(index, record)
+                    extracted.add(decision)
                 else:
-                    if record.reason == "missing_target_uri":
-                        wet["filtered:no_url"] += 1
+                    wet.add(c4.unreadable_record(record))
                     yield beam.pvalue.TaggedOutput("errors", record.to_dict())
                     continue
-                if page is not None:
-                    yield page
+                if decision.record is not None:
+                    yield decision.record
         finally:  # a failing worker still reports what it counted
-            wet["filtered:no_url"] += stats.counts.get("records:warcinfo", 0)
-            for key, value in stats.counts.items():
-                Metrics.counter(READ_NAMESPACE, key).inc(value)
-            for key, value in extracted.items():
-                Metrics.counter(EXTRACT_NAMESPACE, key).inc(value)
+            wet.add(c4.warcinfo_records(path, stats.counts.get("records:warcinfo", 0)))
+            count(READ_NAMESPACE, stats.counts, OTHER)
             progress.file_read(records)
-        yield from flush_counts((c4.SPLIT_WET_FILE,), wet, examples, windowed=False)
+        yield from wet.flush((c4.SPLIT_WET_FILE,), windowed=False)
+        yield from extracted.flush((EXTRACT_NAMESPACE,), windowed=False)
 
-    @staticmethod
-    def _wet_page(index, doc: Document, counts: Counter, examples: ReasonExamples):
-        reason = c4.wet_page_problem(doc.url, doc.text, doc.timestamp)
-        if reason:
-            counts[reason] += 1
-            examples.add(reason, doc.url)
-            return None
-        counts[c4.PASSED] += 1
-        return c4.C4Page(url=doc.url, text=doc.text, timestamp=doc.timestamp, order=(index, int(doc.meta.get("stream_offset", 0))))
+    def _extracted_page(self, index, page: HtmlPage):
+        from corpus.extract import MainTextExtractor, extract_text_from_page  # trafilatura (120 ms): only when a WARC page comes
 
-    def _warc_page(self, index, page: HtmlPage, counts: Counter, examples: ReasonExamples):
-        from corpus.extract import MainTextExtractor, extract_text_from_page
-
-        if self.extractor is None:  # trafilatura is loaded only when a WARC page comes (not for WET input)
+        if self.extractor is None:
             self.extractor = MainTextExtractor(timeout_s=self.extract_timeout_s)
         doc, extraction = extract_text_from_page(page, self.extractor)
-        counts[extraction.outcome] += 1
-        if doc is None:
-            examples.add(extraction.outcome, f"{page.url} {extraction.detail}")
-            return None
-        return c4.C4Page(url=doc.url, text=doc.text, timestamp=doc.timestamp, order=(index, page.offset))
+        return c4.extracted_page(page.url, doc, extraction.outcome, extraction.detail, (index, page.offset))
 
 
 class _NewestRef(beam.CombineFn):
-    """URL dedup over staged references ``(timestamp, order, ref)``: the newest page per
-    normalised URL (``c4.newer_of``: first seen on a tie), and how many there were."""
+    """URL dedup over staged captures ``(timestamp, order, ref)``: the newest per
+    normalised URL (``c4.newest_capture``), and how many there were."""
 
     def create_accumulator(self):
         return None, 0
 
-    @staticmethod
-    def _newer(a, b):
-        return c4.newer_of(a, b, a[0], a[1], b[0], b[1])
-
-    def add_input(self, acc, ref):
+    def add_input(self, acc, capture):
         best, n = acc
-        return (ref if best is None else self._newer(best, ref)), n + 1
+        return (capture if best is None else c4.newest_capture(best, capture)), n + 1
 
     def merge_accumulators(self, accs):
         best, total = None, 0
-        for ref, n in accs:
+        for capture, n in accs:
             total += n
-            if ref is not None:
-                best = ref if best is None else self._newer(best, ref)
+            if capture is not None:
+                best = capture if best is None else c4.newest_capture(best, capture)
         return best, total
 
     def extract_output(self, acc):
         return acc
-
-
-def _count_url_duplicates(kept):
-    ref, n = kept
-    Metrics.counter(c4.DUPLICATE_URL_FILTER, c4.FILTERED).inc(n - 1)
-    Metrics.counter(c4.DUPLICATE_URL_FILTER, c4.PASSED).inc()
-    return ref
-
-
-def _webtextlike_join(joined):
-    _, groups = joined
-    pages, listed = list(groups["pages"]), list(groups["urls"])
-    if not listed:
-        Metrics.counter(c4.WEBTEXTLIKE_FILTER, c4.FILTERED).inc()
-        return
-    if not pages:
-        Metrics.counter(c4.WEBTEXTLIKE_FILTER, "missing-page").inc()
-        return
-    Metrics.counter(c4.WEBTEXTLIKE_FILTER, c4.PASSED).inc()
-    yield pages[0]
-
-
-def _url_dedup_key(page):
-    return page.normalized_url, page.timestamp, page.order
-
-
-def _to_split(page):
-    split = c4.split_of(page.normalized_url)
-    Metrics.counter(split, "examples").inc()
-    return beam.pvalue.TaggedOutput(split, Document(text=page.text, url=page.url, timestamp=page.timestamp))
 
 
 # --- the pipeline --------------------------------------------------------------------
@@ -238,49 +164,47 @@ def build(pipeline: beam.Pipeline, files: list[str], args: argparse.Namespace, r
         | "Read pages" >> beam.ParDo(_ReadPagesFn(args.input_kind, args.extract_timeout, args.max_record_bytes, args.verify_digest)).with_outputs("errors", "examples", main="pages")
     )
     run_step.add(read.examples)
-    pages = run_step(read.pages, "1 Length filter", c4.TOO_LONG_FILTER, _too_long_rule)
+    pages = run_step(read.pages, "1 Length filter", c4.TOO_LONG_FILTER, c4.length_filter)
     if variant.realnewslike:
-        pages = run_step(pages, "2 RealNews domains", c4.REALNEWS_FILTER, functools.partial(_realnews_rule, domains=resources["realnews_domains"]))
-    staged = pages | "3 Stage pages" >> Stage(args.output, "pages", _url_dedup_key)
-    newest = (
+        pages = run_step(pages, "2 RealNews domains", c4.REALNEWS_FILTER,
+                         functools.partial(c4.realnews_filter, domains=resources["realnews_domains"], split_domain=registered_domain_parts))
+    staged = pages | "3 Stage pages" >> Stage(args.output, "pages", c4.url_dedup_key)
+    newest = run_step.keyed(
         staged.refs
         | "3 Key by normalised URL" >> beam.MapTuple(lambda ref, key: (key[0], (key[1], key[2], ref)))
-        | "3 Newest page per URL" >> beam.CombinePerKey(_NewestRef())
-        | "3 Count URL duplicates" >> beam.MapTuple(lambda url, kept: (url, _count_url_duplicates(kept)))
-    )
+        | "3 Newest page per URL" >> beam.CombinePerKey(_NewestRef()),
+        "3 Count URL duplicates", c4.DUPLICATE_URL_FILTER, c4.keep_newest)
     if variant.webtextlike:
         urls = (
             pipeline
             | "4 Read WebText-like URLs" >> beam.io.ReadFromText(args.webtext_urls)
             | "4 Normalise listed URLs" >> beam.Map(lambda u: (c4.normalize_url(u.strip()), None))
         )
-        kept = (
-            {"pages": newest, "urls": urls}
-            | "4 Join on normalised URL" >> beam.CoGroupByKey()
-            | "4 Keep listed pages" >> beam.FlatMap(_webtextlike_join)
-        )
-    else:
-        kept = newest | "3 Drop URL key" >> beam.Values()
+        joined = (newest, urls) | "4 Join on normalised URL" >> beam.CoGroupByKey()
+        newest = run_step.keyed(joined, "4 Keep listed pages", c4.WEBTEXTLIKE_FILTER, c4.webtextlike_filter)
     pages = (
-        kept
-        | "3 Staged reference" >> beam.Map(lambda newest: (newest[2], None))
+        newest
+        | "3 Drop URL key" >> beam.Values()
+        | "3 Staged reference" >> beam.Map(lambda capture: (capture[2], None))
         | "3 Read pages back" >> LoadStaged(args.output, "pages")
         | "3 Pages" >> beam.MapTuple(lambda page, _: page)
     )
     if variant.clean:
-        pages = run_step(pages, "5 clean_page", c4.CLEAN_PAGE, _clean_rule)
+        pages = run_step(pages, "5 clean_page", c4.CLEAN_PAGE, functools.partial(c4.clean_page, count_line_sentences=count_line_sentences))
     if variant.dedupe:
         floor = c4.MIN_NUM_SENTENCES if variant.clean else 0
         deduped = pages | f"6 Dedupe {args.dedup}" >> DedupeText(args.dedup, floor, out_dir=args.output)
         run_step.add(deduped.examples)
         pages = deduped.pages
-    pages = run_step(pages, "8 langdetect en", c4.ENGLISH_FILTER, functools.partial(_english_rule, implementation=args.langdetect))
+    pages = run_step(pages, "8 langdetect en", c4.ENGLISH_FILTER,
+                     functools.partial(c4.detect_english, detect_langs=LANGDETECT[args.langdetect], detection_error=langid.LanguageDetectionError))
     if variant.badwords:
         pages = run_step(pages, "9 Bad words", (c4.BADWORDS_FILTER, f"{c4.BADWORDS_FILTER}-en"),
-                         functools.partial(_badwords_rule, matcher=resources["badwords"]))
-    splits = pages | "10 Split by md5(url)" >> beam.Map(_to_split).with_outputs("train", "validation")
-    for split, count in (("train", args.num_shards), ("validation", args.num_validation_shards)):
-        splits[split] | f"Write {split}" >> WriteShards(args.output, formats=args.format, name="c4", split=split, num_shards=count)
+                         functools.partial(c4.badwords_filter, matcher=resources["badwords"]))
+    splits = pages | "10 Split by md5(url)" >> beam.Partition(c4.split_index, len(c4.SPLITS))
+    for index, (split, num_shards) in enumerate(zip(c4.SPLITS, (args.num_shards, args.num_validation_shards))):
+        docs = run_step(splits[index], f"10 {split} documents", split, c4.to_document)
+        docs | f"Write {split}" >> WriteShards(args.output, formats=args.format, name="c4", split=split, num_shards=num_shards)
     read.errors | "Write errors" >> WriteErrors(args.output)
     return {"examples": run_step.write_examples(args.output)}
 
@@ -364,14 +288,15 @@ def run(argv: list[str] | None = None) -> dict:
     build(pipeline, files, args, resources)
     result = progress.run_pipeline(pipeline, "c4", files=len(files))
     stats = {"variant": args.variant, "dedup": args.dedup, "files": len(files), "counters": counters_of(result),
-             "examples": collect_examples(args.output)}
+             "examples": collect_examples(args.output), "units": units_of(result)}
     finish_job(args.output, "c4", stats)
     return stats
 
 
 def format_summary(stats: dict) -> str:
     """The C4 run's one-screen table of counters, stage by stage."""
-    table = format_counter_table(f"C4 {stats['variant']} ({stats['dedup']} dedup), {stats['files']} file(s)", stats["counters"], SUMMARY_STAGES)
+    table = format_counter_table(f"C4 {stats['variant']} ({stats['dedup']} dedup), {stats['files']} file(s)", stats["counters"], SUMMARY_STAGES,
+                                 stats.get("units"))
     return "\n".join(filter(None, [table, format_read_errors(stats["counters"])]))
 
 

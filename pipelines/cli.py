@@ -1,10 +1,12 @@
 """The ``corpusforge`` command: one subcommand per job. Logs go to stderr, results to stdout.
 
-Every job's module is imported only when its subcommand runs, so ``corpusforge --help`` and
-the corpus jobs (inspect, stats, read, c4, webtext, audit, decontaminate) never import torch
-or the tokenizer libraries: they run on an install of requirements.txt alone (a Beam worker's).
-train, sample, eval and demo need the ``model`` extra (requirements-model.txt); tokenize
-needs only its tokenizer libraries (tokenizers, tiktoken), never torch.
+Each subcommand imports its job's module when it runs, in one line at the top of its
+``cmd_*`` function that says why: Apache Beam (about a second to import), warcio and numpy,
+or torch. So ``corpusforge --help`` starts at once, and the corpus jobs (inspect, stats,
+fetch, read, c4, webtext, audit, decontaminate) never import torch or the tokenizer
+libraries: they run on an install of requirements.txt alone (a Beam worker's). train,
+finetune, sample, eval and demo need the ``model`` extra (requirements-model.txt);
+tokenize needs only its tokenizer libraries (tokenizers, tiktoken), never torch.
 """
 
 from __future__ import annotations
@@ -18,14 +20,17 @@ from collections import Counter
 
 from tqdm import tqdm
 
+from common import storage
+from corpus.inputs import InputError, expand_inputs
+from pipelines.options import add_manifest_path_argument
+
 log = logging.getLogger("corpusforge")
 
 MODEL_LIBRARIES = ("torch", "tokenizers", "tiktoken", "safetensors")  # requirements-model.txt
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from corpus.inputs import expand_inputs
-    from corpus.warc import inspect_archive
+    from corpus.warc import inspect_archive  # warcio and numpy: not at the CLI's start (--help, the other jobs)
 
     files = expand_inputs(args.files, base=args.base_url, allow_any_manifest_path=args.allow_any_manifest_path)
     totals = {"records": Counter(), "mime_types": Counter(), "languages": Counter(), "errors": Counter()}
@@ -64,7 +69,7 @@ FILESYSTEM_OPTIONS = ("--s3_", "--project", "--hdfs_", "--gcs_")
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    from common import storage
+    # pyarrow, numpy and matplotlib (about a second): not at the CLI's start
     from corpus.shards import find_shards, read_documents
     from corpus.stats import compute_stats, format_stats, plot_length_histogram
 
@@ -82,8 +87,60 @@ def cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_fetch(args: argparse.Namespace) -> int:
+    from corpus.fetch import FetchConfig, fetch_links  # asyncio, ssl and warcio: only this command needs them
+
+    parser = fetch_parser(FetchConfig())
+    options = parser.parse_args(args.sub_argv)
+    try:
+        config = FetchConfig(
+            allow_hosts=frozenset(options.allow_hosts),
+            deadline_s=options.deadline,
+            concurrency=options.concurrency,
+            per_host_concurrency=options.per_host_concurrency,
+            per_host_delay_s=options.per_host_delay,
+            retries=options.retries,
+            respect_robots=not options.ignore_robots,
+        )
+    except ValueError as exc:  # e.g. --concurrency 0: a usage error, before anything runs
+        parser.error(str(exc))
+    source = sys.stdin if options.links == "-" else open(options.links, encoding="utf-8")
+    with source:
+        links = (line.strip() for line in source)
+        counts = fetch_links((link for link in links if link and not link.startswith("#")), config, options.out,
+                             resume=not options.no_resume)
+    print(json.dumps(dict(sorted(counts.items()))))
+    return 0
+
+
+def fetch_parser(defaults) -> argparse.ArgumentParser:
+    """``corpusforge fetch``'s options; ``defaults`` is a ``FetchConfig()``. The dashed spellings
+    (``--per-host-concurrency``) are those of the old ``python -m corpus.fetch`` and still work."""
+    parser = argparse.ArgumentParser(
+        prog="corpusforge fetch",
+        description="Fetch links (one per line) safely and politely into WARC files and a fetch log; rerun to resume.",
+    )
+    parser.add_argument("links", help="file of URLs, one per line ('-' reads standard input)")
+    parser.add_argument("--out", required=True, help="folder for the WARC files and fetch-log-*.jsonl")
+    parser.add_argument("--allow_hosts", "--allow-hosts", nargs="*", default=[], metavar="HOST:PORT",
+                        help="private/loopback host:port allowed anyway (tests, local mirrors)")
+    parser.add_argument("--deadline", type=float, default=defaults.deadline_s,
+                        help=f"seconds per page, redirects and retries included (default {defaults.deadline_s:g})")
+    parser.add_argument("--concurrency", type=int, default=defaults.concurrency,
+                        help=f"requests in flight overall (default {defaults.concurrency})")
+    parser.add_argument("--per_host_concurrency", "--per-host-concurrency", type=int, default=defaults.per_host_concurrency,
+                        help=f"requests in flight per host (default {defaults.per_host_concurrency})")
+    parser.add_argument("--per_host_delay", "--per-host-delay", type=float, default=defaults.per_host_delay_s,
+                        help=f"seconds between request starts on one host (default {defaults.per_host_delay_s:g})")
+    parser.add_argument("--retries", type=int, default=defaults.retries,
+                        help=f"extra tries for 429/5xx and reset connections (default {defaults.retries})")
+    parser.add_argument("--ignore_robots", "--ignore-robots", action="store_true", help="do not fetch or obey robots.txt")
+    parser.add_argument("--no_resume", "--no-resume", action="store_true", help="fetch every link even if a log in --out has it")
+    return parser
+
+
 def cmd_read(args: argparse.Namespace) -> int:
-    from pipelines.read import run
+    from pipelines.read import run  # Apache Beam (about a second): not at the CLI's start
 
     stats = run(args.sub_argv)
     read = stats["counters"].get("read-archive", {})
@@ -95,7 +152,7 @@ def cmd_read(args: argparse.Namespace) -> int:
 def _read_status(stats: dict) -> int:
     """1 when not one record could be read from the inputs (e.g. a ``.wet.gz`` that is not
     gzip): the job ran and wrote empty shards, but what it was given is not what was meant."""
-    from pipelines.steps import read_nothing
+    from pipelines.steps import read_nothing  # Apache Beam, already loaded by the job that just ran
 
     if read_nothing(stats["counters"]):
         log.error("no WARC record could be read from any input file (the summary lists the errors by reason)")
@@ -104,7 +161,7 @@ def _read_status(stats: dict) -> int:
 
 
 def cmd_c4(args: argparse.Namespace) -> int:
-    from pipelines.c4 import format_summary, run
+    from pipelines.c4 import format_summary, run  # Apache Beam: not at the CLI's start
 
     stats = run(args.sub_argv)
     print(format_summary(stats))
@@ -112,7 +169,7 @@ def cmd_c4(args: argparse.Namespace) -> int:
 
 
 def cmd_webtext(args: argparse.Namespace) -> int:
-    from pipelines.webtext import format_summary, run
+    from pipelines.webtext import format_summary, run  # Apache Beam: not at the CLI's start
 
     stats = run(args.sub_argv)
     print(format_summary(stats))
@@ -120,54 +177,79 @@ def cmd_webtext(args: argparse.Namespace) -> int:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from pipelines.audit import format_audit, run_audit
+    from pipelines.audit import format_audit, run_audit  # Apache Beam: not at the CLI's start
 
     print(format_audit(run_audit(args.sub_argv)))
     return 0
 
 
 def cmd_decontaminate(args: argparse.Namespace) -> int:
-    from pipelines.audit import format_decontaminate, run_decontaminate
+    from pipelines.audit import format_decontaminate, run_decontaminate  # Apache Beam: not at the CLI's start
 
     print(format_decontaminate(run_decontaminate(args.sub_argv)))
     return 0
 
 
-def delegate(module: str):
-    """A command whose module parses its own options: ``module.main(argv) -> exit status``."""
+def cmd_tokenize(args: argparse.Namespace) -> int:
+    from pipelines.tokenize import main  # Apache Beam and the tokenizer libraries: not at the CLI's start
 
-    def cmd(args: argparse.Namespace) -> int:
-        import importlib
+    return main(args.sub_argv)
 
-        return importlib.import_module(module).main(args.sub_argv)
 
-    return cmd
+# The model commands import torch (requirements-model.txt), which data users and Beam workers do not install.
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from model.train import main  # torch: only the model commands may import it
+
+    return main(args.sub_argv)
+
+
+def cmd_finetune(args: argparse.Namespace) -> int:
+    from model.finetune import main  # torch: only the model commands may import it
+
+    return main(args.sub_argv)
+
+
+def cmd_sample(args: argparse.Namespace) -> int:
+    from model.sample import main  # torch: only the model commands may import it
+
+    return main(args.sub_argv)
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from model.harness import main  # torch: only the model commands may import it
+
+    return main(args.sub_argv)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from pipelines.demo import run_demo
+    from pipelines.demo import run_demo  # Apache Beam and torch: every job of the house runs
 
     run_demo(args.out, seed=args.seed, pages=args.pages)
     return 0
 
 
+# Jobs that own their options (each has its own --help): ``cmd(args)`` parses ``args.sub_argv``.
 JOBS = [
+    ("fetch", "fetch a file of links safely and politely into WARC files and a fetch log; rerun to resume", cmd_fetch),
     ("read", "read WARC/WET files into document shards with Apache Beam (no filtering)", cmd_read),
     ("c4", "build C4 (en, en.noclean, en.noblocklist, realnewslike, webtextlike) from Common Crawl with Apache Beam", cmd_c4),
     ("webtext", "build WebText from Reddit links (>= 3 karma): safe live fetch or a Common Crawl join", cmd_webtext),
     ("audit", "8-gram overlap of benchmarks with a training corpus: Bloom filter (1e-8) and exact index, reports", cmd_audit),
     ("decontaminate", "remove benchmark overlaps from training shards (GPT-3 spans, drop or mask)", cmd_decontaminate),
-    ("tokenize", "train byte-level BPE on shards and write llm.c token shards (train/val) with Apache Beam",
-     delegate("pipelines.tokenize")),
-    ("train", "train GPT-1/GPT-2 on token shards (CPU, GPU, torchrun DDP); exact resume", delegate("model.train")),
-    ("sample", "generate text from a checkpoint (top-k / top-p / temperature)", delegate("model.sample")),
-    ("eval", "zero-shot GPT-2 benchmarks, each reported on all / clean / contaminated examples", delegate("model.harness")),
+    ("tokenize", "train byte-level BPE on shards and write llm.c token shards (train/val) with Apache Beam", cmd_tokenize),
+    ("train", "train GPT-1/GPT-2 on token shards (CPU, GPU, torchrun DDP); exact resume", cmd_train),
+    ("finetune", "fine-tune a trained checkpoint on a task (GPT-1's input transformations, a linear head)", cmd_finetune),
+    ("sample", "generate text from a checkpoint (top-k / top-p / temperature)", cmd_sample),
+    ("eval", "zero-shot GPT-2 benchmarks, each reported on all / clean / contaminated examples", cmd_eval),
 ]
+
+# Commands that never run a Beam pipeline: they do not pay for importing Beam's progress display.
+NO_BEAM = {"inspect", "stats", "fetch", "train", "finetune", "sample", "eval"}
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from pipelines.options import add_manifest_path_argument
-
     parser = argparse.ArgumentParser(prog="corpusforge", description="Build C4/WebText-style corpora from Common Crawl and Reddit links.")
     parser.add_argument("-v", "--verbose", "--debug", action="store_true",
                         help="debug logging, tracebacks of errors, Beam's own logs and every worker line")
@@ -258,15 +340,13 @@ def _main(argv: list[str]) -> int:
     logging.getLogger().setLevel(logging.DEBUG if args.verbose else logging.INFO)
     logging.getLogger("apache_beam").setLevel(logging.NOTSET if args.verbose else logging.WARNING)
     logging.getLogger("matplotlib").setLevel(logging.NOTSET if args.verbose else logging.WARNING)
-    from pipelines import progress
+    if args.command not in NO_BEAM:
+        from pipelines import progress  # Apache Beam: only for the commands that run a pipeline
 
-    progress.enabled = not args.no_progress
-    from corpus.inputs import InputError
-    from common.storage import IncompleteOutputError, OutputExistsError
-
+        progress.enabled = not args.no_progress
     try:
         return args.func(args)
-    except (InputError, IncompleteOutputError, OutputExistsError, FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:
+    except (InputError, storage.IncompleteOutputError, storage.OutputExistsError, FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:
         # A user's mistake (a path, an existing output): the cause in one line; -v adds the traceback.
         log.error("%s", exc, exc_info=args.verbose)
         return 2

@@ -16,10 +16,13 @@
    write llm.c token shards (train/val);
 8. train a tiny GPT-2 on those shards for a few steps on the CPU (checkpoint, metrics,
    loss curve, Hugging Face export) and sample a few tokens from it;
-9. evaluate it on the sample benchmark, every metric reported on all / clean / dirty
+9. fine-tune it with GPT-1's input transformations on a small two-topic sentence task
+   (a few steps; every metric on all / clean / dirty evaluation sentences, checked against
+   the C4 corpus), with a Hugging Face sequence-classification export;
+10. evaluate it on the sample benchmark, every metric reported on all / clean / dirty
    examples, dirty meaning 8-gram overlap found by the audit of step 6 (JSON, Markdown,
    HTML report);
-10. corpus statistics of the C4 shards and a document-length histogram (PNG).
+11. corpus statistics of the C4 shards and a document-length histogram (PNG).
 """
 
 from __future__ import annotations
@@ -28,8 +31,35 @@ import json
 import logging
 import os
 import shutil
+from dataclasses import dataclass
 
+import torch
 from tqdm import tqdm
+
+from common import memfs, storage
+from corpus.sentences import PUNKT_INSTALL_COMMAND, PunktMissingError, require_punkt, use_trained_punkt
+from corpus.shards import find_shards, read_documents
+from corpus.stats import compute_stats, format_stats, plot_length_histogram
+from corpus.warc import inspect_archive
+from model.checkpoint import load_model, tokenizer_folder
+from model.eval_report import format_summary as format_eval
+from model.finetune import demo_finetune
+from model.finetune import format_summary as format_finetune
+from model.harness import run_eval
+from model.sample import generate
+from model.tokenizer import BPETokenizer
+from model.train import config_from_args, train
+from model.train import format_summary as format_training
+from pipelines.audit import format_audit, format_decontaminate, run_audit, run_decontaminate
+from pipelines.c4 import format_summary
+from pipelines.c4 import run as run_c4
+from pipelines.jobs import write_json
+from pipelines.read import run as run_read
+from pipelines.tokenize import format_summary as format_tokenize
+from pipelines.tokenize import run as run_tokenize
+from pipelines.webtext import format_summary as format_webtext_summary
+from pipelines.webtext import run as run_webtext
+from samplecrawl.crawl import SampleCrawl, write_sample_crawl
 
 log = logging.getLogger(__name__)
 
@@ -38,12 +68,40 @@ DEMO_MODEL = ["--model", "gpt2", "--n_layer", "2", "--n_head", "2", "--n_embd", 
               "--batch_tokens", "2048", "--micro_batch", "16"]
 DEMO_MODEL_DESC = "2 layers, 64 wide, context 64"
 DEMO_STEPS = 40
+C4_MEMORY = "memory://demo/c4"  # the C4 job's second output: an in-process object store
+
+
+@dataclass(frozen=True)
+class DemoFolders:
+    """Where each stage of the demo writes, all under ``out``."""
+
+    out: str
+    crawl: str
+    inspection: str
+    documents: str
+    c4: str
+    webtext: str
+    audit: str
+    decontaminated: str
+    tokens: str
+    model: str
+    finetune: str
+    eval: str
+    corpus_stats: str
+    png: str
+
+    @classmethod
+    def under(cls, out: str) -> DemoFolders:
+        def path(name: str) -> str:
+            return os.path.join(out, name)
+
+        return cls(out, crawl=path("sample-crawl"), inspection=path("inspect.json"), documents=path("documents"), c4=path("c4"),
+                   webtext=path("webtext"), audit=path("audit"), decontaminated=path("c4-decontaminated"), tokens=path("tokens"),
+                   model=path("model"), finetune=path("finetune"), eval=path("eval"), corpus_stats=path("corpus-stats.json"), png=path("document-lengths.png"))
 
 
 def _compare_manifests(local: str, remote: str) -> dict:
     """The two runs' ``_SUCCESS`` manifests, file by file (names, sizes, sha256)."""
-    from common import memfs, storage
-
     ours, theirs = storage.read_success(local)["files"], storage.read_success(remote)["files"]
     shards = ours
     same = [f for f in shards if f in theirs]
@@ -56,9 +114,6 @@ def _compare_manifests(local: str, remote: str) -> dict:
 def _ensure_sentence_model(docs_dir: str) -> None:
     """C4 counts punkt sentences. Without NLTK's English model installed, the demo trains a
     punkt model on its own sample pages (unsupervised, as punkt is) and says so."""
-    from corpus.sentences import PUNKT_INSTALL_COMMAND, PunktMissingError, require_punkt, use_trained_punkt
-    from corpus.shards import find_shards, read_documents
-
     try:
         require_punkt()
     except PunktMissingError:
@@ -67,89 +122,89 @@ def _ensure_sentence_model(docs_dir: str) -> None:
         use_trained_punkt(doc.text for doc in read_documents(find_shards(docs_dir)))
 
 
-def run_demo(out: str, seed: int = 0, pages: int = 300) -> dict:
-    from samplecrawl.crawl import write_sample_crawl
-    from corpus.shards import find_shards, read_documents
-    from corpus.stats import compute_stats, format_stats, plot_length_histogram
-    from corpus.warc import inspect_archive
-    from pipelines.audit import format_audit, format_decontaminate, run_audit, run_decontaminate
-    from pipelines.c4 import format_summary
-    from pipelines.c4 import run as run_c4
-    from pipelines.read import run as run_read
-    from pipelines.webtext import format_summary as format_webtext_summary
-    from pipelines.webtext import run as run_webtext
-    from pipelines.jobs import write_json
-    from pipelines.tokenize import format_summary as format_tokenize
-    from pipelines.tokenize import run as run_tokenize
+# -- the stages, in the order the demo runs them -------------------------------------------------
 
-    import torch
 
-    from model.checkpoint import load_model, tokenizer_folder
-    from model.eval_report import format_summary as format_eval
-    from model.harness import run_eval
-    from model.sample import generate
-    from model.tokenizer import BPETokenizer
-    from model.train import config_from_args, train
-    from model.train import format_summary as format_training
+def build_sample(folders: DemoFolders, seed: int, pages: int) -> SampleCrawl:
+    """1. The sample crawl: WET, WARC, manifests, a Pushshift-style dump, a benchmark."""
+    os.makedirs(folders.out, exist_ok=True)
+    log.info("1/11 generating the sample crawl (seed %d, %d pages) in %s", seed, pages, folders.crawl)
+    return write_sample_crawl(folders.crawl, seed=seed, pages=pages)
 
-    os.makedirs(out, exist_ok=True)
-    crawl_dir = os.path.join(out, "sample-crawl")
-    log.info("1/10 generating the sample crawl (seed %d, %d pages) in %s", seed, pages, crawl_dir)
-    crawl = write_sample_crawl(crawl_dir, seed=seed, pages=pages)
 
-    log.info("2/10 inspecting %d crawl files", len(crawl.wet_paths) + len(crawl.warc_paths))
+def inspect_crawl(folders: DemoFolders, crawl: SampleCrawl) -> None:
+    """2. Records by type, MIME type, language header and error, per crawl file."""
+    log.info("2/11 inspecting %d crawl files", len(crawl.wet_paths) + len(crawl.warc_paths))
     inspection = {}
     for path in tqdm(crawl.wet_paths + crawl.warc_paths, desc="inspect", unit="file"):
         summary = inspect_archive(path).to_dict()
         inspection[os.path.basename(path)] = {k: summary[k] for k in ("records", "mime_types", "languages", "errors")}
-    write_json(os.path.join(out, "inspect.json"), inspection)
+    write_json(folders.inspection, inspection)
 
-    docs_dir = os.path.join(out, "documents")
-    log.info("3/10 reading the WET manifest into shards with Beam (DirectRunner) in %s", docs_dir)
-    read_stats = run_read(
-        ["--input", crawl.manifest_path, "--base_url", crawl_dir, "--output", docs_dir, "--overwrite",
+
+def read_crawl(folders: DemoFolders, crawl: SampleCrawl) -> dict:
+    """3. The WET files of the manifest read into JSON and Parquet document shards (Beam)."""
+    log.info("3/11 reading the WET manifest into shards with Beam (DirectRunner) in %s", folders.documents)
+    return run_read(
+        ["--input", crawl.manifest_path, "--base_url", folders.crawl, "--output", folders.documents, "--overwrite",
          "--format", "c4json", "parquet", "--num_shards", "2", "--name", "sample"]
     )
 
-    _ensure_sentence_model(docs_dir)
-    c4_dir = os.path.join(out, "c4")
-    log.info("4/10 building C4 en from the WET manifest with Beam (DirectRunner) in %s", c4_dir)
+
+def build_c4(folders: DemoFolders, crawl: SampleCrawl) -> tuple[dict, dict]:
+    """4. C4 ``en`` from the WET manifest (Beam), then the same job into ``memory://``; its stats and
+    how the two outputs compare."""
+    _ensure_sentence_model(folders.documents)
+    log.info("4/11 building C4 en from the WET manifest with Beam (DirectRunner) in %s", folders.c4)
     c4_stats = run_c4(
-        ["--input", crawl.manifest_path, "--base_url", crawl_dir, "--output", c4_dir, "--overwrite", "--badwords", crawl.badwords_path,
+        ["--input", crawl.manifest_path, "--base_url", folders.crawl, "--output", folders.c4, "--overwrite", "--badwords", crawl.badwords_path,
          "--format", "c4json", "parquet", "--num_shards", "2"]
     )
-
-    log.info("4/10 the same C4 job once more into memory://, an in-process object store (S3 and GCS work the same way)")
-    c4_memory = "memory://demo/c4"
-    run_c4(["--input", crawl.manifest_path, "--base_url", crawl_dir, "--output", c4_memory, "--badwords", crawl.badwords_path,
+    log.info("4/11 the same C4 job once more into memory://, an in-process object store (S3 and GCS work the same way)")
+    run_c4(["--input", crawl.manifest_path, "--base_url", folders.crawl, "--output", C4_MEMORY, "--badwords", crawl.badwords_path,
             "--format", "c4json", "parquet", "--num_shards", "2"])
-    object_store = _compare_manifests(c4_dir, c4_memory)
+    return c4_stats, _compare_manifests(folders.c4, C4_MEMORY)
 
-    webtext_dir = os.path.join(out, "webtext")
-    log.info("5/10 building WebText: Reddit links joined against the sample WARC files, in %s", webtext_dir)
-    webtext_stats = run_webtext(
+
+def build_webtext(folders: DemoFolders, crawl: SampleCrawl) -> dict:
+    """5. WebText from the sample's Pushshift dump joined against its WARC files (offline, reproducible)."""
+    log.info("5/11 building WebText: Reddit links joined against the sample WARC files, in %s", folders.webtext)
+    return run_webtext(
         ["--submissions", crawl.submissions_zst_path, "--pages", "crawl", "--warc", *crawl.warc_paths,
-         "--output", webtext_dir, "--overwrite", "--format", "parquet", "jsonl"]
+         "--output", folders.webtext, "--overwrite", "--format", "parquet", "jsonl"]
     )
 
-    audit_dir = os.path.join(out, "audit")
-    log.info("6/10 auditing the C4 corpus against the sample benchmark, in %s", audit_dir)
-    benchmark = f"jsonl:{crawl.benchmark_path}:text"
-    audit_result = run_audit(["--corpus", c4_dir, "--benchmark", benchmark, "--output", audit_dir, "--overwrite",
+
+def benchmark_spec(crawl: SampleCrawl) -> str:
+    """The sample benchmark as ``--benchmark`` names it."""
+    return f"jsonl:{crawl.benchmark_path}:text"
+
+
+def audit_c4(folders: DemoFolders, crawl: SampleCrawl) -> tuple[dict, dict]:
+    """6. The C4 corpus audited against the sample benchmark (Bloom filter and exact index), then decontaminated."""
+    log.info("6/11 auditing the C4 corpus against the sample benchmark, in %s", folders.audit)
+    benchmark = benchmark_spec(crawl)
+    audit_result = run_audit(["--corpus", folders.c4, "--benchmark", benchmark, "--output", folders.audit, "--overwrite",
                               "--corpus_name", "C4 (sample crawl)", "--fp_queries", "1000000"])
-    decontaminated = run_decontaminate(["--corpus", c4_dir, "--benchmark", benchmark, "--output", os.path.join(out, "c4-decontaminated"), "--overwrite",
+    decontaminated = run_decontaminate(["--corpus", folders.c4, "--benchmark", benchmark, "--output", folders.decontaminated, "--overwrite",
                                         "--mode", "spans"])
+    return audit_result, decontaminated
 
-    tokens_dir = os.path.join(out, "tokens")
-    log.info("7/10 tokenizing the C4 corpus (a %d-token byte-level BPE trained on it) into %s", DEMO_VOCAB, tokens_dir)
-    tokenized = run_tokenize(["--input", c4_dir, "--output", tokens_dir, "--overwrite", "--vocab_size", str(DEMO_VOCAB),
-                              "--val_docs", "4", "--prefix", "c4"])
 
-    run_dir = os.path.join(out, "model")
-    log.info("8/10 training a tiny GPT-2 (%s) for %d steps on the CPU in %s", DEMO_MODEL_DESC, DEMO_STEPS, run_dir)
+def tokenize_c4(folders: DemoFolders) -> dict:
+    """7. A small byte-level BPE trained on the C4 corpus, and its llm.c token shards (Beam)."""
+    log.info("7/11 tokenizing the C4 corpus (a %d-token byte-level BPE trained on it) into %s", DEMO_VOCAB, folders.tokens)
+    return run_tokenize(["--input", folders.c4, "--output", folders.tokens, "--overwrite", "--vocab_size", str(DEMO_VOCAB),
+                         "--val_docs", "4", "--prefix", "c4"])
+
+
+def train_tiny_gpt2(folders: DemoFolders, seed: int) -> tuple[dict, str]:
+    """8. A tiny GPT-2 trained on the token shards on the CPU, and a few tokens sampled from it."""
+    run_dir = folders.model
+    log.info("8/11 training a tiny GPT-2 (%s) for %d steps on the CPU in %s", DEMO_MODEL_DESC, DEMO_STEPS, run_dir)
     if os.path.exists(os.path.join(run_dir, "ckpt.pt")):
         shutil.rmtree(run_dir)  # a rerun of the demo trains afresh
-    training = train(config_from_args(["--data", tokens_dir, "--out", run_dir, *DEMO_MODEL, "--max_steps", str(DEMO_STEPS),
+    training = train(config_from_args(["--data", folders.tokens, "--out", run_dir, *DEMO_MODEL, "--max_steps", str(DEMO_STEPS),
                                        "--eval_interval", str(DEMO_STEPS // 2), "--ckpt_interval", str(DEMO_STEPS),
                                        "--log_interval", "10", "--device", "cpu", "--seed", str(seed)]))
     model = load_model(run_dir)
@@ -157,38 +212,63 @@ def run_demo(out: str, seed: int = 0, pages: int = 300) -> dict:
     prompt = tokenizer.encode("The ")
     generator = torch.Generator().manual_seed(seed)
     continuation = generate(model, torch.tensor([prompt]), 24, temperature=0.8, top_k=40, generator=generator)
-    sample_text = tokenizer.decode(continuation[0].tolist())
+    return training, tokenizer.decode(continuation[0].tolist())
 
-    eval_dir = os.path.join(out, "eval")
-    log.info("9/10 evaluating the model on the sample benchmark (all / clean / dirty by the audit), in %s", eval_dir)
-    evaluation = run_eval(run_dir, [benchmark], training=audit_dir, bootstrap=200, seed=seed, report=eval_dir, progress=False)
 
-    log.info("10/10 corpus statistics of the C4 shards")
-    shards = find_shards(os.path.join(c4_dir, "c4-*.json.gz"))
+DEMO_FINETUNE_STEPS = 40
+
+
+def finetune_tiny_gpt2(folders: DemoFolders, seed: int) -> dict:
+    """9. The tiny GPT-2 fine-tuned with GPT-1's input transformations on a two-topic sentence
+    task; its evaluation sentences marked clean / dirty against the C4 corpus."""
+    log.info("9/11 fine-tuning the tiny GPT-2 (GPT-1's input transformations) for %d steps on a two-topic sentence task, "
+             "the evaluation marked clean/dirty against the C4 corpus, in %s", DEMO_FINETUNE_STEPS, folders.finetune)
+    return demo_finetune(folders.model, folders.finetune, steps=DEMO_FINETUNE_STEPS, training=folders.c4, seed=seed)
+
+
+def evaluate_model(folders: DemoFolders, crawl: SampleCrawl, seed: int) -> dict:
+    """10. The model on the sample benchmark, every metric on all / clean / dirty examples (dirty: the audit's overlaps)."""
+    log.info("10/11 evaluating the model on the sample benchmark (all / clean / dirty by the audit), in %s", folders.eval)
+    return run_eval(folders.model, [benchmark_spec(crawl)], training=folders.audit, bootstrap=200, seed=seed, report=folders.eval,
+                    progress=False)
+
+
+def corpus_statistics(folders: DemoFolders):
+    """11. Statistics of the C4 shards and a document-length histogram."""
+    log.info("11/11 corpus statistics of the C4 shards")
+    shards = find_shards(os.path.join(folders.c4, "c4-*.json.gz"))
     stats = compute_stats(read_documents(shards))
-    png = os.path.join(out, "document-lengths.png")
-    plot_length_histogram(stats, png, title=f"C4 from the sample crawl: {stats.documents} documents")
-    write_json(os.path.join(out, "corpus-stats.json"), stats.to_dict())
+    plot_length_histogram(stats, folders.png, title=f"C4 from the sample crawl: {stats.documents} documents")
+    write_json(folders.corpus_stats, stats.to_dict())
+    return stats
 
-    counters = read_stats["counters"].get("read-archive", {})
-    print(format_summary(c4_stats))
+
+def print_report(folders: DemoFolders, result: dict, stats) -> None:
+    """Every job's summary, then where each output is."""
+    crawl, out = result["crawl"], folders.out
+    counters = result["read"]["counters"].get("read-archive", {})
+    print(format_summary(result["c4"]))
     print()
-    print(format_webtext_summary(webtext_stats))
+    print(format_webtext_summary(result["webtext"]))
     print()
-    print(format_audit(audit_result))
-    print(format_decontaminate(decontaminated))
+    print(format_audit(result["audit"]))
+    print(format_decontaminate(result["decontaminated"]))
     print()
-    print(format_tokenize(tokenized))
+    print(format_tokenize(result["tokenize"]))
     print()
-    print(format_training(training))
-    print(f"sample       {sample_text!r}")
+    print(format_training(result["train"]))
+    print(f"sample       {result['sample']!r}")
     print()
-    print(format_eval(evaluation))
+    print(format_finetune(result["finetune"]))
+    print()
+    print(format_eval(result["eval"]))
     print()
     print(format_stats(stats))
     print()
+    object_store = result["object_store"]
+    docs_dir, c4_dir, webtext_dir, tokens_dir = folders.documents, folders.c4, folders.webtext, folders.tokens
     print("demo outputs")
-    print(f"  sample crawl       {crawl_dir} ({len(crawl.wet_paths)} WET, {len(crawl.warc_paths)} WARC files, {crawl.pages} pages)")
+    print(f"  sample crawl       {folders.crawl} ({len(crawl.wet_paths)} WET, {len(crawl.warc_paths)} WARC files, {crawl.pages} pages)")
     print(f"  inspection         {os.path.join(out, 'inspect.json')}")
     print(f"  document shards    {docs_dir} ({', '.join(sorted(os.path.basename(s) for s in find_shards(docs_dir)))})")
     print(f"  read counters      {json.dumps(counters)}")
@@ -197,12 +277,33 @@ def run_demo(out: str, seed: int = 0, pages: int = 300) -> dict:
     print(f"  C4 manifest        {os.path.join(c4_dir, '_SUCCESS')} ({object_store['files']} files with size and sha256, written last)")
     print(f"  C4 via memory://   {object_store['summary']}")
     print(f"  WebText corpus     {webtext_dir} (links/, {', '.join(sorted(os.path.basename(s) for s in find_shards(webtext_dir)))}, stats.json)")
-    print(f"  overlap audit      {audit_dir} (report.html, report.md, report.json, bloom/)")
+    print(f"  overlap audit      {folders.audit} (report.html, report.md, report.json, bloom/)")
     print(f"  decontaminated C4  {os.path.join(out, 'c4-decontaminated')} (removed.jsonl, stats.json)")
     print(f"  token shards       {tokens_dir} (meta.json, tokenizer/, {', '.join(sorted(f for f in os.listdir(tokens_dir) if f.endswith('.bin')))})")
-    print(f"  tiny GPT-2 run     {run_dir} (ckpt.pt, metrics.jsonl, loss.png, hf/)")
-    print(f"  evaluation report  {eval_dir} (report.html, report.md, report.json)")
+    print(f"  tiny GPT-2 run     {folders.model} (ckpt.pt, metrics.jsonl, loss.png, hf/)")
+    print(f"  fine-tuned model   {os.path.join(folders.finetune, 'run')} (report.md, metrics.jsonl, loss.png, hf/); task in {os.path.join(folders.finetune, 'task')}")
+    print(f"  evaluation report  {folders.eval} (report.html, report.md, report.json)")
     print(f"  corpus statistics  {os.path.join(out, 'corpus-stats.json')}")
-    print(f"  length histogram   {png}")
-    return {"crawl": crawl, "read": read_stats, "c4": c4_stats, "object_store": object_store, "webtext": webtext_stats, "audit": audit_result, "decontaminated": decontaminated, "stats": stats.to_dict(), "png": png,
-            "tokenize": tokenized, "train": training, "sample": sample_text, "eval": evaluation}
+    print(f"  length histogram   {folders.png}")
+
+
+def run_demo(out: str, seed: int = 0, pages: int = 300) -> dict:
+    """Every stage in order; prints the report and returns each stage's result."""
+    folders = DemoFolders.under(out)
+    crawl = build_sample(folders, seed, pages)
+    inspect_crawl(folders, crawl)
+    read_stats = read_crawl(folders, crawl)
+    c4_stats, object_store = build_c4(folders, crawl)
+    webtext_stats = build_webtext(folders, crawl)
+    audit_result, decontaminated = audit_c4(folders, crawl)
+    tokenized = tokenize_c4(folders)
+    training, sample_text = train_tiny_gpt2(folders, seed)
+    finetuned = finetune_tiny_gpt2(folders, seed)
+    evaluation = evaluate_model(folders, crawl, seed)
+    stats = corpus_statistics(folders)
+    result = {"crawl": crawl, "read": read_stats, "c4": c4_stats, "object_store": object_store, "webtext": webtext_stats,
+              "audit": audit_result, "decontaminated": decontaminated, "stats": stats.to_dict(), "png": folders.png,
+              "tokenize": tokenized, "train": training, "sample": sample_text, "finetune": finetuned,
+              "eval": evaluation}
+    print_report(folders, result, stats)
+    return result

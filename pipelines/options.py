@@ -15,6 +15,7 @@ worker, adds that extra's pins to what it installs. The extras are listed in bea
 from __future__ import annotations
 
 import argparse
+import difflib
 import glob
 import logging
 import os
@@ -102,8 +103,6 @@ def split_job_args(parser: argparse.ArgumentParser, argv) -> tuple[argparse.Name
     args, beam_args = parser.parse_known_args(argv)
     unknown = unknown_beam_flags(beam_args)
     if unknown:
-        import difflib
-
         known = [o for action in parser._actions for o in action.option_strings if o.startswith("--")]
         hints = []
         for flag in unknown:
@@ -115,9 +114,10 @@ def split_job_args(parser: argparse.ArgumentParser, argv) -> tuple[argparse.Name
 
 def unknown_beam_flags(beam_args) -> list[str]:
     """The ``--flags`` of ``beam_args`` that no registered Beam PipelineOptions class defines."""
+    # Beam (about a second): this module is imported at the CLI's start (--help, inspect, stats)
     import apache_beam.options.pipeline_options as beam_options
 
-    import pipelines.sources  # noqa: F401  (registers corpusforge's own --shard_sort)
+    import pipelines.sources  # noqa: F401  (registers corpusforge's own --shard_sort; imports Beam)
 
     parser_class = getattr(beam_options, "_BeamArgumentParser", argparse.ArgumentParser)
     parser = parser_class(allow_abbrev=False, add_help=False)

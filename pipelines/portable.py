@@ -33,16 +33,20 @@ import sys
 import tempfile
 import time
 
+import grpc
+from apache_beam.options.pipeline_options import DirectOptions
+from apache_beam.portability.api import beam_job_api_pb2, beam_provision_api_pb2, beam_provision_api_pb2_grpc
+from apache_beam.runners.portability import local_job_service
+from apache_beam.runners.portability.fn_api_runner import fn_runner
+from apache_beam.runners.worker import sdk_worker_main
+from apache_beam.runners.worker.worker_pool_main import BeamFnExternalWorkerPoolServicer
+from google.protobuf import json_format
+
 log = logging.getLogger(__name__)
 
 
 def boot(argv: list[str]) -> None:
     """One worker: the container contract's flags in, ``sdk_worker_main`` with the job's options out."""
-    import grpc
-    from apache_beam.portability.api import beam_provision_api_pb2, beam_provision_api_pb2_grpc
-    from apache_beam.runners.worker import sdk_worker_main
-    from google.protobuf import json_format
-
     parser = argparse.ArgumentParser()
     for flag in ("id", "logging_endpoint", "artifact_endpoint", "provision_endpoint", "control_endpoint"):
         parser.add_argument(f"--{flag}", default="")
@@ -68,8 +72,6 @@ def _boot_script(folder: str) -> str:
 
 
 def worker_pool(port: int) -> None:
-    from apache_beam.runners.worker.worker_pool_main import BeamFnExternalWorkerPoolServicer
-
     with tempfile.TemporaryDirectory(prefix="corpusforge-worker-pool-") as folder:
         address, server = BeamFnExternalWorkerPoolServicer.start(
             port=port, use_process=True, container_executable=_boot_script(folder))
@@ -78,11 +80,6 @@ def worker_pool(port: int) -> None:
 
 
 def job_server(port: int) -> None:
-    from apache_beam.options.pipeline_options import DirectOptions
-    from apache_beam.portability.api import beam_job_api_pb2
-    from apache_beam.runners.portability import local_job_service
-    from apache_beam.runners.portability.fn_api_runner import fn_runner
-
     class ParallelBeamJob(local_job_service.BeamJob):
         """A job run by the FnApiRunner with ``--direct_num_workers`` SDK workers."""
 

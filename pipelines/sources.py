@@ -19,19 +19,19 @@ import random
 
 import apache_beam as beam
 import zstandard
-from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
 from common import storage
+from common.decision import OTHER
 from corpus.records import Document, HtmlPage, ReadError
-from corpus.shards import ShardFile, document_row, shard_name
+from corpus.shards import ShardFile, document_row, json_line, shard_name
 from corpus.warc import MAX_RECORD_BYTES, ReadStats, read_archive
 from pipelines import progress
 from pipelines.options import int_at_least
-from pipelines.steps import READ_NAMESPACE
+from pipelines.steps import READ_NAMESPACE, count
 
 WRITE_NAMESPACE = "write-shards"
 
@@ -63,8 +63,7 @@ class _ReadFileFn(beam.DoFn):
                 elif isinstance(item, ReadError):
                     yield beam.pvalue.TaggedOutput("errors", item.to_dict())
         finally:  # a failing worker still reports what it counted
-            for key, value in stats.counts.items():
-                Metrics.counter(READ_NAMESPACE, key).inc(value)
+            count(READ_NAMESPACE, stats.counts, OTHER)  # the reader's tallies (records, errors): no decisions
             progress.file_read(items)
 
 
@@ -126,12 +125,31 @@ def _sort_key(row: dict) -> tuple:
             hashlib.md5(row["text"].encode("utf-8")).hexdigest())
 
 
+# What WriteShards stages for a row: the row's c4json line (``json_line``), a tab, and the
+# JSON of its ``meta`` (JSON escapes every control character, so the tab is the only one).
+# The merge writes the first part into c4json shards as it is: the row is encoded once.
+STAGED_FORMAT = "c4json"
+STAGED_SEPARATOR = b"\t"
+
+
 def _encode_row(doc: Document, count: int):
-    """(shard, md5(url) as an int, sort key, JSON line of the row) for one document."""
+    """(shard, md5(url) as an int, sort key, staged line of the row) for one document."""
     row = document_row(doc)
     key = _sort_key(row)
-    line = json.dumps(row, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    line = json_line(row, STAGED_FORMAT) + STAGED_SEPARATOR + json.dumps(row["meta"], ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     return int(key[0], 16) % count, int(key[0][:16], 16), key, line
+
+
+def _decode_row(staged: bytes) -> dict:
+    """The row of a staged line (``_encode_row``)."""
+    line, _, meta = staged.partition(STAGED_SEPARATOR)
+    row = json.loads(line)
+    row["meta"] = json.loads(meta)
+    return row
+
+
+def _staged_sort_key(staged: bytes) -> tuple:
+    return _sort_key(_decode_row(staged))
 
 
 def _to_part(encoded, sizes):
@@ -151,7 +169,7 @@ class _WritePartFn(beam.DoFn):
         (shard, part), rows = keyed
         path = storage.staging_path(self.out_dir, "parts", self.label, f"{shard:05d}-{part:05d}.jsonl.zst")
         _write_lines(path, (line for _, line in sorted(rows, key=lambda r: r[0])))
-        Metrics.counter(WRITE_NAMESPACE, "parts").inc()
+        count(WRITE_NAMESPACE, {"parts": 1}, OTHER)
         yield shard, (part, path)
 
 
@@ -183,7 +201,7 @@ class _WriteRunsFn(beam.DoFn):
         for shard, group in itertools.groupby(rows, key=lambda r: r[0]):
             path = storage.staging_path(self.out_dir, "runs", self.label, f"{shard:05d}-{run_id:016x}.jsonl.zst")
             _write_lines(path, (line for _, _, line in group))
-            Metrics.counter(WRITE_NAMESPACE, "runs").inc()
+            count(WRITE_NAMESPACE, {"runs": 1}, OTHER)
             yield shard, (0, path)
 
 
@@ -195,17 +213,18 @@ def _write_lines(path: str, lines) -> None:
 
 
 def _read_part(path: str):
+    """The staged lines of a part or run, in order, without their newlines."""
     with storage.open_read(path) as raw, zstandard.ZstdDecompressor().stream_reader(raw) as stream:
         for line in io.BufferedReader(stream, buffer_size=1 << 20):
-            yield json.loads(line)
+            yield line[:-1]
 
 
 def _merged_runs(paths):
-    """Rows of sorted runs, merged into one sorted stream (one open run per path); a single
-    run is already that stream, so its rows are not keyed again (two md5s a row)."""
+    """Staged lines of sorted runs, merged into one sorted stream (one open run per path); a
+    single run is already that stream, so its rows are not decoded and keyed again."""
     if len(paths) == 1:
         return _read_part(paths[0])
-    return heapq.merge(*(_read_part(path) for path in paths), key=_sort_key)
+    return heapq.merge(*(_read_part(path) for path in paths), key=_staged_sort_key)
 
 
 class _MergeShardFn(beam.DoFn):
@@ -217,14 +236,20 @@ class _MergeShardFn(beam.DoFn):
     def process(self, keyed):
         index, parts = keyed
         paths = [path for _, path in sorted(p for p in parts if p is not None)]
-        rows = _merged_runs(paths) if self.sort == "runs" else itertools.chain.from_iterable(map(_read_part, paths))
+        lines = _merged_runs(paths) if self.sort == "runs" else itertools.chain.from_iterable(map(_read_part, paths))
         files = [ShardFile(storage.join(self.out_dir, shard_name(self.name, self.split, index, self.count, fmt)), fmt)
                  for fmt in self.formats]
+        staged = [shard for shard in files if shard.fmt == STAGED_FORMAT]  # take the staged line as it is
+        decoded = [shard for shard in files if shard.fmt != STAGED_FORMAT]
         written = 0
         try:
-            for written, row in enumerate(rows, start=1):
-                for shard in files:
-                    shard.write(row)
+            for written, line in enumerate(lines, start=1):
+                for shard in staged:
+                    shard.write_line(line[: line.index(STAGED_SEPARATOR)])
+                if decoded:
+                    row = _decode_row(line)
+                    for shard in decoded:
+                        shard.write(row)
         except BaseException:
             for shard in files:
                 shard.abort()

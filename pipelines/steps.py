@@ -1,16 +1,51 @@
-"""Beam steps shared by the recipes: run a pure rule over elements, count its verdicts in
-the stage's counter namespace, sample a few dropped examples per reason, and print the
-counters as one table.
+"""Beam steps shared by the recipes: every stage runs a pure rule through one of them, so
+every decision is counted under its declared unit and every drop is sampled.
 
-A rule is any picklable callable ``rule(element) -> verdict`` where the verdict has
-``page`` (the element to pass on, or None), ``counts`` (counter name -> n) and
-``dropped`` ((counter name, example text) pairs), like ``corpus.c4.Verdict``.
+The contract (``common.decision.Decision``): a rule in ``corpus/`` or ``dedup/`` is a plain
+function that returns a ``Decision`` — ``record`` (the record passed on, or None),
+``counts`` ((counter name, n) pairs), ``dropped`` ((counter name, example text) pairs) and
+``units`` ((counter name, unit) pairs: what each counter counts). A rule never changes
+the record it was given; it returns a new one (``dataclasses.replace``). Parameters are
+bound with ``functools.partial``; no adapter sits between a step and its rule.
+
+    step(label, namespaces, rule)        rule(element) -> Decision; passes on ``record``.
+    keyed_step(label, namespaces, rule)  for ``(key, value)`` pairs as GroupByKey,
+                                         CombinePerKey or CoGroupByKey yield them:
+                                         rule(key, value) -> Decision; passes on
+                                         ``(key, record)`` (``beam.Values()`` drops the key).
+
+Both return a ParDo with a main output ``pages`` (the records passed on) and an
+``examples`` output; ``Steps`` applies them and keeps every examples output for
+``write_examples``::
+
+    run_step = Steps()
+    pages = run_step(pages, "1 Length filter", c4.TOO_LONG_FILTER, c4.length_filter)
+    newest = run_step.keyed(combined, "3 Count URL duplicates", c4.DUPLICATE_URL_FILTER, c4.keep_newest)
+    run_step.add(read.examples)          # a DoFn that tallies its own (a reader)
+    run_step.write_examples(out_dir)
+
+Counters are added up per bundle (``Tally``) and flushed once per bundle
+(``flush_counts``): each counter to ``Metrics.counter(namespace, name)`` in every
+namespace of the step, each declared unit to the string-set metric
+``Metrics.string_set(namespace, "unit:" + name)`` (one metric per counter: runners that
+keep one bundle's string set of a step rather than their union, as Beam's FnApiRunner
+does with parallel workers, still keep every counter's unit), the examples (the ``n``
+with the smallest CRC-32 per reason, so the same whatever the bundling) to ``examples``
+under the first namespace. A DoFn that cannot run a rule per element (a file reader that
+tallies records, a CombineFn's output) still counts through ``Tally``/``flush_counts``,
+or ``count`` for a tally with no examples output, always with a declared unit.
+
+After the run, ``units_of(result)`` gives ``{namespace: {counter: unit}}`` (written as
+``stats.json["units"]``) and ``format_counter_table`` computes each counter's share
+within its unit (``pages``, ``lines``, ``spans``, ...); ``other`` counters, and counters
+with no declared unit, get no share.
 """
 
 from __future__ import annotations
 
 import heapq
 import json
+import logging
 import zlib
 from collections import Counter
 
@@ -21,10 +56,14 @@ from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
 from common import storage
+from common.decision import OTHER, Decision
 
-EXAMPLES_PER_REASON = 5
-EXAMPLE_CHARS = 400
+log = logging.getLogger(__name__)
+
+EXAMPLES_PER_REASON = 5  # stats.json: examples sampled per counter (the TFDS c4 counters have none; ours, a few to read)
+EXAMPLE_CHARS = 400  # stats.json: characters kept of each example
 EXAMPLES_FILE = "examples.json"  # staged under the output's _temporary/ until the job commits
+UNIT_METRIC_PREFIX = "unit:"  # string-set metric "unit:<counter>" in the counter's namespace: {its unit}
 
 
 class ReasonExamples:
@@ -50,33 +89,36 @@ class ReasonExamples:
                 yield reason, (-negative_crc, excerpt)
 
 
-class _StepFn(beam.DoFn):
-    """Runs one rule over pages: counts its verdicts in its namespace(s), samples drops."""
+class Tally:
+    """One bundle's decisions for one stage: counts, declared units, sampled drops."""
 
-    def __init__(self, namespaces: tuple[str, ...], rule):
-        self.namespaces, self.rule = namespaces, rule
+    def __init__(self):
+        self.counts: Counter = Counter()
+        self.examples = ReasonExamples()
+        self.units: dict[str, str] = {}
+        self._last_units = None
 
-    def start_bundle(self):
-        self.counts, self.examples = Counter(), ReasonExamples()
-
-    def process(self, page):
-        verdict = self.rule(page)
-        self.counts.update(verdict.counts)
-        for reason, text in verdict.dropped:
+    def add(self, decision: Decision) -> None:
+        counts = self.counts
+        for name, n in decision.counts:
+            counts[name] += n
+        for reason, text in decision.dropped:
             self.examples.add(reason, text)
-        if verdict.page is not None:
-            yield verdict.page
+        units = decision.units
+        if units is not self._last_units:  # rules return constant unit tuples: one update per change
+            self.units.update(units)
+            self._last_units = units
 
-    def finish_bundle(self):
-        yield from flush_counts(self.namespaces, self.counts, self.examples)
+    def flush(self, namespaces: tuple[str, ...], windowed: bool = True):
+        """``flush_counts`` of this tally (examples as TaggedOutputs)."""
+        return flush_counts(namespaces, self.counts, self.examples, windowed, units=self.units)
 
 
-def flush_counts(namespaces, counts: Counter, examples: ReasonExamples, windowed: bool = True):
-    """Counters to Beam metrics; sampled examples to the ``examples`` output (windowed
-    values when called from ``finish_bundle``)."""
-    for name, value in counts.items():
-        for namespace in namespaces:
-            Metrics.counter(namespace, name).inc(value)
+def flush_counts(namespaces, counts: Counter, examples: ReasonExamples, windowed: bool = True, *, units=None):
+    """Counters to Beam metrics, with each counter's declared unit (``units``: name -> unit);
+    sampled examples to the ``examples`` output (windowed values when called from
+    ``finish_bundle``)."""
+    count(namespaces, counts, units)
     for reason, example in examples.items():
         value = (f"{namespaces[0]}/{reason}", example)
         if windowed:
@@ -84,9 +126,62 @@ def flush_counts(namespaces, counts: Counter, examples: ReasonExamples, windowed
         yield beam.pvalue.TaggedOutput("examples", value)
 
 
-def step(label: str, namespaces: str | tuple[str, ...], rule) -> beam.PTransform:
+def count(namespaces, counts, units) -> None:
+    """Add ``counts`` (name -> n) to the Beam counters of every namespace and declare each
+    counter's unit: ``units`` is a name -> unit mapping, or one unit for all of them.
+    The one place that increments a counter; call it once per bundle, not per element."""
     namespaces = (namespaces,) if isinstance(namespaces, str) else namespaces
-    return label >> beam.ParDo(_StepFn(namespaces, rule)).with_outputs("examples", main="pages")
+    for name, value in counts.items():
+        unit = units if isinstance(units, str) else (units or {}).get(name)
+        for namespace in namespaces:
+            Metrics.counter(namespace, name).inc(value)
+            if unit is not None:
+                Metrics.string_set(namespace, UNIT_METRIC_PREFIX + name).add(unit)
+
+
+class _StepFn(beam.DoFn):
+    """Runs one rule over elements: counts its decisions in its namespace(s), samples drops."""
+
+    def __init__(self, namespaces: tuple[str, ...], rule):
+        self.namespaces, self.rule = namespaces, rule
+
+    def start_bundle(self):
+        self.tally = Tally()
+
+    def process(self, element):
+        decision = self.rule(element)
+        self.tally.add(decision)
+        if decision.record is not None:
+            yield decision.record
+
+    def finish_bundle(self):
+        yield from self.tally.flush(self.namespaces)
+
+
+class _KeyedStepFn(_StepFn):
+    """Runs one rule over ``(key, value)`` pairs; passes on ``(key, record)``."""
+
+    def process(self, element):
+        key, value = element
+        decision = self.rule(key, value)
+        self.tally.add(decision)
+        if decision.record is not None:
+            yield key, decision.record
+
+
+def _namespaces(namespaces: str | tuple[str, ...]) -> tuple[str, ...]:
+    return (namespaces,) if isinstance(namespaces, str) else tuple(namespaces)
+
+
+def step(label: str, namespaces: str | tuple[str, ...], rule) -> beam.PTransform:
+    """``rule(element) -> Decision`` over a PCollection: outputs ``pages`` and ``examples``."""
+    return label >> beam.ParDo(_StepFn(_namespaces(namespaces), rule)).with_outputs("examples", main="pages")
+
+
+def keyed_step(label: str, namespaces: str | tuple[str, ...], rule) -> beam.PTransform:
+    """``rule(key, value) -> Decision`` over ``(key, value)`` pairs: outputs ``pages``
+    (``(key, record)`` pairs) and ``examples``."""
+    return label >> beam.ParDo(_KeyedStepFn(_namespaces(namespaces), rule)).with_outputs("examples", main="pages")
 
 
 class Steps:
@@ -101,6 +196,11 @@ class Steps:
         self.examples.append(out.examples)
         return out.pages
 
+    def keyed(self, pcoll, label: str, namespaces, rule):
+        out = pcoll | keyed_step(label, namespaces, rule)
+        self.examples.append(out.examples)
+        return out.pages
+
     def add(self, examples) -> None:
         self.examples.append(examples)
 
@@ -110,7 +210,8 @@ class Steps:
 
 
 class WriteExamples(beam.PTransform):
-    """Sampled examples (flattened from every step) -> ``<out>/_temporary/examples.json`` (5 per reason)."""
+    """Sampled examples (flattened from every step) -> ``<out>/_temporary/examples.json``
+    (``EXAMPLES_PER_REASON`` per reason)."""
 
     def __init__(self, out_dir: str):
         super().__init__()
@@ -141,20 +242,45 @@ def collect_examples(out_dir: str) -> dict:
     return json.loads(storage.read_text(path))
 
 
-def format_counter_table(title: str, counters: dict, stages) -> str:
-    """One screen: each stage's counters, with each page counter's share of the pages the
-    stage decided on and each line/span counter's share of the lines/spans it looked at."""
+def units_of(result) -> dict[str, dict[str, str]]:
+    """Each counter's declared unit, ``{namespace: {counter: unit}}``, from a finished
+    pipeline's ``unit:<counter>`` string sets. A counter declared with two units (a rule's
+    bug) is logged and shown without a share (``other``)."""
+    declared: dict[str, dict[str, set]] = {}
+    for metric in result.metrics().query().get("string_sets", []):
+        namespace, name = metric.key.metric.namespace, metric.key.metric.name
+        if not name.startswith(UNIT_METRIC_PREFIX):
+            continue
+        values = metric.committed if metric.committed is not None else metric.attempted
+        declared.setdefault(namespace, {}).setdefault(name[len(UNIT_METRIC_PREFIX):], set()).update(values or ())
+    units: dict[str, dict[str, str]] = {}
+    for namespace, names in sorted(declared.items()):
+        for name, found in sorted(names.items()):
+            if len(found) > 1:
+                log.warning("counter %s/%s is declared with units %s: shown without a share", namespace, name, sorted(found))
+            units.setdefault(namespace, {})[name] = found.pop() if len(found) == 1 else OTHER
+    return units
+
+
+def format_counter_table(title: str, counters: dict, stages, units: dict | None = None) -> str:
+    """One screen: each stage's counters, each with its share of the counters of the same
+    declared unit in its stage (a page counter's share of the pages the stage decided on,
+    a line counter's share of the lines it looked at); ``other`` and undeclared counters
+    get no share. ``units`` is ``units_of(result)`` (``stats.json["units"]``)."""
+    units = units or {}
     rows = [title, f"{'stage':22} {'counter':38} {'count':>12} {'share':>8}"]
     for namespace in stages:
         values = counters.get(namespace)
         if not values:
             continue
-        totals = Counter()
+        declared = units.get(namespace, {})
+        totals: Counter = Counter()
         for name, value in values.items():
-            totals[_unit(namespace, name)] += value
+            totals[declared.get(name, OTHER)] += value
         for name, value in values.items():
-            total = totals[_unit(namespace, name)]
-            share = f"{100 * value / total:7.2f}%" if total and _unit(namespace, name) != "other" else ""
+            unit = declared.get(name, OTHER)
+            total = totals[unit]
+            share = f"{100 * value / total:7.2f}%" if total and unit != OTHER else ""
             rows.append(f"{namespace:22} {name:38} {value:>12,} {share:>8}")
     return "\n".join(rows)
 
@@ -178,17 +304,3 @@ def read_nothing(counters: dict) -> bool:
     read = counters.get(READ_NAMESPACE, {})
     records = sum(v for k, v in read.items() if k.startswith("records:"))
     return records == 0 and any(k.startswith("error:") for k in read)
-
-
-def _unit(namespace: str, name: str) -> str:
-    """What a counter counts: ``pages`` (one decision per page), ``lines``/``spans``, or ``other``."""
-    if name.startswith("line-"):
-        return "lines"
-    if name.startswith("span-"):
-        return "spans"
-    if name in ("wet-file", "sentence-removed", "examples", "missing-page", "candidate_pairs", "verified_pairs") \
-            or name.startswith(("filtered:ignored_language-", "extractor:")):
-        return "other"
-    return "pages"
-
-

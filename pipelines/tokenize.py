@@ -39,26 +39,30 @@ of requirements.txt: the tokenizer libraries, never torch.
 from __future__ import annotations
 
 import argparse
-import gzip
 import hashlib
 import json
 import logging
 import math
 import os
 import sys
+from collections import Counter
 
 import apache_beam as beam
 import numpy as np
-from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions
+from tqdm import tqdm
 
 from common import storage
+from common.decision import DOCUMENTS, OTHER
 from corpus.inputs import InputError
+from corpus.shards import first_texts, nonempty_text, read_texts, shard_files
+from model.tokenizer import BPETokenizer, TokenizerFileError, text_bytes, train_tokenizer
+from model.tokens import MAX_TOKEN_ID, find_token_shards, shard_name, write_token_shard
 from pipelines import progress
-from pipelines.audit import corpus_files
 from pipelines.options import add_overwrite_argument, non_negative_int, positive_int, split_job_args, stage_setup_file, unit_fraction
 from pipelines.jobs import begin_job, counters_of, error_examples, finish_job, write_json
 from pipelines.sources import WriteErrors
+from pipelines.steps import Steps, collect_examples, count, units_of
 
 log = logging.getLogger(__name__)
 
@@ -72,62 +76,10 @@ DIGEST_BYTES = 16  # blake2b-128 of the text's UTF-8 (surrogatepass) bytes
 TOKENIZER_FOLDER = "tokenizer"
 PARTS_FOLDER = "parts"  # under the output's _temporary/ while the job runs
 PLAN_FILE = "plan.json"
-PARQUET_BATCH_ROWS = 1024
 
 
-# --- reading ------------------------------------------------------------------------------
-def read_texts(path: str, field: str = "text"):
-    """``(number, text)`` for each row of a shard, or a ``ReadError`` dict for a row or file
-    that cannot be read; rows before a damaged spot are kept."""
-    if path.endswith(".parquet"):
-        yield from _parquet_texts(path, field)
-        return
-    number = 0
-    try:
-        with storage.open_read(path) as raw, (gzip.GzipFile(fileobj=raw, mode="rb") if path.endswith(".gz") else raw) as lines:
-            for number, line in enumerate(lines, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except ValueError as exc:
-                    yield _error(path, number, "bad_json", str(exc))
-                    continue
-                if not isinstance(row, dict) or not isinstance(row.get(field), str):
-                    yield _error(path, number, "no_text_field", f"no string field {field!r}")
-                    continue
-                yield number, row[field]
-    except (OSError, EOFError, UnicodeDecodeError) as exc:
-        yield _error(path, number + 1, "unreadable", f"{type(exc).__name__}: {exc}")
-
-
-def _parquet_texts(path: str, field: str):
-    import pyarrow.parquet as pq
-
-    number = 0
-    try:
-        with storage.open_read(path) as raw, pq.ParquetFile(raw) as shard:
-            if field not in shard.schema_arrow.names:
-                yield _error(path, 0, "no_text_field", f"no column {field!r} (columns: {shard.schema_arrow.names})")
-                return
-            for batch in shard.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=[field]):
-                for text in batch.column(0).to_pylist():
-                    number += 1
-                    if not isinstance(text, str):
-                        yield _error(path, number, "no_text_field", f"{field!r} is {type(text).__name__}")
-                        continue
-                    yield number, text
-    except (OSError, ValueError) as exc:
-        yield _error(path, number + 1, "unreadable", f"{type(exc).__name__}: {exc}")
-
-
-def _error(path: str, offset: int, reason: str, detail: str) -> dict:
-    return {"source": path, "offset": offset, "reason": reason, "detail": detail[:500]}
-
-
+# --- documents ----------------------------------------------------------------------------
 def document_digest(text: str) -> bytes:
-    from model.tokenizer import text_bytes
-
     return hashlib.blake2b(text_bytes(text), digest_size=DIGEST_BYTES).digest()
 
 
@@ -141,36 +93,17 @@ def bucket_of(digest: bytes, buckets: int) -> int:
     return (int.from_bytes(digest[:8], "big") * buckets) >> 64
 
 
-def first_texts(files: list[str], count: int, field: str = "text"):
-    """The first ``count`` non-empty texts in file order (the tokenizer's training text)."""
-    taken = 0
-    for path in files:
-        for item in read_texts(path, field):
-            if isinstance(item, dict):
-                continue
-            if item[1].strip():
-                yield item[1]
-                taken += 1
-                if taken >= count:
-                    return
-
-
 # --- Beam steps -----------------------------------------------------------------------------
-def _read_documents(path: str, field: str):
-    documents = empty = 0
+def _read_texts(path: str, field: str):
+    """A shard file -> its texts (``corpus.shards.read_texts``); unreadable rows to ``errors``."""
+    errors = Counter()
     for item in read_texts(path, field):
         if isinstance(item, dict):
-            Metrics.counter(NAMESPACE, f"error:{item['reason']}").inc()
+            errors[f"error:{item['reason']}"] += 1
             yield beam.pvalue.TaggedOutput("errors", item)
             continue
-        documents += 1
-        text = item[1]
-        if not text.strip():
-            empty += 1
-            continue
-        yield document_digest(text), text
-    Metrics.counter(NAMESPACE, "documents_read").inc(documents)
-    Metrics.counter(NAMESPACE, "empty_dropped").inc(empty)
+        yield item[1]
+    count(NAMESPACE, errors, DOCUMENTS)
     progress.tally("files")
 
 
@@ -184,9 +117,14 @@ class _EncodeFn(beam.DoFn):
         self.tokenizer = None
 
     def setup(self):
-        from model.tokenizer import BPETokenizer
-
         self.tokenizer = BPETokenizer(self.vocab, self.merges)
+
+    def start_bundle(self):
+        self.documents, self.tokens = Counter(), Counter()
+
+    def finish_bundle(self):
+        count(NAMESPACE, self.documents, DOCUMENTS)
+        count(NAMESPACE, self.tokens, OTHER)
 
     def process(self, element, val_last=None):
         digest, text = element
@@ -198,8 +136,8 @@ class _EncodeFn(beam.DoFn):
         tokens = np.empty(len(ids) + 1, dtype="<u2")
         tokens[0] = self.tokenizer.eot_id
         tokens[1:] = ids
-        Metrics.counter(NAMESPACE, f"{split}_documents").inc()
-        Metrics.counter(NAMESPACE, f"{split}_tokens").inc(len(tokens))
+        self.documents[f"{split}_documents"] += 1
+        self.tokens[f"{split}_tokens"] += len(tokens)
         progress.tally("records")
         yield (split, bucket_of(digest, self.buckets)), (digest, tokens.tobytes())
 
@@ -218,8 +156,6 @@ def _write_part(keyed, parts_dir: str) -> dict:
 def plan_shards(parts: list[dict], shard_tokens: int, out_dir: str, prefix: str) -> dict:
     """Cut each split's parts, in digest order, into shards of ``shard_tokens``: for each shard
     its path and the (part, start, stop) slices it copies."""
-    from model.tokens import shard_name
-
     plan = {"splits": {}, "shards": []}
     for split in SPLITS:
         mine = sorted((p for p in parts if p["split"] == split), key=lambda p: p["bucket"])
@@ -252,8 +188,6 @@ def _plan_and_record(parts, shard_tokens, out_dir, prefix, plan_path):
 
 
 def write_planned_shard(shard: dict) -> str:
-    from model.tokens import write_token_shard
-
     tokens = np.empty(shard["tokens"], dtype="<u2")
     at = 0
     for path, start, stop in shard["pieces"]:
@@ -262,7 +196,7 @@ def write_planned_shard(shard: dict) -> str:
             tokens[at:at + stop - start] = np.frombuffer(part.read(2 * (stop - start)), dtype="<u2")
         at += stop - start
     write_token_shard(shard["path"], tokens)
-    Metrics.counter(NAMESPACE, "shards_written").inc()
+    count(NAMESPACE, {"shards_written": 1}, OTHER)
     return shard["path"]
 
 
@@ -304,9 +238,6 @@ def check_arguments(args) -> None:
 def prepare_tokenizer(args, files: list[str]):
     """Load ``--tokenizer`` or train one on the first ``--train_docs`` documents; either way a
     copy goes to OUTPUT/tokenizer, so the token shards travel with their vocabulary."""
-    from model.tokenizer import BPETokenizer, TokenizerFileError, train_tokenizer
-    from model.tokens import MAX_TOKEN_ID
-
     if args.tokenizer:
         try:
             tokenizer = BPETokenizer.load(args.tokenizer)
@@ -315,8 +246,6 @@ def prepare_tokenizer(args, files: list[str]):
     else:
         if args.vocab_size > MAX_TOKEN_ID + 1:
             raise InputError(f"--vocab_size {args.vocab_size}: token shards hold uint16 ids, so at most {MAX_TOKEN_ID + 1}")
-        from tqdm import tqdm
-
         texts = tqdm(first_texts(files, args.train_docs, args.field), total=args.train_docs, desc="tokenizer training text", unit="doc")
         try:
             tokenizer = train_tokenizer(texts, vocab_size=args.vocab_size, min_frequency=args.min_frequency)
@@ -335,8 +264,11 @@ def default_buckets(files: list[str]) -> int:
 
 def build(p: beam.Pipeline, files: list[str], tokenizer, args, parts_dir: str, plan_path: str) -> None:
     read = (p | "Shard files" >> beam.Create(files) | "Spread files" >> beam.Reshuffle()
-            | "Read documents" >> beam.FlatMap(_read_documents, args.field).with_outputs("errors", main="docs"))
-    docs = read.docs | "Spread documents" >> beam.Reshuffle()
+            | "Read texts" >> beam.FlatMap(_read_texts, args.field).with_outputs("errors", main="texts"))
+    run_step = Steps()
+    texts = run_step(read.texts, "Drop empty texts", NAMESPACE, nonempty_text)
+    docs = (texts | "Digest" >> beam.Map(lambda text: (document_digest(text), text))
+            | "Spread documents" >> beam.Reshuffle())
     encode = _EncodeFn(tokenizer.vocab, tokenizer.merges, args.buckets, args.val_fraction)
     if args.val_docs is not None:
         val_last = (docs | "Digests" >> beam.Keys()
@@ -353,17 +285,16 @@ def build(p: beam.Pipeline, files: list[str], tokenizer, args, parts_dir: str, p
      | "Spread shards" >> beam.Reshuffle()
      | "Write shards" >> beam.Map(write_planned_shard))
     read.errors | "Write errors" >> WriteErrors(args.output)
+    run_step.write_examples(args.output)
 
 
 def run(argv: list[str] | None = None) -> dict:
-    from model.tokens import find_token_shards
-
     parser = argparse.ArgumentParser(prog="corpusforge tokenize", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser)
     args, beam_args = split_job_args(parser, argv)
     check_arguments(args)
     storage.configure(beam_args)
-    files = corpus_files(args.input)
+    files = shard_files(args.input)
     begin_job(args.output, "tokenize", args.overwrite)
     tokenizer = prepare_tokenizer(args, files)
     if args.buckets is None:
@@ -391,10 +322,11 @@ def run(argv: list[str] | None = None) -> dict:
         if not splits[split]["files"]:
             log.warning("the %s split is empty", split)
     stats = {"files": len(files), "buckets": args.buckets, "counters": counters, "splits": meta["splits"],
-             "errors": error_examples(args.output)}
-    shard_files = [name for split in splits.values() for name in split["files"]]
+             "errors": error_examples(args.output), "units": units_of(p.result).get(NAMESPACE, {}),
+             "examples": collect_examples(args.output).get(NAMESPACE, {})}
+    token_files = [name for split in splits.values() for name in split["files"]]
     tokenizer_files = [f"{TOKENIZER_FOLDER}/{name}" for name in ("vocab.json", "merges.txt")]
-    finish_job(args.output, "tokenize", stats, extra_files=tuple(shard_files + tokenizer_files + ["meta.json"]))
+    finish_job(args.output, "tokenize", stats, extra_files=tuple(token_files + tokenizer_files + ["meta.json"]))
     if splits["train"]["files"]:
         find_token_shards(args.output, "train")  # the shards are where readers look
     return {"meta": meta, "stats": stats, "output": args.output}

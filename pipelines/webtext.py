@@ -24,24 +24,32 @@ import logging
 import os
 import sys
 import tempfile
-from collections import Counter
+from dataclasses import replace
 
 import apache_beam as beam
-from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from corpus import c4
 from common import storage
-from corpus.inputs import COMMON_CRAWL_BASE_URL, InputError, expand_inputs
-from corpus.records import Document, HtmlPage
+from common.decision import OTHER
+from corpus import c4
+from corpus.fetch import OK, FetchConfig, fetch_links, read_fetch_log
+from corpus.inputs import COMMON_CRAWL_BASE_URL, SUBMISSION_DUMPS, InputError, expand_inputs
+from corpus.records import HtmlPage
+from corpus.reddit import (DEFAULT_DOMAIN_BLOCKLIST_PATH, DEFAULT_EXTENSION_BLOCKLIST_PATH, SCORE_MODES, WEBTEXT_MIN_SCORE,
+                           DumpReadError, LinkFilter, filter_submission, iter_dump_lines, merge_link, write_link_table)
+from corpus.sentences import require_punkt
 from corpus.shards import FORMATS, shard_index
-from dedup import minhash
 from corpus.urls import url_key
+from corpus.warc import read_archive
+from corpus.webtext import (DEFAULT_EXTRACTOR, EXTRACTOR_CHOICES, MIN_ENGLISH_PROBABILITY, MIN_WORDS, capture_of_link,
+                            clean_webtext, doc_id, extract_document, fetched_page, text_hash, webtext_extractor)
+from dedup import minhash
 from pipelines import progress
+from pipelines.dedupe import DedupeText
 from pipelines.options import add_manifest_path_argument, add_overwrite_argument, non_negative_float, non_negative_int, positive_float, positive_int, split_job_args, stage_setup_file, unit_fraction
 from pipelines.jobs import begin_job, counters_of, finish_job
 from pipelines.sources import ReadCrawlFiles, WriteErrors, WriteShards
-from pipelines.steps import ReasonExamples, Steps, collect_examples, flush_counts, format_counter_table, format_read_errors
+from pipelines.steps import Steps, Tally, collect_examples, count, format_counter_table, format_read_errors, keyed_step, units_of
 
 log = logging.getLogger(__name__)
 
@@ -58,42 +66,15 @@ PAGE_SOURCES = ("fetch", "crawl")
 
 
 # --- links -------------------------------------------------------------------------------
-class _ReadSubmissionsFn(beam.DoFn):
-    """A dump file -> (url_key, Submission) for every submission that passes its filters."""
-
-    def __init__(self, link_filter):
-        self.link_filter = link_filter
-
-    def process(self, path):
-        from corpus.reddit import DumpReadError, iter_dump_lines, parse_submission, submission_problem
-
-        counts, examples = Counter(), ReasonExamples()
-        try:
-            for line in iter_dump_lines(path):
-                sub = parse_submission(line)
-                problem = sub if isinstance(sub, str) else submission_problem(sub, self.link_filter)
-                if problem:
-                    counts[problem] += 1
-                    examples.add(problem, line if isinstance(sub, str) else sub.url)
-                    continue
-                counts[c4.PASSED] += 1
-                yield url_key(sub.url), sub
-        except DumpReadError as exc:
-            counts["error:unreadable_dump"] += 1
-            log.warning("%s: %s (lines before it are kept)", path, exc)
-            yield beam.pvalue.TaggedOutput("errors", {"source": path, "offset": 0, "reason": "unreadable_dump", "detail": str(exc)[:300]})
-        yield from flush_counts((LINKS,), counts, examples, windowed=False)
-
-
-def _merge_link(keyed, link_filter):
-    from corpus.reddit import link_problem, merge_submissions
-
-    _, subs = keyed
-    link = merge_submissions(list(subs))
-    problem = link_problem(link, link_filter)
-    if problem:
-        return c4.Verdict(None, Counter({problem: 1}), [(problem, f"{link.url} karma max {link.max_score} sum {link.sum_score}")])
-    return c4.Verdict(link, Counter({c4.PASSED: 1}))
+def _read_dump(path):
+    """A dump file -> its lines; a dump that stops decompressing part-way keeps the lines
+    before the damage and goes to ``errors`` (counted ``error:unreadable_dump``)."""
+    try:
+        yield from iter_dump_lines(path)
+    except DumpReadError as exc:
+        count(LINKS, {"error:unreadable_dump": 1}, OTHER)
+        log.warning("%s: %s (lines before it are kept)", path, exc)
+        yield beam.pvalue.TaggedOutput("errors", {"source": path, "offset": 0, "reason": "unreadable_dump", "detail": str(exc)[:300]})
 
 
 class WriteLinkTable(beam.PTransform):
@@ -117,8 +98,6 @@ class WriteLinkTable(beam.PTransform):
 
 
 def _write_link_shard(keyed, out_dir, count):
-    from corpus.reddit import write_link_table
-
     index, links = keyed
     name = f"links/links-{index:05d}-of-{count:05d}.parquet"
     path = write_link_table([link for link in links if link is not None], storage.join(out_dir, name))
@@ -134,41 +113,40 @@ def fetch_shard_of(link, count: int) -> int:
 
 
 class _FetchShardFn(beam.DoFn):
-    """(shard, links) -> (link, HtmlPage) for every fetched HTML page; the raw responses
-    and the fetch log of the shard go to ``<out>/fetch/shard-NNNNN/``."""
+    """(shard, links) -> (link, fetch log entry, HtmlPage or None) for every link, the pages
+    read back from the WARC files the fetch wrote; the raw responses and the fetch log of
+    the shard go to ``<out>/fetch/shard-NNNNN/``."""
 
     def __init__(self, config, out_dir: str):
         self.config, self.out_dir = config, out_dir
 
     def process(self, keyed):
-        from corpus.fetch import OK, fetch_links, read_fetch_log
-        from corpus.warc import read_archive
-
         shard, links = keyed
         links = sorted(links, key=lambda link: link.key)
         target = storage.join(self.out_dir, "fetch", f"shard-{shard:05d}")
         with _local_folder(target) as folder:
             fetch_links([link.url for link in links], self.config, folder)
-            yield from self._pages(links, folder, read_fetch_log, read_archive, OK)
+            yield from _logged_pages(links, folder)
 
-    @staticmethod
-    def _pages(links, folder, read_fetch_log, read_archive, OK):
-        logged = read_fetch_log(folder)
-        counts, examples = Counter(), ReasonExamples()
-        wanted: dict[str, dict[int, object]] = {}
-        for link in links:
-            entry = logged.get(link.url)
-            outcome = entry["outcome"] if entry else "not_logged"
-            counts[outcome] += 1
-            if outcome == OK and entry.get("warc"):
-                wanted.setdefault(entry["warc"], {})[int(entry["offset"])] = link
-            else:
-                examples.add(outcome, f"{link.url} {entry.get('detail', '') if entry else ''}")
-        for name, by_offset in sorted(wanted.items()):
-            for record in read_archive(os.path.join(folder, name)):
-                if isinstance(record, HtmlPage) and record.offset in by_offset:
-                    yield by_offset[record.offset], record
-        yield from flush_counts((FETCH,), counts, examples, windowed=False)
+
+def _logged_pages(links, folder):
+    """Each link with its fetch log entry and, for a page the log puts in a WARC, that page
+    (streamed from the WARC files in name order; links without one come first)."""
+    logged = read_fetch_log(folder)
+    wanted: dict[str, dict[int, object]] = {}
+    for link in links:
+        entry = logged.get(link.url)
+        if entry and entry["outcome"] == OK and entry.get("warc"):
+            wanted.setdefault(entry["warc"], {})[int(entry["offset"])] = link
+        else:
+            yield link, entry, None
+    for name, by_offset in sorted(wanted.items()):
+        for record in read_archive(os.path.join(folder, name)):
+            if isinstance(record, HtmlPage) and record.offset in by_offset:
+                link = by_offset.pop(record.offset)
+                yield link, logged[link.url], record
+        for link in by_offset.values():  # logged, but no HTML record at its offset
+            yield link, logged[link.url], None
 
 
 @contextlib.contextmanager
@@ -192,94 +170,35 @@ def _local_folder(target: str):
                     storage.copy_file(os.path.join(folder, name), storage.join(target, name))
 
 
-# --- pages: the Common Crawl join --------------------------------------------------------
-def _newest_capture(pages):
-    """Of several captures of one URL: the newest, then the first by file and offset."""
-    return min(pages, key=lambda p: (_negate(p.timestamp), p.source, p.offset))
-
-
-def _negate(timestamp: str) -> tuple:
-    return tuple(-ord(ch) for ch in timestamp)
-
-
-def _join_links_and_pages(keyed):
-    _, groups = keyed
-    links, pages = list(groups["links"]), [p for p in groups["pages"] if p.status == 200]
-    if not links:
-        return
-    if not pages:
-        Metrics.counter(CRAWL_JOIN, "no_capture").inc()
-        return
-    Metrics.counter(CRAWL_JOIN, "matched").inc()
-    yield links[0], _newest_capture(pages)
-
-
 # --- text --------------------------------------------------------------------------------
 class _ExtractFn(beam.DoFn):
-    """(link, page) -> Document with the link's Reddit metadata; the text by ``extractor_choice``
-    (``corpus.webtext.EXTRACTOR_CHOICES``) in a child process with a per-page time limit."""
+    """(link, page) -> Document with the link's Reddit metadata (``corpus.webtext.extract_document``);
+    the text by ``extractor_choice`` (``corpus.webtext.EXTRACTOR_CHOICES``) in a child process
+    with a per-page time limit. A DoFn, not a step: the extractor's child process lives from
+    ``setup`` to ``teardown``; its decisions are tallied the same way (``Tally``)."""
 
     def __init__(self, timeout_s: float, page_source: str, extractor_choice: str = "trafilatura"):
         self.timeout_s, self.page_source, self.extractor_choice = timeout_s, page_source, extractor_choice
         self.extractor = None
 
     def setup(self):
-        from corpus.webtext import webtext_extractor
-
         self.extractor = webtext_extractor(self.timeout_s, self.extractor_choice)
 
     def teardown(self):
         if self.extractor is not None:
             self.extractor.close()
 
+    def start_bundle(self):
+        self.tally = Tally()
+
     def process(self, item):
-        from corpus.webtext import extract_webtext_from_page
+        decision = extract_document(item, self.extractor, self.page_source)
+        self.tally.add(decision)
+        if decision.record is not None:
+            yield decision.record
 
-        link, page = item
-        doc, extraction = extract_webtext_from_page(page, self.extractor)
-        Metrics.counter(EXTRACT, extraction.outcome).inc()
-        if doc is None:
-            return
-        Metrics.counter(EXTRACT, f"extractor:{doc.meta['extractor']}").inc()
-        meta = {
-            "link": link.url,
-            "domain": link.domain,
-            "subreddits": ",".join(link.subreddits),
-            "reddit_ids": ",".join(link.ids),
-            "score_max": str(link.max_score),
-            "score_sum": str(link.sum_score),
-            "created_utc": str(link.first_created_utc),
-            "title": link.title,
-            "extractor": doc.meta["extractor"],
-            "fetched_at" if self.page_source == "fetch" else "crawled_at": page.timestamp,
-            "source": page.source,
-            "offset": str(page.offset),
-        }
-        yield Document(text=doc.text, url=page.url, timestamp=page.timestamp, meta=meta)
-
-
-def _clean_rule(doc, options):
-    from corpus.webtext import clean_webtext
-
-    text, reason = clean_webtext(doc.text, doc.url, **options)
-    if reason:
-        return c4.Verdict(None, Counter({reason: 1}), [(reason, f"{doc.url} {doc.text[:200]}")])
-    return c4.Verdict(Document(text=text, url=doc.url, timestamp=doc.timestamp, meta=doc.meta), Counter({c4.PASSED: 1}))
-
-
-def doc_id(doc: Document) -> str:
-    """A document's dedup identity: its link's URL key (one document per link)."""
-    return url_key(doc.meta.get("link") or doc.url) or doc.url
-
-
-def _keep_first_copy(keyed):
-    """Exact dedup: of the documents with one text hash, keep the smallest keep_key."""
-    _, docs = keyed
-    docs = sorted(docs, key=lambda d: minhash.keep_key(doc_id(d)))
-    Metrics.counter(EXACT_DEDUP, c4.PASSED).inc()
-    if len(docs) > 1:
-        Metrics.counter(EXACT_DEDUP, c4.FILTERED).inc(len(docs) - 1)
-    return docs[0]
+    def finish_bundle(self):
+        yield from self.tally.flush((EXTRACT,))
 
 
 class NearDuplicates(beam.PTransform):
@@ -311,12 +230,13 @@ class NearDuplicates(beam.PTransform):
             | "Join first shingles" >> beam.CoGroupByKey()
             | "Carry first" >> beam.FlatMapTuple(_carry_shingles)
         )
-        return (
+        verified = (
             {"pairs": with_first, "shingles": shingled}
             | "Join second shingles" >> beam.CoGroupByKey()
-            | "Verify by Jaccard" >> beam.FlatMap(_verify_pairs, self.threshold)
-            | "One per loser" >> beam.Distinct()
+            | keyed_step("Verify by Jaccard", NEAR_DEDUP, functools.partial(minhash.verified_losers, threshold=self.threshold))
         )
+        # verified_losers drops nothing (it tallies pairs), so its examples output stays empty
+        return verified.pages | "Losers" >> beam.FlatMap(lambda keyed: keyed[1]) | "One per loser" >> beam.Distinct()
 
 
 def _band_claims(item, hasher, bands, rows):
@@ -331,51 +251,26 @@ def _carry_shingles(_, groups):
             yield pair[1], (pair, first[0])
 
 
-def _verify_pairs(keyed, threshold):
-    _, groups = keyed
-    second = list(groups["shingles"])
-    if not second:
-        return
-    for pair, first_shingles in groups["pairs"]:
-        Metrics.counter(NEAR_DEDUP, "candidate_pairs").inc()
-        if minhash.verify(pair, first_shingles, second[0], threshold):
-            Metrics.counter(NEAR_DEDUP, "verified_pairs").inc()
-            yield minhash.loser(pair)
-
-
-def _drop_losers(_, groups):
-    docs = list(groups["docs"])
-    if not docs:
-        return
-    if list(groups["losers"]):
-        Metrics.counter(NEAR_DEDUP, c4.FILTERED).inc()
-        return
-    Metrics.counter(NEAR_DEDUP, c4.PASSED).inc()
-    yield docs[0]
-
-
 def _with_span_deduped_text(_, groups):
     docs, pages = list(groups["docs"]), list(groups["pages"])
     if docs and pages:
-        doc = docs[0]
-        yield Document(text=pages[0].text, url=doc.url, timestamp=doc.timestamp, meta=doc.meta)
+        yield replace(docs[0], text=pages[0].text)
 
 
 # --- the pipeline --------------------------------------------------------------------------
 def build(pipeline: beam.Pipeline, dumps: list[str], crawl_files: list[str], args: argparse.Namespace, link_filter, fetch_config) -> None:
-    from pipelines.dedupe import DedupeText
-
     run_step = Steps()
 
-    subs = (
+    lines = (
         pipeline
         | "Dump files" >> beam.Create(dumps)
         | "Spread dumps" >> beam.Reshuffle()
-        | "Read and filter submissions" >> beam.ParDo(_ReadSubmissionsFn(link_filter)).with_outputs("errors", "examples", main="subs")
+        | "Read dump lines" >> beam.FlatMap(_read_dump).with_outputs("errors", main="lines")
     )
-    run_step.add(subs.examples)
-    links = run_step(subs.subs | "Group by URL key" >> beam.GroupByKey(), "Merge and karma", LINK_KARMA,
-                     functools.partial(_merge_link, link_filter=link_filter))
+    subs = run_step(lines.lines, "Filter submissions", LINKS, functools.partial(filter_submission, filt=link_filter))
+    grouped = subs | "Key by URL key" >> beam.Map(lambda sub: (url_key(sub.url), sub)) | "Group by URL key" >> beam.GroupByKey()
+    links = (run_step.keyed(grouped, "Merge and karma", LINK_KARMA, functools.partial(merge_link, filt=link_filter))
+             | "Links" >> beam.Values())
     links | "Link table" >> WriteLinkTable(args.output, args.num_link_shards)
 
     if args.pages == "fetch":
@@ -383,38 +278,36 @@ def build(pipeline: beam.Pipeline, dumps: list[str], crawl_files: list[str], arg
             links
             | "Key by fetch shard" >> beam.Map(lambda link, n=args.fetch_shards: (fetch_shard_of(link, n), link))
             | "Group by fetch shard" >> beam.GroupByKey()
-            | "Fetch safely" >> beam.ParDo(_FetchShardFn(fetch_config, args.output)).with_outputs("examples", main="pages")
+            | "Fetch safely" >> beam.ParDo(_FetchShardFn(fetch_config, args.output))
         )
-        run_step.add(fetched.examples)
-        linked_pages = fetched.pages
-        errors = [subs.errors]
+        linked_pages = run_step(fetched, "Fetch outcome", FETCH, fetched_page)
+        errors = [lines.errors]
     else:
         read = pipeline | "Crawl files" >> beam.Create(crawl_files) | "Read WARC" >> ReadCrawlFiles("faithful")
-        linked_pages = (
+        joined = (
             {"links": links | "Key links" >> beam.Map(lambda link: (link.key, link)),
              "pages": read.pages | "Key pages" >> beam.Map(lambda p: (url_key(p.url), p))}
             | "Join on URL key" >> beam.CoGroupByKey()
-            | "Newest capture per link" >> beam.FlatMap(_join_links_and_pages)
         )
-        errors = [subs.errors, read.errors]
+        linked_pages = run_step.keyed(joined, "Newest capture per link", CRAWL_JOIN, capture_of_link) | "Linked pages" >> beam.Values()
+        errors = [lines.errors, read.errors]
 
-    docs = linked_pages | "Extract text" >> beam.ParDo(_ExtractFn(args.extract_timeout, args.pages, args.extractor))
+    extracted = linked_pages | "Extract text" >> beam.ParDo(_ExtractFn(args.extract_timeout, args.pages, args.extractor)).with_outputs(
+        "examples", main="docs")
+    run_step.add(extracted.examples)
     clean_options = {"min_words": args.min_words, "min_english_probability": args.min_english_probability}
-    docs = run_step(docs, "Clean", CLEAN, functools.partial(_clean_rule, options=clean_options))
-    docs = (
-        docs
-        | "Key by text hash" >> beam.Map(lambda d: (_text_hash(d), d))
-        | "Group exact copies" >> beam.GroupByKey()
-        | "Keep first copy" >> beam.MapTuple(lambda key, copies: _keep_first_copy((key, copies)))
-    )
+    docs = run_step(extracted.docs, "Clean", CLEAN, functools.partial(clean_webtext, **clean_options))
+    copies = docs | "Key by text hash" >> beam.Map(lambda d: (text_hash(d.text), d)) | "Group exact copies" >> beam.GroupByKey()
+    docs = (run_step.keyed(copies, "Keep first copy", EXACT_DEDUP, functools.partial(minhash.keep_first_copy, id_of=doc_id))
+            | "First copies" >> beam.Values())
     by_id = docs | "Key by doc id" >> beam.Map(lambda d: (doc_id(d), d))
     losers = by_id | "Ids and texts" >> beam.MapTuple(lambda i, d: (i, d.text)) | "Near duplicates" >> NearDuplicates(
         args.near_dup_threshold, args.shingle_words, args.num_perm)
-    docs = (
+    joined_losers = (
         {"docs": by_id, "losers": losers | "Key losers" >> beam.Map(lambda i: (i, True))}
         | "Join losers" >> beam.CoGroupByKey()
-        | "Drop near duplicates" >> beam.FlatMapTuple(_drop_losers)
     )
+    docs = run_step.keyed(joined_losers, "Drop near duplicates", NEAR_DEDUP, minhash.drop_near_duplicate) | "Kept" >> beam.Values()
     if args.span_dedup:
         as_pages = docs | "As pages" >> beam.Map(lambda d: c4.C4Page(url=d.url, text=d.text, timestamp=d.timestamp))
         deduped = as_pages | "Span dedup" >> DedupeText("spans", c4.MIN_NUM_SENTENCES, out_dir=args.output)
@@ -430,16 +323,7 @@ def build(pipeline: beam.Pipeline, dumps: list[str], crawl_files: list[str], arg
     run_step.write_examples(args.output)
 
 
-def _text_hash(doc: Document) -> str:
-    from corpus.webtext import text_hash
-
-    return text_hash(doc.text)
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from corpus.reddit import DEFAULT_DOMAIN_BLOCKLIST_PATH, DEFAULT_EXTENSION_BLOCKLIST_PATH, SCORE_MODES, WEBTEXT_MIN_SCORE
-    from corpus.webtext import DEFAULT_EXTRACTOR, EXTRACTOR_CHOICES, MIN_ENGLISH_PROBABILITY, MIN_WORDS
-
     p = parser.add_argument_group("links")
     p.add_argument("--submissions", nargs="+", required=True, help="Pushshift submission dumps (.zst, .bz2, .xz, .gz, NDJSON), globs or folders")
     p.add_argument("--min_score", type=int, default=WEBTEXT_MIN_SCORE, help="karma a link needs (default 3, the paper's)")
@@ -488,8 +372,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def link_filter_from(args: argparse.Namespace):
-    from corpus.reddit import LinkFilter
-
     try:
         return LinkFilter.from_files(
             domain_blocklist=args.domain_blocklist, extension_blocklist=args.extension_blocklist,
@@ -501,8 +383,6 @@ def link_filter_from(args: argparse.Namespace):
 
 
 def fetch_config_from(args: argparse.Namespace):
-    from corpus.fetch import FetchConfig
-
     return FetchConfig(max_bytes=args.max_bytes, deadline_s=args.deadline, per_host_delay_s=args.per_host_delay,
                        allow_hosts=frozenset(args.allow_hosts), respect_robots=not args.ignore_robots)
 
@@ -511,15 +391,13 @@ def run(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="corpusforge webtext", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser)
     args, beam_args = split_job_args(parser, argv)
-    from corpus.sentences import require_punkt
-
     if args.span_dedup:
         try:
             require_punkt()
         except Exception as exc:
             raise InputError(str(exc)) from exc
     storage.configure(beam_args)  # S3 endpoint and credentials, GCP project: for the launcher's own reads
-    dumps = _expand_dumps(args.submissions)
+    dumps = expand_inputs(args.submissions, kind=SUBMISSION_DUMPS)
     crawl_files: list[str] = []
     if args.pages == "crawl":
         specs = list(args.warc or [])
@@ -540,31 +418,15 @@ def run(argv: list[str] | None = None) -> dict:
     build(pipeline, dumps, crawl_files, args, link_filter, fetch_config)
     result = progress.run_pipeline(pipeline, "webtext", files=len(crawl_files) if crawl_files else None)
     stats = {"pages": args.pages, "dumps": len(dumps), "crawl_files": len(crawl_files), "counters": counters_of(result),
-             "examples": collect_examples(args.output)}
+             "units": units_of(result), "examples": collect_examples(args.output)}
     finish_job(args.output, "webtext", stats)
     return stats
 
 
-def _expand_dumps(specs: list[str]) -> list[str]:
-    import glob
-
-    files: list[str] = []
-    for spec in specs:
-        if os.path.isdir(spec):
-            files += sorted(os.path.join(spec, n) for n in os.listdir(spec) if n.startswith("RS_"))
-        elif any(ch in spec for ch in "*?["):
-            files += sorted(glob.glob(spec))
-        else:
-            files.append(spec)
-    missing = [f for f in files if "://" not in f and not os.path.exists(f)]
-    if not files or missing:
-        raise InputError(f"no submission dump found for {missing or specs}")
-    return files
-
-
 def format_summary(stats: dict) -> str:
     title = f"WebText, {stats['dumps']} dump(s), pages by {stats['pages']}"
-    return "\n".join(filter(None, [format_counter_table(title, stats["counters"], SUMMARY_STAGES), format_read_errors(stats["counters"])]))
+    table = format_counter_table(title, stats["counters"], SUMMARY_STAGES, stats.get("units"))
+    return "\n".join(filter(None, [table, format_read_errors(stats["counters"])]))
 
 
 if __name__ == "__main__":

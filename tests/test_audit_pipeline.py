@@ -4,12 +4,11 @@ real benchmarks against a C4 corpus of the sample crawl with planted benchmark p
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from corpus.records import Document
-from corpus.shards import read_documents, write_shard
+from corpus.shards import read_documents, shard_files, write_shard
 from dedup.benchmark_sets import load_benchmark
 from dedup.ngrams import DEFAULT, ngram_hashes
 from pipelines import audit
@@ -78,7 +77,7 @@ def test_a_shard_written_in_two_formats_is_read_once(tmp_path):
     docs = [Document(text="one two three four five six seven eight nine", url="http://a.example/1", timestamp="")]
     for fmt, name in (("c4json", "c4-train.00000-of-00001.json.gz"), ("parquet", "c4-train.00000-of-00001.parquet")):
         write_shard(docs, tmp_path / name, fmt)
-    assert audit.corpus_files([str(tmp_path)]) == [str(tmp_path / "c4-train.00000-of-00001.parquet")]
+    assert shard_files([str(tmp_path)]) == [str(tmp_path / "c4-train.00000-of-00001.parquet")]
 
 
 def test_a_benchmark_overlaps_itself_completely(real_data, tmp_path):
@@ -100,6 +99,9 @@ def test_decontaminate_removes_planted_passages_and_keeps_the_rest(corpus, tmp_p
     stats = audit.run_decontaminate(["--corpus", *corpus["inputs"], "--benchmark", lambada, "--output", str(out),
                                      "--mode", "drop", "--n", "8"])
     assert stats["counters"]["contaminated"] == 2
+    assert sorted(stats["examples"]) == ["contaminated"] and len(stats["examples"]["contaminated"]) == 2
+    assert all(e.startswith("http://planted.example/lambada/") for e in stats["examples"]["contaminated"])
+    assert stats["units"] == {"clean": "documents", "contaminated": "documents", "removed_chars": "other"}
     kept = list(read_documents(str(out / "decontaminated-train.*.parquet")))
     assert not any(d.url.startswith("http://planted.example/lambada/") for d in kept)
     assert any(d.url.startswith("http://planted.example/ptb/") for d in kept)

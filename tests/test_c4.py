@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.util
+import json
+import os
 import random
+import subprocess
+import sys
 
 import pytest
 
-from corpus import c4
+from common.decision import Decision
+from corpus import c4, langid
 from corpus.sentences import count_line_sentences, count_sentences, has_sentences, split_sentences
 from corpus.warc import read_archive
 from dedup.lines import line_key, page_line_keys, remove_duplicate_lines
 from dedup.spans import page_span_keys, remove_duplicate_spans
 from corpus.urls import normalize_url, url_digest
+from pipelines.c4 import registered_domain_parts
 
 GOOD = "This line is long enough and ends with a period."
 
@@ -21,8 +28,21 @@ def page(text: str, url: str = "http://example.com/a", timestamp: str = "2019-04
     return c4.C4Page(url=url, text=text, timestamp=timestamp, order=order)
 
 
-def clean(text: str) -> c4.Verdict:
+def clean(text: str) -> Decision:
     return c4.clean_page(page(text), count_line_sentences)
+
+
+def text_of(decision: Decision) -> str | None:
+    return decision.record.text if decision.record is not None else None
+
+
+def lines_dedup(text: str, owned, min_num_sentences: int) -> Decision:
+    return remove_duplicate_lines((page(text), owned), min_num_sentences=min_num_sentences, has_sentences=has_sentences)
+
+
+def spans_dedup(text: str, owned, min_num_sentences: int) -> Decision:
+    return remove_duplicate_spans((page(text), owned), min_num_sentences=min_num_sentences, split_line=split_sentences,
+                                  has_sentences=has_sentences)
 
 
 @pytest.mark.parametrize("url, expected", [
@@ -61,17 +81,38 @@ def test_length_limit_is_inclusive_of_190000_characters():
 
 
 def test_newest_page_wins_and_first_seen_breaks_ties():
-    old, new = page("a", timestamp="2019-04-01T00:00:00Z", order=(0, 10)), page("b", timestamp="2019-04-02T00:00:00Z", order=(1, 0))
-    assert c4.newest_page(old, new) is new and c4.newest_page(new, old) is new
-    first, second = page("a", order=(0, 5)), page("b", order=(0, 9))
-    assert c4.newest_page(first, second) is first and c4.newest_page(second, first) is first
+    old, new = c4.capture(page("a", timestamp="2019-04-01T00:00:00Z", order=(0, 10))), c4.capture(page("b", timestamp="2019-04-02T00:00:00Z", order=(1, 0)))
+    assert c4.newest_capture(old, new) is new and c4.newest_capture(new, old) is new
+    first, second = c4.capture(page("a", order=(0, 5))), c4.capture(page("b", order=(0, 9)))
+    assert c4.newest_capture(first, second) is first and c4.newest_capture(second, first) is first
+    # The staged form the pipeline shuffles, (timestamp, order, reference), follows the same rule.
+    assert c4.newest_capture(("2019-04-02", (1, 0), "ref-b"), ("2019-04-02", (0, 7), "ref-a"))[2] == "ref-a"
+
+
+def test_url_dedup_counts_the_duplicates_and_samples_the_url():
+    kept = c4.keep_newest("example.com/a", (("2019", (0, 1), "ref"), 3))
+    assert kept.record == ("2019", (0, 1), "ref")
+    assert dict(kept.counts) == {"filtered": 2, "passed": 1} and kept.dropped == (("filtered", "example.com/a"),)
+    single = c4.keep_newest("example.com/b", (("2019", (0, 2), "ref"), 1))
+    assert dict(single.counts) == {"filtered": 0, "passed": 1} and single.dropped == ()  # 0 is counted, as the reference does
+
+
+def test_webtextlike_join_keeps_listed_pages_only():
+    capture = ("2019", (0, 1), "ref")
+    assert c4.webtextlike_filter("example.com/a", ([capture], [None])).record == capture
+    unlisted = c4.webtextlike_filter("example.com/b", ([capture], []))
+    assert unlisted.record is None and unlisted.dropped == (("filtered", "example.com/b"),)
+    missing = c4.webtextlike_filter("example.com/c", ([], [None]))
+    assert missing.record is None and dict(missing.counts) == {"missing-page": 1} and dict(missing.units) == {"missing-page": "other"}
 
 
 def test_clean_page_keeps_good_lines_and_counts_sentences():
-    verdict = clean("\n".join([GOOD, "  " + GOOD + "  ", "Another line here. It has two sentences!"]))
-    assert verdict.page is not None
-    assert verdict.page.text == "\n".join([GOOD, GOOD, "Another line here. It has two sentences!"])
-    assert verdict.counts == {"line-passed": 3, "passed": 1}
+    original = page("\n".join([GOOD, "  " + GOOD + "  ", "Another line here. It has two sentences!"]))
+    decision = c4.clean_page(original, count_line_sentences)
+    assert decision.record is not None
+    assert decision.record.text == "\n".join([GOOD, GOOD, "Another line here. It has two sentences!"])
+    assert dict(decision.counts) == {"line-passed": 3, "passed": 1}
+    assert original.text.startswith(GOOD + "\n  ")  # a new page; the one given is unchanged
 
 
 @pytest.mark.parametrize("line, reason", [
@@ -84,10 +125,10 @@ def test_clean_page_keeps_good_lines_and_counts_sentences():
     ("This website uses cookies to improve things.", "line-filtered:policy"),
 ])
 def test_each_line_rule_drops_only_its_line(line, reason):
-    verdict = clean("\n".join([GOOD, line, GOOD, GOOD]))
-    assert verdict.page is not None and line.strip() not in verdict.page.text
-    assert verdict.counts[reason] == 1 and verdict.counts["line-passed"] == 3
-    assert (reason, line.strip()) in verdict.dropped
+    decision = clean("\n".join([GOOD, line, GOOD, GOOD]))
+    assert decision.record is not None and line.strip() not in decision.record.text
+    assert counts_of(decision)[reason] == 1 and counts_of(decision)["line-passed"] == 3
+    assert (reason, line.strip()) in decision.dropped
 
 
 @pytest.mark.parametrize("line, reason", [
@@ -95,32 +136,36 @@ def test_each_line_rule_drops_only_its_line(line, reason):
     ("The function body is { return x; } here.", "filtered:squigglybracket"),
 ])
 def test_page_rules_drop_the_whole_page(line, reason):
-    verdict = clean("\n".join([GOOD, GOOD, line, GOOD]))
-    assert verdict.page is None
-    assert verdict.counts == {"line-passed": 2, reason: 1}
+    decision = clean("\n".join([GOOD, GOOD, line, GOOD]))
+    assert decision.record is None
+    assert counts_of(decision) == {"line-passed": 2, reason: 1}
 
 
 def test_rule_order_short_line_with_curly_brace_is_only_a_short_line():
     # Rule 4 (too short) runs before rule 7 ({): the page survives.
-    verdict = clean("\n".join([GOOD, "Use {x}.", GOOD, GOOD]))
-    assert verdict.page is not None and verdict.counts["line-filtered:too_short"] == 1
+    decision = clean("\n".join([GOOD, "Use {x}.", GOOD, GOOD]))
+    assert decision.record is not None and counts_of(decision)["line-filtered:too_short"] == 1
 
 
 def test_citations_are_removed_before_the_end_mark_check():
-    verdict = clean("\n".join([GOOD, "The river is long and wide.[1][edit]", "It floods often in the spring.[citation needed]", GOOD]))
-    assert "The river is long and wide." in verdict.page.text
-    assert "[1]" not in verdict.page.text and "[citation needed]" not in verdict.page.text
+    decision = clean("\n".join([GOOD, "The river is long and wide.[1][edit]", "It floods often in the spring.[citation needed]", GOOD]))
+    assert "The river is long and wide." in decision.record.text
+    assert "[1]" not in decision.record.text and "[citation needed]" not in decision.record.text
 
 
 def test_quote_is_an_end_mark_and_curly_quotes_are_not():
-    verdict = clean("\n".join([GOOD, 'He said it was "fine by me."', "She said it was \u201cfine by me.\u201d", GOOD]))
-    assert 'He said it was "fine by me."' in verdict.page.text
-    assert verdict.counts["line-filtered:no_endmark"] == 1
+    decision = clean("\n".join([GOOD, 'He said it was "fine by me."', "She said it was \u201cfine by me.\u201d", GOOD]))
+    assert 'He said it was "fine by me."' in decision.record.text
+    assert counts_of(decision)["line-filtered:no_endmark"] == 1
 
 
 def test_fewer_than_three_sentences_drops_the_page():
-    verdict = clean("\n".join([GOOD, GOOD]))
-    assert verdict.page is None and verdict.counts["filtered:too_few_sentences"] == 1
+    decision = clean("\n".join([GOOD, GOOD]))
+    assert decision.record is None and counts_of(decision)["filtered:too_few_sentences"] == 1
+
+
+def counts_of(decision: Decision) -> dict:
+    return dict(decision.counts)
 
 
 def test_line_key_is_md5_of_stripped_lowercased_line():
@@ -134,23 +179,23 @@ def test_line_dedup_owner_is_smallest_md5_url_and_local_repeats_go():
     other = [u for u in urls if u != owner][0]
     shared = line_key("Shared line across pages here.")
     owner_keys = page_line_keys(text) | {shared}
-    kept, counts, _ = remove_duplicate_lines(text, owner_keys, min_num_sentences=0, has_sentences=has_sentences)
-    assert kept == "\n".join([GOOD, "Shared line across pages here."])
-    assert counts == {"line-passed": 2, "line-filtered:local_duplicate": 1, "passed": 1}
+    decision = lines_dedup(text, owner_keys, 0)
+    assert text_of(decision) == "\n".join([GOOD, "Shared line across pages here."])
+    assert counts_of(decision) == {"line-passed": 2, "line-filtered:local_duplicate": 1, "passed": 1}
     other_keys = page_line_keys(text) - {shared}
-    kept, counts, dropped = remove_duplicate_lines(text, other_keys, min_num_sentences=0, has_sentences=has_sentences)
-    assert kept == GOOD and counts["line-filtered:global_duplicate"] == 1
-    assert ("line-filtered:global_duplicate", "Shared line across pages here.") in dropped
+    decision = lines_dedup(text, other_keys, 0)
+    assert text_of(decision) == GOOD and counts_of(decision)["line-filtered:global_duplicate"] == 1
+    assert ("line-filtered:global_duplicate", "Shared line across pages here.") in decision.dropped
     assert other  # both URLs exist; the rule is the digest order, not the name
 
 
 def test_line_dedup_empty_and_sentence_floor():
     text = "\n".join([GOOD, "Second good line is here."])
-    assert remove_duplicate_lines(text, [], min_num_sentences=3, has_sentences=has_sentences)[1]["filtered:empty"] == 1
-    kept, counts, _ = remove_duplicate_lines(text, page_line_keys(text), min_num_sentences=3, has_sentences=has_sentences)
-    assert kept is None and counts["filtered:too_few_sentences"] == 1
-    kept, counts, _ = remove_duplicate_lines(text, page_line_keys(text), min_num_sentences=0, has_sentences=has_sentences)
-    assert kept == text and counts["passed"] == 1
+    assert counts_of(lines_dedup(text, [], 3))["filtered:empty"] == 1
+    decision = lines_dedup(text, page_line_keys(text), 3)
+    assert decision.record is None and counts_of(decision)["filtered:too_few_sentences"] == 1
+    decision = lines_dedup(text, page_line_keys(text), 0)
+    assert text_of(decision) == text and counts_of(decision)["passed"] == 1
 
 
 def test_span_dedup_removes_a_shared_three_sentence_span_from_non_owners():
@@ -159,22 +204,20 @@ def test_span_dedup_removes_a_shared_three_sentence_span_from_non_owners():
     text = own + "\n" + shared
     keys = page_span_keys(text, split_sentences)
     shared_key = page_span_keys(shared, split_sentences).pop()
-    kept, counts, dropped = remove_duplicate_spans(text, keys - {shared_key}, min_num_sentences=3,
-                                                   split_line=split_sentences, has_sentences=has_sentences)
-    assert kept == own  # the shared span's three sentences are gone, the line with them too
-    assert counts["span-filtered:global_duplicate"] == 1 and counts["sentence-removed"] == 3
-    assert dropped[0] == ("span-filtered:global_duplicate", shared)
-    kept, counts, _ = remove_duplicate_spans(text, keys, min_num_sentences=3, split_line=split_sentences, has_sentences=has_sentences)
-    assert kept == text and counts["sentence-removed"] == 0
+    decision = spans_dedup(text, keys - {shared_key}, 3)
+    assert text_of(decision) == own  # the shared span's three sentences are gone, the line with them too
+    assert counts_of(decision)["span-filtered:global_duplicate"] == 1 and counts_of(decision)["sentence-removed"] == 3
+    assert decision.dropped[0] == ("span-filtered:global_duplicate", shared)
+    decision = spans_dedup(text, keys, 3)
+    assert text_of(decision) == text and counts_of(decision)["sentence-removed"] == 0
 
 
 def test_span_dedup_keeps_the_first_of_a_span_repeated_in_one_page():
     span = "One two three four. Five six seven eight. Nine ten eleven twelve."
     text = "\n".join([span, "Something else entirely here.", span])
-    kept, counts, _ = remove_duplicate_spans(text, page_span_keys(text, split_sentences), min_num_sentences=0,
-                                             split_line=split_sentences, has_sentences=has_sentences)
-    assert kept == "\n".join([span, "Something else entirely here."])
-    assert counts["span-filtered:local_duplicate"] == 1
+    decision = spans_dedup(text, page_span_keys(text, split_sentences), 0)
+    assert text_of(decision) == "\n".join([span, "Something else entirely here."])
+    assert counts_of(decision)["span-filtered:local_duplicate"] == 1
 
 
 class _Detector:
@@ -195,32 +238,30 @@ class _Detector:
     (LookupError("no features"), "filtered:langdetect_exception"),
 ])
 def test_detect_english_branches(result, counter):
-    verdict = c4.detect_english(page(GOOD), _Detector(result), LookupError)
-    assert verdict.counts[counter] == 1
-    assert (verdict.page is not None) == (counter == "passed")
+    decision = c4.detect_english(page(GOOD), _Detector(result), LookupError)
+    assert counts_of(decision)[counter] == 1
+    assert (decision.record is not None) == (counter == "passed")
     if counter == "filtered:ignored_language":
-        assert verdict.counts["filtered:ignored_language-fr"] == 1
+        assert counts_of(decision)["filtered:ignored_language-fr"] == 1
 
 
 def test_detect_english_with_real_language_id():
-    from corpus import langid
-
     english = "The committee met on Tuesday to discuss the budget. Members agreed to postpone the vote until next month."
     french = "Le comité s'est réuni mardi pour discuter du budget. Les membres ont accepté de reporter le vote."
-    assert c4.detect_english(page(english), langid.detect_langs, langid.LanguageDetectionError).page is not None
-    assert c4.detect_english(page(french), langid.detect_langs, langid.LanguageDetectionError).counts["filtered:ignored_language-fr"] == 1
-    assert c4.detect_english(page("12345 67890"), langid.detect_langs, langid.LanguageDetectionError).counts["filtered:langdetect_exception"] == 1
+    assert c4.detect_english(page(english), langid.detect_langs, langid.LanguageDetectionError).record is not None
+    assert c4.detect_english(page(french), langid.detect_langs, langid.LanguageDetectionError).counts == (("filtered:ignored_language", 1), ("filtered:ignored_language-fr", 1))
+    assert c4.detect_english(page("12345 67890"), langid.detect_langs, langid.LanguageDetectionError).counts == (("filtered:langdetect_exception", 1),)
 
 
 def test_badwords_whole_word_escaped_and_empty_entries_ignored():
     words = c4.parse_badwords("nipple\n\n  a+b \nfoo bar\n")
     assert words == ["a+b", "foo bar", "nipple"]
     regex = c4.BadwordsMatcher(words)
-    assert c4.badwords_filter(page("A bottle NIPPLE, cracked."), regex).page is None
-    assert c4.badwords_filter(page("Nipples are plural and not listed."), regex).page is not None
-    assert c4.badwords_filter(page("Say a+b twice."), regex).page is None
-    assert c4.badwords_filter(page("Say aab twice."), regex).page is not None  # + is escaped
-    assert c4.badwords_filter(page("nipple"), regex).counts == {"filtered": 1}  # ^ and $ count as boundaries
+    assert c4.badwords_filter(page("A bottle NIPPLE, cracked."), regex).record is None
+    assert c4.badwords_filter(page("Nipples are plural and not listed."), regex).record is not None
+    assert c4.badwords_filter(page("Say a+b twice."), regex).record is None
+    assert c4.badwords_filter(page("Say aab twice."), regex).record is not None  # + is escaped
+    assert c4.badwords_filter(page("nipple"), regex).counts == (("filtered", 1),)  # ^ and $ count as boundaries
     with pytest.raises(ValueError, match="empty"):
         c4.compile_badwords(["", ""])
 
@@ -229,8 +270,8 @@ def test_badwords_real_list_matches_the_sample_badword(real_data):
     words = c4.parse_badwords((real_data / "badwords" / "en").read_text(encoding="utf-8"))
     assert len(words) == 403
     matcher = c4.BadwordsMatcher(words)
-    assert c4.badwords_filter(page("Check the bottle nipple for cracks."), matcher).page is None
-    assert c4.badwords_filter(page("A perfectly ordinary sentence about the weather."), matcher).page is not None
+    assert c4.badwords_filter(page("Check the bottle nipple for cracks."), matcher).record is None
+    assert c4.badwords_filter(page("A perfectly ordinary sentence about the weather."), matcher).record is not None
     # The fast matcher answers exactly what the reference's one big pattern answers.
     texts = [doc.text.lower() for path in (real_data / "warc" / "ccscalatools" / "filter_test_1.wet.gz",)
              for doc in read_archive(str(path)) if hasattr(doc, "text")]
@@ -260,8 +301,6 @@ def test_split_is_md5_of_normalised_url_mod_1000():
 
 
 def test_realnews_domain_and_subdomain_rules():
-    from pipelines.c4 import registered_domain_parts
-
     domains = c4.load_realnews_domains('{"bbc.co.uk": ["news", "www"], "nytimes.com": null}')
     assert c4.realnews_domain_problem("news.bbc.co.uk/story", domains, registered_domain_parts) is None
     assert c4.realnews_domain_problem("sport.bbc.co.uk/story", domains, registered_domain_parts) == "filtered:bad_subdomain"
@@ -316,12 +355,6 @@ print(json.dumps({"sentences": sentences, "loaded": loaded, "scipy_after": scipy
 
 
 def test_punkt_loads_without_nltks_optional_scipy_and_sklearn_imports(real_data):
-    import importlib.util
-    import json
-    import os
-    import subprocess
-    import sys
-
     if importlib.util.find_spec("scipy") is None or importlib.util.find_spec("sklearn") is None:
         pytest.skip("SciPy and scikit-learn are not installed here: nothing to keep out")
     wiki = str(real_data / "lm_benchmarks" / "wikitext2_raw" / "wiki.test.raw")

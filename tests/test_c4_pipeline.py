@@ -6,15 +6,18 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import tldextract
 
 from c4_reference import run_reference
 from corpus.shards import find_shards, read_documents
 from pipelines import c4 as c4_pipeline
+from pipelines.c4 import registered_domain_parts
 
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE_NAMESPACES = ("split-wet-file", "too-long-filter", "realnews-domain-filter", "duplicate-url-filter", "webtextlike-filter",
@@ -110,6 +113,23 @@ def test_sample_outputs_layout_stats_and_examples(sample_en):
     assert "clean-page" in summary and "line-filtered:javascript" in summary and "%" in summary
 
 
+KEEP_COUNTERS = {"passed", "line-passed", "span-passed", "extracted"}
+
+
+def test_every_counter_has_a_declared_unit_and_every_drop_a_sampled_example(sample_en):
+    _, stats = sample_en
+    counters, units, examples = stats["counters"], stats["units"], stats["examples"]
+    assert units["clean-page"]["line-filtered:no_endmark"] == "lines" and units["clean-page"]["passed"] == "pages"
+    assert units["english-filter"]["filtered:ignored_language-fr"] == "other" and units["train"]["examples"] == "other"
+    for namespace, values in counters.items():
+        for name, value in values.items():
+            unit = units.get(namespace, {}).get(name)
+            assert unit is not None, (namespace, name)
+            if namespace in c4_pipeline.SUMMARY_STAGES and value and unit != "other" and name not in KEEP_COUNTERS:
+                assert examples.get(namespace, {}).get(name), (namespace, name)
+    assert examples["duplicate-url-filter"]["filtered"]  # a URL seen more than once, sampled once per URL
+
+
 def _shard_bytes(folder: Path) -> dict[str, bytes]:
     return {name: (folder / name).read_bytes() for name in sorted(os.listdir(folder)) if name.startswith("c4-")}
 
@@ -121,7 +141,10 @@ def test_output_is_byte_identical_across_reruns_and_two_workers(sample_crawl, sa
              "--direct_num_workers", "2", "--direct_running_mode", "multi_processing")
     first = _shard_bytes(out / "ours")
     assert first and _shard_bytes(again) == first
-    assert json.loads((again / "stats.json").read_text())["examples"] == json.loads((out / "ours" / "stats.json").read_text())["examples"]
+    two_workers, one_worker = (json.loads((folder / "stats.json").read_text()) for folder in (again, out / "ours"))
+    assert two_workers["examples"] == one_worker["examples"]
+    # Every counter keeps its declared unit when parallel workers each declare a part of them.
+    assert two_workers["units"] == one_worker["units"] and two_workers["units"]["clean-page"]["filtered:squigglybracket"] == "pages"
 
 
 @pytest.mark.parametrize("variant", ["en.noclean", "en.noblocklist", "realnewslike", "webtextlike"])
@@ -145,10 +168,6 @@ def test_variants_match_reference(sample_crawl, tmp_path, variant):
         ref_kwargs["webtext_urls"] = urls
     ours = run_ours(sample_crawl.wet_paths, tmp_path / "ours", *extra)
     if variant == "realnewslike":
-        import tldextract
-
-        from pipelines.c4 import registered_domain_parts
-
         offline = tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None)
         original, tldextract.extract = tldextract.extract, offline
         try:
@@ -252,8 +271,6 @@ def test_cli_prints_the_summary_table(tmp_path, sample_crawl, real_data):
 
 
 def test_crawl_id_reads_its_manifest_from_a_mirror_and_max_files_takes_the_first(sample_crawl, tmp_path):
-    import shutil
-
     mirror = tmp_path / "mirror"
     manifest_dir = mirror / "crawl-data" / "CC-MAIN-2019-18"
     manifest_dir.mkdir(parents=True)

@@ -20,7 +20,7 @@ def corpusforge(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     return result
 
 
-@pytest.mark.parametrize("command", ["inspect", "stats", "read", "tokenize", "train", "sample", "eval", "demo"])
+@pytest.mark.parametrize("command", ["inspect", "stats", "fetch", "read", "tokenize", "train", "sample", "eval", "demo"])
 def test_every_subcommand_has_help(command):
     out = corpusforge(command, "--help").stdout
     assert out.startswith("usage: corpusforge " + command)
@@ -29,7 +29,54 @@ def test_every_subcommand_has_help(command):
 def test_top_level_help_lists_only_working_commands():
     out = corpusforge("--help").stdout
     listed = set(re.findall(r"^    (\w+)", out.split("COMMAND")[-1], re.M))
-    assert listed == {"inspect", "stats", "read", "c4", "webtext", "audit", "decontaminate", "tokenize", "train", "sample", "eval", "demo"}
+    assert listed == {"inspect", "stats", "fetch", "read", "c4", "webtext", "audit", "decontaminate", "tokenize", "train", "finetune",
+                      "sample", "eval", "demo"}
+
+
+def test_finetune_hands_every_argument_after_it_to_model_finetune(monkeypatch):
+    import types
+
+    from pipelines import cli
+
+    seen = []
+    fake = types.ModuleType("model.finetune")
+    fake.main = lambda argv: seen.append(list(argv)) or 3
+    monkeypatch.setitem(sys.modules, "model.finetune", fake)
+    assert cli.main(["finetune", "--checkpoint", "run", "--task", "x", "--lr", "6.25e-5"]) == 3
+    assert seen == [["--checkpoint", "run", "--task", "x", "--lr", "6.25e-5"]]
+
+
+def test_fetch_takes_underscore_options_and_the_old_dashed_spellings():
+    from corpus.fetch import FetchConfig
+    from pipelines.cli import fetch_parser
+
+    parser = fetch_parser(FetchConfig())
+    underscores = parser.parse_args(["links.txt", "--out", "o", "--allow_hosts", "127.0.0.1:8080", "--per_host_concurrency", "3",
+                                     "--per_host_delay", "0", "--ignore_robots", "--no_resume"])
+    dashes = parser.parse_args(["links.txt", "--out", "o", "--allow-hosts", "127.0.0.1:8080", "--per-host-concurrency", "3",
+                                "--per-host-delay", "0", "--ignore-robots", "--no-resume"])
+    assert underscores == dashes
+    assert (underscores.per_host_concurrency, underscores.per_host_delay, underscores.ignore_robots) == (3, 0.0, True)
+    assert parser.parse_args(["links.txt", "--out", "o"]).deadline == FetchConfig().deadline_s
+
+
+def test_fetch_options_out_of_range_are_a_usage_error(tmp_path):
+    (tmp_path / "links.txt").write_text("http://example.com/\n")
+    result = corpusforge("fetch", str(tmp_path / "links.txt"), "--out", str(tmp_path / "out"), "--concurrency", "0", check=False)
+    assert result.returncode == 2 and "concurrency must be >= 1" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("argv", [["inspect", "{wet}", "--json", "-q"], ["fetch", "{tmp}/none.txt", "--out", "{tmp}/out"]])
+def test_commands_without_a_pipeline_never_import_beam(real_data, tmp_path, argv):
+    (tmp_path / "none.txt").write_text("")
+    argv = [a.format(wet=real_data / WET, tmp=tmp_path) for a in argv]
+    code = ("import sys; from pipelines import cli\n"
+            "status = cli.main(%r)\n"
+            "print('exit', status, 'beam' if 'apache_beam' in sys.modules else 'no beam')" % argv)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "exit 0 no beam"
 
 
 def test_inspect_counts_records_mime_languages_and_errors(real_data):

@@ -18,6 +18,7 @@ from dedup.ngrams import NgramConfig, ngram_hashes, words
 from model.contamination import (BUCKETS, ContaminationError, bootstrap_ci, bootstrap_replicates, bucket_of,
                                  mark_benchmarks, mark_examples, open_source, summarize_benchmark)
 from model.scores import ExampleScore, compute_metric
+from pipelines.audit import run_audit
 
 torch.set_num_threads(1)
 
@@ -143,8 +144,6 @@ def test_bad_sources_say_what_is_wrong(lambada, tmp_path):
 
 
 def test_audit_folder_is_reused_and_its_bloom_serves_other_benchmarks(lambada, planted_corpus, tmp_path):
-    from pipelines.audit import run_audit
-
     keep = sorted(set(PLANTED) | set(range(SUBSET)))
     subset = tmp_path / "lambada_subset.jsonl"
     subset.write_text("".join(json.dumps({"text": lambada.examples[i].text}) + "\n" for i in keep), encoding="utf-8")
@@ -284,3 +283,29 @@ def test_bucket_edges():
     assert bucket_of(1.0) == "(0.75, 1]"
     with pytest.raises(ValueError):
         bucket_of(math.nan)
+
+
+@pytest.mark.parametrize("mode", ["exact", "bloom"])
+def test_the_audit_job_and_mark_benchmarks_share_one_core(lambada, planted_corpus, tmp_path, mode):
+    """``corpusforge audit`` (Beam, one counter per shard, merged) and ``mark_benchmarks`` (one
+    stream) run ``dedup.audit``: the same numbers for every example, whichever path."""
+    keep = sorted(set(PLANTED) | set(range(SUBSET)))
+    subset = tmp_path / "lambada_subset.jsonl"
+    subset.write_text("".join(json.dumps({"text": lambada.examples[i].text}) + "\n" for i in keep), encoding="utf-8")
+    out = tmp_path / "audit"
+    result = run_audit(["--corpus", str(planted_corpus), "--benchmark", f"lambada:{subset}", "--output", str(out),
+                        "--mode", mode, "--fp_queries", "1000"])
+    [row] = result["rows"]
+    bench = load_benchmark(f"lambada:{subset}")
+    marks = mark_examples(bench, planted_corpus if mode == "exact" else out / "bloom", fp_queries=1000, progress=False)
+    assert row["source"] == marks.source_kind == mode
+    assert row["dirty_ids"] == marks.dirty_ids == [f"lambada-{keep.index(i)}" for i in PLANTED]
+    assert row["percent_found"] == marks.percent_found > 0
+    assert [(r["id"], r["ngrams"], r["found"], r["fraction"], r["dirty"], r["longest_run"]) for r in row["per_example"]] == \
+        [(m.id, m.ngrams, m.found, m.fraction, m.dirty, m.longest_run) for m in marks.examples]
+    by_id = marks.by_id()
+    for r in row["per_example"]:
+        if r["dirty"]:
+            assert r["spans"] == [list(span) for span in by_id[r["id"]].spans] and r["spans"]
+            assert r["training_docs"] == by_id[r["id"]].training_docs
+            assert bool(r["training_docs"]) == (mode == "exact")  # only the exact path knows the documents

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from dedup.decontaminate import MASK_TOKEN, Decontaminated, decontaminate_document, merge_spans
+from common.decision import Decision
+from corpus.records import Document
+from dedup.audit import build_indexes
+from dedup.benchmark_sets import BenchmarkSet, Example
+from dedup.decontaminate import (MASK_TOKEN, Decontaminated, Decontamination, Matched, decontaminate, decontaminate_document,
+                                 match_documents, merge_spans)
+from dedup.ngrams import NgramConfig
 
 
 def doc(n: int) -> str:
@@ -119,3 +125,44 @@ def test_is_deterministic_and_validates_input():
         decontaminate_document(text, [(1, 2)], mode="erase")
     with pytest.raises(ValueError):
         decontaminate_document(text, [(1, 2)], margin=-1)
+
+
+# --- the job's rule: match_documents + decontaminate -> Decision --------------------------------
+BENCH_TEXT = "the quick brown fox jumps over the lazy dog near the quiet river bank today"
+
+
+def _indexes():
+    sets = [BenchmarkSet("bench", "test", [Example("e0", BENCH_TEXT)], "-")]
+    return build_indexes(sets, NgramConfig(n=8))
+
+
+def test_match_documents_finds_every_benchmark_span():
+    inside = "x" * 300 + " " + BENCH_TEXT + " " + "y" * 300
+    docs = [("a", Document(text=inside, url="https://a.example/", timestamp="")),
+            ("b", Document(text="nothing of the benchmark here at all, just other words", url="https://b.example/", timestamp=""))]
+    matched = list(match_documents(_indexes(), docs))
+    assert [m.doc for m in matched] == [doc for _, doc in docs]
+    assert matched[0].benchmarks == ("bench",) and matched[0].spans
+    start = inside.index(BENCH_TEXT)
+    assert min(s for s, _ in matched[0].spans) == start and max(e for _, e in matched[0].spans) == start + len(BENCH_TEXT)
+    assert matched[1] == Matched(docs[1][1], (), ())
+
+
+def test_decontaminate_rule_splits_counts_and_leaves_the_document_alone():
+    text = "a" * 500 + BENCH_TEXT + "b" * 500
+    doc = Document(text=text, url="https://a.example/", timestamp="t", meta={"k": "v"})
+    span = (500, 500 + len(BENCH_TEXT))
+    decision = decontaminate(Matched(doc, ("bench",), (span,)))
+    result = decontaminate_document(text, [span])
+    assert isinstance(decision, Decision) and decision.kept
+    assert [p.text for p in decision.record.pieces] == result.pieces
+    assert [p.meta for p in decision.record.pieces] == [{"k": "v", "piece": "0"}, {"k": "v", "piece": "1"}]
+    assert decision.record.removed == {"url": doc.url, "benchmarks": ["bench"], "reason": "split",
+                                       "removed_chars": result.removed_chars, "spans": 1}
+    assert decision.counts == (("split", 1), ("removed_chars", result.removed_chars)) and decision.dropped == ()
+    assert doc.meta == {"k": "v"}  # the input's meta is not the pieces' meta
+    dropped = decontaminate(Matched(doc, ("bench",), (span,)), mode="drop")
+    assert dropped.record.pieces == () and dropped.dropped == (("contaminated", f"{doc.url} {text}"),)
+    clean = decontaminate(Matched(doc, (), ()))
+    assert clean.record == Decontamination((doc,), None) and clean.counts == (("clean", 1), ("removed_chars", 0))
+    assert dict(clean.units) == {"clean": "documents", "removed_chars": "other"}

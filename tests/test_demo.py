@@ -67,6 +67,12 @@ def test_demo_builds_every_output(tmp_path, capsys):
     assert train_losses[-1] < train_losses[0]  # it learned something from the corpus
     assert (tmp_path / "model" / "loss.png").read_bytes()[:4] == b"\x89PNG"
     assert (tmp_path / "model" / "hf" / "model.safetensors").exists() and isinstance(result["sample"], str)
+    finetuned = result["finetune"]  # GPT-1's transformations on the demo's two-topic task
+    assert finetuned["status"] == "finished" and finetuned["steps"] == 40 and finetuned["task"] == "classification"
+    scores = finetuned["eval"]
+    assert scores["all"]["n"] == scores["clean"]["n"] + scores["dirty"]["n"] == finetuned["eval_examples"] == 20
+    assert scores["all"]["accuracy"] >= 0.8  # chance is 0.5 on the two balanced classes
+    assert (tmp_path / "finetune" / "run" / "hf" / "config.json").exists() and "fine-tuned model" in out
     report = json.loads((tmp_path / "eval" / "report.json").read_text())
     entry = report["benchmarks"][0]
     assert set(entry["contamination"]["dirty_ids"]) == set(row["dirty_ids"])  # the audit's marking, reused

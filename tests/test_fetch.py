@@ -20,7 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from corpus import fetch as fetch_module
+from corpus import fetch_archive, fetch_client
 from corpus.fetch import (
     BAD_RESPONSE,
     BAD_URL,
@@ -45,6 +45,7 @@ from corpus.fetch import (
 )
 from corpus.records import HtmlPage
 from corpus.warc import read_archive
+from pipelines import cli
 
 MB = 1 << 20
 BOMB = gzip.compress(b"\0" * (64 * MB), compresslevel=9)  # ~64 KB on the wire, 64 MiB decoded
@@ -405,13 +406,13 @@ def test_redirect_limits_and_targets(site):
 
 def test_retry_after_is_honoured(site, monkeypatch):
     waits = []
-    real_sleep = fetch_module._backoff_sleep
+    real_sleep = fetch_client._backoff_sleep
 
     async def recording_sleep(seconds):
         waits.append(seconds)
         await real_sleep(seconds)
 
-    monkeypatch.setattr(fetch_module, "_backoff_sleep", recording_sleep)
+    monkeypatch.setattr(fetch_client, "_backoff_sleep", recording_sleep)
     with Fetcher(config_for(site)) as fetcher:
         result = fetcher.fetch(site.url("/flaky-429"))
     assert (result.outcome, result.status, result.attempts) == (OK, 200, 2)
@@ -608,7 +609,7 @@ def test_failed_warc_write_never_marks_done(site, tmp_path, monkeypatch):
         def __getattr__(self, name):
             return getattr(self.file, name)
 
-    monkeypatch.setattr(fetch_module, "_open_for_writing", FullDisk)
+    monkeypatch.setattr(fetch_archive, "_open_for_writing", FullDisk)
     with pytest.raises(OSError):
         fetch_links(urls, config_for(site), tmp_path)
     log = read_fetch_log(tmp_path)
@@ -690,7 +691,7 @@ def test_command_line(site, tmp_path, capsys):
     links = tmp_path / "links.txt"
     links.write_text(f"{site.url('/page/a')}\n\n# a comment\n{site.url('/image.png')}\n")
     out = tmp_path / "out"
-    assert fetch_module.main([str(links), "--out", str(out), "--allow-hosts", site.allow, "--per-host-delay", "0"]) == 0
+    assert cli.main(["fetch", str(links), "--out", str(out), "--allow-hosts", site.allow, "--per-host-delay", "0"]) == 0
     assert json.loads(capsys.readouterr().out) == {OK: 1, NON_HTML: 1}
-    assert fetch_module.main([str(links), "--out", str(out), "--allow-hosts", site.allow]) == 0
+    assert cli.main(["fetch", str(links), "--out", str(out), "--allow-hosts", site.allow]) == 0
     assert json.loads(capsys.readouterr().out) == {SKIPPED_RESUME: 2}

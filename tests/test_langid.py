@@ -11,6 +11,7 @@ import gzip
 import html as html_lib
 import random
 import re
+import sys
 import threading
 import unicodedata
 from concurrent.futures import ThreadPoolExecutor
@@ -297,12 +298,63 @@ def test_ngram_lists_match_langdetect(real_data):
         grams[row] = "".join(reversed(chars))
     assert len(grams) == len(model.dense) - 1 + len(model.single_lang)
 
-    texts = list(EDGE_CASES.values()) + wet_texts(real_data / "warc/ccscalatools/filter_test_1.wet.gz", "c4")[:5]
+    resiliparse = [p for p in read_archive(str(real_data / "warc/resiliparse/warcfile.warc.gz")) if isinstance(p, HtmlPage)]
+    texts = (list(EDGE_CASES.values()) + wet_texts(real_data / "warc/ccscalatools/filter_test_1.wet.gz", "c4")[:5]
+             + [crude_text(p.html) for p in resiliparse])  # several scripts: n-grams outside the code tables
     for text in texts:
         detector = factory._factory.create()
         detector.append(text)
         detector.cleaning_text()
         assert [grams[r] for r in langid._ngram_rows(text, model).tolist()] == detector._extract_ngrams()
+
+
+def lambada_passages(real_data: Path, count: int) -> list[str]:
+    import json
+
+    with open(real_data / "lm_benchmarks/lambada/lambada_test.jsonl", encoding="utf-8") as f:
+        return [json.loads(line)["text"] for line, _ in zip(f, range(count))]
+
+
+def test_code_tables_give_the_hash_tables_rows(real_data, sample_crawl):
+    """The direct code tables (BMP text) and the hash table (any text) give the same n-gram
+    rows, on real pages in many scripts and on strings of characters without a code."""
+    model, _ = langid._ensure_loaded()
+    pages = [p for p in read_archive(str(real_data / "warc/resiliparse/warcfile.warc.gz")) if isinstance(p, HtmlPage)]
+    texts = list(EDGE_CASES.values()) + [crude_text(p.html) for p in pages] + [p.html for p in pages]
+    for name in ("ccscalatools/filter_test_1.wet.gz", "whirlwind/whirlwind.warc.wet.gz"):
+        texts += wet_texts(real_data / "warc" / name, "faithful")
+    texts += [crude_text(markup) for markup in html_gold_pages(real_data)]
+    texts += [d.text for path in sample_crawl.wet_paths for d in read_archive(path) if isinstance(d, Document)]
+    texts += lambada_passages(real_data, 500)
+    rng = random.Random(5)
+    uncoded = "ÀÆÐÞßøĀőŒſƏǅǈΣσЖжЉљ一丁中日本語한국ア" + "ｱＡａ"  # letters without a code of their own, or outside every profile
+    texts += ["".join(rng.choice(uncoded + "aeT Q.") for _ in range(rng.choice([1, 2, 3, 9, 40, 300]))) for _ in range(400)]
+    coded = 0
+    for text in texts:
+        cps = langid._code_points(langid._prepare_text(text, model))
+        if cps.size and cps.max() < langid.BMP:
+            assert langid._coded_ngram_rows(cps, model).tolist() == langid._ngram_rows_by_hash(cps, model).tolist(), text[:80]
+            coded += 1
+    assert coded > 1000
+    codes = {ch: int(model.code[ord(ch)]) for ch in " eé一ЖжŒ"}
+    assert codes[" "] == langid.CODE_SPACE and langid.CODE_SPACE < codes["e"] < codes["é"] < codes["一"] < langid.CODE_OTHER
+    assert (codes["Ж"], codes["ж"], codes["Œ"]) == (langid.CODE_OTHER_UPPER, langid.CODE_OTHER, langid.CODE_OUTSIDE_UPPER)
+
+
+def test_lambada_passages(real_data):
+    assert assert_same(lambada_passages(real_data, 300), "lambada") == 300
+
+
+def test_the_builtin_sum_gives_the_same_answer_as_the_running_sum(monkeypatch):
+    """Where ``sum`` adds floats in order (CPython <= 3.11), the trials take the running sum's
+    last value; elsewhere they call ``sum`` itself. Both are langdetect's answer."""
+    langid._ensure_loaded()
+    assert langid._accumulate_matches_sum() == (sys.version_info < (3, 12))
+    texts = [ENGLISH, EDGE_CASES["mixed scripts"], EDGE_CASES["latin minority"], "short", EDGE_CASES["astral only"]]
+    fast = [outcome(detect_langs, t) for t in texts]
+    monkeypatch.setattr(langid, "_accumulate_is_sum", False)
+    assert [outcome(detect_langs, t) for t in texts] == fast
+    assert [outcome(reference_detect_langs, t) for t in texts] == fast
 
 
 def test_language_order_and_patterns_are_langdetects():

@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from common.decision import PAGES
+from corpus.records import Document
 from dedup import minhash
 from dedup.minhash import (
     DEFAULT_NUM_PERM,
@@ -420,3 +422,42 @@ def test_real_wikitext_shingles_and_signatures_equal_the_reference(real_data):
         s = shingles(paragraph)
         assert set(s.tolist()) == reference_shingles(paragraph)
         assert hasher.signature(s).tolist() == hasher.reference_signature(s.tolist()).tolist()
+
+
+# --- the pipeline's dedup rules: Decisions, inputs left as they were ---------------------------
+
+def _doc(url: str, text: str = "the same words in every copy of this page"):
+    return Document(text=text, url=url, timestamp="2019-01-01T00:00:00Z", meta={"link": url})
+
+
+def test_keep_first_copy_keeps_the_smallest_keep_key_and_samples_the_rest():
+    docs = [_doc(f"https://example.com/{i}") for i in range(4)]
+    before = list(docs)
+    first = min(docs, key=lambda d: minhash.keep_key(d.url))
+    decision = minhash.keep_first_copy("hash", iter(docs), id_of=lambda d: d.url)
+    assert decision.record is first and docs == before
+    assert decision.counts == (("passed", 1), ("filtered", 3)) and decision.units == (("passed", PAGES), ("filtered", PAGES))
+    assert sorted(text for _, text in decision.dropped) == sorted(f"{d.url} {d.text}" for d in docs if d is not first)
+    one = minhash.keep_first_copy("hash", [docs[0]], id_of=lambda d: d.url)
+    assert one.record is docs[0] and one.counts == (("passed", 1),) and one.dropped == ()
+
+
+def test_verified_losers_tallies_candidates_and_names_each_loser():
+    near = minhash.shingles("one two three four five six seven eight nine ten")
+    far = minhash.shingles("completely different words make up this other text here")
+    pairs = [(("a", "b"), near), (("c", "b"), far)]
+    decision = minhash.verified_losers("b", {"pairs": pairs, "shingles": [near]}, threshold=0.8)
+    assert decision.record == (minhash.loser(("a", "b")),)
+    assert decision.counts == (("candidate_pairs", 2), ("verified_pairs", 1)) and decision.dropped == ()
+    assert dict(decision.units) == {"candidate_pairs": "other", "verified_pairs": "other"}
+    none = minhash.verified_losers("b", {"pairs": pairs[1:], "shingles": [near]})
+    assert none.record is None and none.counts == (("candidate_pairs", 1),)
+    assert minhash.verified_losers("b", {"pairs": pairs, "shingles": []}).counts == ()
+
+
+def test_drop_near_duplicate_drops_a_loser_only():
+    doc = _doc("https://example.com/a")
+    assert minhash.drop_near_duplicate("a", {"docs": [doc], "losers": []}).record is doc
+    dropped = minhash.drop_near_duplicate("a", {"docs": [doc], "losers": [True]})
+    assert dropped.record is None and dropped.dropped == (("filtered", f"{doc.url} {doc.text}"),)
+    assert minhash.drop_near_duplicate("a", {"docs": [], "losers": [True]}).counts == ()

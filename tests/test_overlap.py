@@ -7,6 +7,8 @@ import json
 import numpy as np
 import pytest
 
+from dedup.audit import benchmark_rows, bloom_report, build_indexes, exact_report, merge_counters, scan_documents
+from dedup.benchmark_sets import BenchmarkSet, Example
 from dedup.ngrams import NgramConfig, ngram_hashes
 from dedup.overlap import (BenchmarkIndex, OverlapCounter, compute_report, merge_spans,
                            overlap_from_membership)
@@ -260,3 +262,52 @@ def test_precomputed_batch_hashes_serve_several_indexes():
     assert [bool(h) for h in b.scan_many(docs, hashed)] == [True, False, False]
     with pytest.raises(ValueError, match="the batch has 2"):
         a.scan_many(docs[:2], hashed)
+
+
+# --- dedup.audit: the one core of the audit job and of evaluation ---------------------------------
+
+class _SetFilter:
+    """An exact stand-in for a Bloom filter: ``contains`` over a set of n-gram hashes."""
+
+    def __init__(self, hashes):
+        self.members = np.array(sorted(hashes), dtype=np.uint64)
+
+    def contains(self, keys):
+        return np.isin(keys, self.members)
+
+
+def test_audit_core_scans_once_for_every_benchmark_and_merges_by_parts(real_data):
+    wiki = (real_data / "lm_benchmarks/wikitext2_raw/wiki.test.raw").read_text(encoding="utf-8")
+    paragraphs = [p for p in wiki.split("\n") if len(p.split()) > 20]
+    sets = [BenchmarkSet("early", "test", [Example(f"e{i}", p) for i, p in enumerate(paragraphs[:300:20])], "-"),
+            BenchmarkSet("late", "test", [Example(f"l{i}", p) for i, p in enumerate(paragraphs[600:900:20])], "-")]
+    indexes = build_indexes(sets, NgramConfig(n=8))
+    stream = [(f"doc{i:05d}", p) for i, p in enumerate(paragraphs[100:700])]  # half of each benchmark
+    whole = scan_documents(indexes, stream)
+    parts = [scan_documents(indexes, stream[i::3]) for i in range(3)]  # three shards, any split
+    for name, index in indexes.items():
+        alone = OverlapCounter(index)
+        for doc_id, text in stream:
+            alone.add(doc_id, text)
+        assert whole[name].to_dict() == alone.to_dict()  # one hashing pass serves both benchmarks
+        merged = merge_counters(index, [part[name].to_dict() for part in parts])
+        assert merged.to_dict() == whole[name].to_dict()
+        report = exact_report(merged)
+        assert 0 < report.dirty_count < len(sets[0].examples)
+    members = set()
+    for _, text in stream:
+        members.update(ngram_hashes(text, NgramConfig(n=8)).tolist())
+    exact = {name: counter.to_dict() for name, counter in whole.items()}
+    rows = benchmark_rows(indexes, corpus_name="wiki", exact=exact, bloom=_SetFilter(members), own_train={"late": 1.5})
+    for row, name in zip(rows, ("early", "late")):
+        assert row["name"] == name and row["source"] == "exact" and row["corpus"] == "wiki"
+        assert row["agreement"]["false_negatives"] == row["agreement"]["bloom_only"] == 0
+        assert row["agreement"]["exact_found"] == row["unique_found"] > 0
+        bloom_row = benchmark_rows({name: indexes[name]}, corpus_name="wiki", bloom=_SetFilter(members))[0]
+        assert bloom_row["source"] == "bloom"
+        assert [{**e, "training_docs": None} for e in bloom_row["per_example"]] == \
+            [{**e, "training_docs": None} for e in row["per_example"]]  # only the exact path knows the documents
+        assert bloom_report(indexes[name], _SetFilter(members)).percent_found == row["percent_found"]
+    assert rows[1]["own_train_percent"] == 1.5 and "own_train_percent" not in rows[0]
+    dirty = [e for e in rows[0]["per_example"] if e["dirty"]]
+    assert dirty and all(e["spans"] and e["training_docs"] for e in dirty)

@@ -18,7 +18,9 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
+from common.decision import LINKS, Decision
 from corpus import reddit
+from corpus.inputs import SUBMISSION_DUMPS, InputError, expand_inputs
 from corpus.reddit import (
     DEFAULT_DOMAIN_BLOCKLIST_PATH,
     DEFAULT_EXTENSION_BLOCKLIST_PATH,
@@ -33,10 +35,12 @@ from corpus.reddit import (
     TooLongLine,
     _zstd_pieces,
     decode_lines,
+    filter_submission,
     iter_dump_chunks,
     iter_dump_lines,
     link_problem,
     load_blocklist,
+    merge_link,
     merge_submissions,
     parse_submission,
     read_link_table,
@@ -708,3 +712,51 @@ def test_a_zstd_bomb_is_read_in_bounded_pieces(tmp_path):
     pieces = list(_zstd_pieces(open(path, "rb"), str(path)))
     assert sum(map(len, pieces)) == len(line) * 2_000_000
     assert max(map(len, pieces)) <= 64 << 20  # what 2 KiB of input can decode to at most
+
+
+# --- the rules the pipeline runs: Decisions, inputs left as they were ---------------------------
+
+def test_filter_submission_keeps_a_link_and_samples_each_problem():
+    kept = filter_submission(record(), LinkFilter())
+    assert isinstance(kept, Decision) and kept.record == parse_submission(record())
+    assert kept.counts == (("passed", 1),) and kept.units == (("passed", LINKS),) and kept.dropped == ()
+    bad = filter_submission("{not json", LinkFilter())
+    assert bad.record is None and bad.counts == (("malformed_json", 1),) and bad.dropped == (("malformed_json", "{not json"),)
+    self_post = filter_submission(record(is_self=True), LinkFilter())
+    assert self_post.dropped == (("self_post", "https://example.com/a"),) and self_post.units == (("self_post", LINKS),)
+
+
+def test_merge_link_merges_then_judges_the_karma():
+    subs = [sub(id="a", score=2), sub(id="b", score=2, url="http://example.com/a/")]
+    before = list(subs)
+    kept = merge_link(url_key(subs[0].url), iter(subs), LinkFilter(score_mode="sum"))
+    assert kept.record == merge_submissions(subs) and kept.counts == (("passed", 1),) and subs == before
+    low = merge_link(url_key(subs[0].url), subs, LinkFilter())
+    assert low.record is None and low.counts == (("low_score", 1),) and low.units == (("low_score", LINKS),)
+    assert low.dropped == (("low_score", "https://example.com/a karma max 2 sum 4"),)
+
+
+def test_select_links_counts_what_the_rules_decide():
+    lines = [record(id="a", score=1), record(id="b", score=1, url="https://example.com/a?utm_source=x"), record(id="c", is_self=True), "[1]"]
+    links, counts = select_links(lines, LinkFilter())
+    assert links == [] and counts == Counter({"lines": 4, "kept_submissions": 2, "self_post": 1, "not_an_object": 1,
+                                              "links": 1, "low_score": 1})
+
+
+def test_submission_dumps_expand_like_the_webtext_cli(tmp_path):
+    folder = tmp_path / "dumps"
+    folder.mkdir()
+    for name in ("RS_2017-02.zst", "RS_2017-01.zst", "RC_2017-01.zst", "notes.txt"):
+        (folder / name).write_bytes(b"")
+    assert expand_inputs([str(folder)], kind=SUBMISSION_DUMPS) == [str(folder / "RS_2017-01.zst"), str(folder / "RS_2017-02.zst")]
+    assert expand_inputs([str(folder / "R?_2017-01.*")], kind=SUBMISSION_DUMPS) == [str(folder / "RC_2017-01.zst"),
+                                                                                     str(folder / "RS_2017-01.zst")]
+    remote = "https://files.example.org/RS_2017-03.zst"  # taken as named: it is opened when read
+    assert expand_inputs([str(folder / "notes.txt"), remote], kind=SUBMISSION_DUMPS) == [str(folder / "notes.txt"), remote]
+    with pytest.raises(InputError, match=r"no submission dump found for \['.*RS_missing.zst'\]"):
+        expand_inputs([str(folder), str(folder / "RS_missing.zst")], kind=SUBMISSION_DUMPS)
+    with pytest.raises(InputError, match=r"no submission dump found for \['.*nothing-\*'\]"):
+        expand_inputs([str(folder / "nothing-*")], kind=SUBMISSION_DUMPS)
+    (tmp_path / "empty").mkdir()  # a folder without RS_ files
+    with pytest.raises(InputError, match=r"no submission dump found for \['.*empty'\]"):
+        expand_inputs([str(tmp_path / "empty")], kind=SUBMISSION_DUMPS)

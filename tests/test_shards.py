@@ -328,3 +328,61 @@ def test_a_folder_written_in_two_formats_is_read_once(tmp_path):
     assert sorted(d.url for d in read_documents(found)) == sorted(d.url for d in docs)
     named = find_shards(str(tmp_path / "c4-train.00000-of-00002.json.gz"))  # a file is taken as named
     assert named == [str(tmp_path / "c4-train.00000-of-00002.json.gz")]
+
+
+# --- the Beam writer: rows staged as their c4json line, written into c4json shards as they are
+
+
+def staged_documents():
+    """Hard strings, tabs and newlines everywhere, meta that looks like a staged line, and
+    rows that tie on url and timestamp (ordered by md5(text))."""
+    docs = hard_documents()[:-1]  # the 3 MB text once is enough below
+    docs += [
+        Document("tab\there\tand there", "https://example.com/tab\tin/url", TIMESTAMP, {"meta": "x\ty", "k\t": "{\"meta\":{}}"}),
+        Document("lone \ud800 surrogate and a \ud83d\ude00 pair", "https://example.com/\udfff", TIMESTAMP, {"s": "\ud800"}),
+        Document("same url, same time, text A", "https://example.com/tie", TIMESTAMP),
+        Document("same url, same time, text B", "https://example.com/tie", TIMESTAMP),
+        Document("same url, earlier", "https://example.com/tie", "2019-04-25T12:57:53Z"),
+    ]
+    return docs + many_documents(120)
+
+
+@pytest.mark.parametrize("sort, run_bytes, part_bytes", [
+    ("runs", None, None),  # one sorted run a shard: its staged lines go straight into the c4json shard
+    ("runs", 2_000, None),  # many runs a shard, merged by their decoded sort key
+    ("shuffle", None, 3_000),  # md5(url) parts through the shuffle
+])
+def test_beam_shards_are_the_bytes_of_the_plain_writer(tmp_path, monkeypatch, sort, run_bytes, part_bytes):
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from pipelines import sources
+
+    if part_bytes:
+        monkeypatch.setattr(sources, "PART_BYTES", part_bytes)
+    docs, num_shards = staged_documents(), 3
+    out = tmp_path / "beam"
+    pipeline = beam.Pipeline(options=PipelineOptions(["--shard_sort", sort]))
+    pipeline | beam.Create(docs) | sources.WriteShards(str(out), formats=FORMATS, num_shards=num_shards, run_bytes=run_bytes)
+    result = pipeline.run()
+    result.wait_until_finish()
+    staged = {c.key.metric.name: c.committed for c in result.metrics().query()["counters"] if c.key.metric.namespace == sources.WRITE_NAMESPACE}
+    assert staged[{"runs": "runs", "shuffle": "parts"}[sort]] >= (num_shards if run_bytes is None and part_bytes is None else 2 * num_shards)
+    ordered = sorted(docs, key=lambda d: sources._sort_key(shards.document_row(d)))
+    for fmt in FORMATS:
+        for index in range(num_shards):
+            name = shard_name("c4", "train", index, num_shards, fmt)
+            expected = write_shard([d for d in ordered if shard_index(d.url, num_shards) == index], tmp_path / "plain" / name, fmt)
+            assert (out / name).read_bytes() == open(expected, "rb").read(), (sort, name)
+    assert sum(1 for _ in read_documents(sorted(out.glob("*.json.gz")))) == len(docs)
+
+
+def test_a_staged_line_is_the_c4json_line_and_gives_the_row_back():
+    from pipelines import sources
+
+    for doc in staged_documents()[:-100]:
+        row = shards.document_row(doc)
+        _, _, _, staged = sources._encode_row(doc, 1)
+        assert staged.count(sources.STAGED_SEPARATOR) == 1 and b"\n" not in staged
+        assert staged.split(sources.STAGED_SEPARATOR)[0] == shards.json_line(row, "c4json")
+        assert sources._decode_row(staged) == row

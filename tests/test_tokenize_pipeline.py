@@ -13,7 +13,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from common.decision import Decision
 from corpus.inputs import InputError
+from corpus.shards import nonempty_text, read_error, read_texts, shard_files
 from model.tokenizer import BPETokenizer
 from model.tokens import find_token_shards, read_token_shard
 from pipelines import tokenize
@@ -95,6 +97,8 @@ def test_stats_count_what_was_dropped(first_run):
     assert counters["documents_read"] == 241 and counters["empty_dropped"] == 1
     assert counters["error:bad_json"] == 1 and counters["error:no_text_field"] == 1
     assert counters["train_documents"] + counters["val_documents"] == 240
+    assert stats["examples"] == {"empty_dropped": ["  \n "]}  # every drop sampled
+    assert stats["units"]["empty_dropped"] == "documents" and stats["units"]["train_tokens"] == "other"
     errors = [json.loads(line) for line in (out / "errors/errors.jsonl").read_text().splitlines()]
     assert [(e["reason"], e["offset"]) for e in errors] == [("bad_json", 101), ("no_text_field", 103)]
     assert "errors: bad_json 1, no_text_field 1" in tokenize.format_summary(result)
@@ -145,3 +149,30 @@ def test_cli_delegates_to_the_job(corpus, tmp_path, capsys):
                  "--val_docs", "0", "--prefix", "cli"]) == 0
     assert "140 documents" in capsys.readouterr().out
     assert not list(tmp_path.glob("cli_val_*.bin")) and len(read_token_shard(tmp_path / "cli_train_000000.bin")) > 140
+
+
+def test_nonempty_text_counts_every_row_and_samples_the_empty_ones():
+    kept = nonempty_text("a document")
+    assert isinstance(kept, Decision) and kept.record == "a document" and kept.dropped == ()
+    assert kept.counts == (("documents_read", 1), ("empty_dropped", 0))  # the counter exists even when nothing is empty
+    empty = nonempty_text(" \n\t")
+    assert empty.record is None and empty.counts == (("documents_read", 1), ("empty_dropped", 1))
+    assert empty.dropped == (("empty_dropped", " \n\t"),) and dict(empty.units) == {"documents_read": "documents", "empty_dropped": "documents"}
+
+
+def test_read_texts_reports_bad_rows_and_keeps_the_rest(corpus, tmp_path):
+    folder, docs = corpus
+    items = list(read_texts(str(folder / "part-a.jsonl")))
+    assert [text for _, text in items[:100]] == docs[:100]
+    assert items[100:] == [read_error(str(folder / "part-a.jsonl"), 101, "bad_json", items[100]["detail"]), (102, "  \n "),
+                           read_error(str(folder / "part-a.jsonl"), 103, "no_text_field", "no string field 'text'")]
+    broken = tmp_path / "broken.json.gz"
+    rows = "".join(json.dumps({"text": f"kept {i}"}) + "\n" for i in range(5000)).encode()
+    broken.write_bytes(gzip.compress(rows)[:-200])  # the gzip stream cut short
+    *read, last = read_texts(str(broken))
+    assert read and read == [(i + 1, f"kept {i}") for i in range(len(read))] and len(read) < 5000
+    assert last["reason"] == "unreadable" and last["offset"] == len(read) + 1
+    assert shard_files([str(folder)]) == [str(folder / "part-a.jsonl"), str(folder / "part-b.json.gz")]
+    (tmp_path / "none").mkdir()
+    with pytest.raises(InputError, match="no corpus shards found"):
+        shard_files([str(tmp_path / "none")])

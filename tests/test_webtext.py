@@ -3,19 +3,24 @@ crawl wrapper, and each cleaning rule on real and real-looking pages."""
 
 from __future__ import annotations
 
+import copy
 import gzip
 import hashlib
 import json
 import pickle
 import time
 from collections import Counter
+from dataclasses import replace
 
 import newspaper
 import pytest
 
+from common.decision import LINKS, OTHER, PAGES, Decision
 from corpus import webtext
-from corpus.extract import CRASHED, EMPTY, EXTRACTED, TIMED_OUT, MainTextExtractor, extract_main_text
+from corpus.extract import CRASHED, EMPTY, EXTRACTED, TIMED_OUT, Extraction, MainTextExtractor, extract_main_text
 from corpus.records import Document, HtmlPage
+from corpus.reddit import Link
+from corpus.urls import url_key
 from corpus.warc import decode_html, read_archive
 from corpus.webtext import (
     CLEAN_REASONS,
@@ -28,7 +33,10 @@ from corpus.webtext import (
     STUB_MAX_WORDS,
     TRAFILATURA,
     ExtractedText,
+    capture_of_link,
     clean_webtext,
+    doc_id,
+    extract_document,
     english_problem,
     extract_combined,
     extract_newspaper,
@@ -36,6 +44,7 @@ from corpus.webtext import (
     extract_trafilatura,
     extract_webtext_from_page,
     extractor_of,
+    fetched_page,
     is_wikipedia,
     normalize_lines,
     strip_nul,
@@ -57,6 +66,18 @@ NEWSPAPER_WINS = (
     "https://www.axios.com/newsletters/axios-future-7120a6cf-cf67-4e01-9f15-f73f114e8d27.html",
 )
 TWINCITIES = "https://www.twincities.com/2023/11/08/st-louis-park-elects-a-new-mayor-apparently-the-first-somali-american-to-lead-a-u-s-city/"
+
+
+def cleaned(text: str, url: str, **options) -> tuple[str | None, str | None]:
+    """``clean_webtext`` on a document of ``text`` at ``url``: (kept text or None, drop reason or None)."""
+    decision = clean_webtext(Document(text=text, url=url, timestamp="2019-01-01T00:00:00Z"), **options)
+    if decision.kept:
+        assert decision.counts == (("passed", 1),) and not decision.dropped
+        return decision.record.text, None
+    assert decision.counts == ((decision.dropped[0][0], 1),) and decision.dropped[0][1].startswith(url)
+    return None, decision.dropped[0][0]
+
+
 SLIDESHOW = "https://economictimes.indiatimes.com/tech/hardware/the-iphone-se-is-in-india-heres-all-we-know/not-a-flagship/slideshow/76280131.cms"
 
 
@@ -393,14 +414,14 @@ def test_wikipedia_hosts(url, removed):
 
 def test_wikipedia_is_removed_before_anything_else():
     text = " ".join([SENTENCE] * 20)
-    assert clean_webtext(text, "https://en.wikipedia.org/wiki/Barley") == (None, "wikipedia")
-    assert clean_webtext(text, "https://valley.example/barley") == (text, None)
+    assert cleaned(text, "https://en.wikipedia.org/wiki/Barley") == (None, "wikipedia")
+    assert cleaned(text, "https://valley.example/barley") == (text, None)
 
 
 def test_the_whirlwind_wikipedia_page_is_removed(real_data):
     (page,) = [p for p in read_archive(str(real_data / "warc/whirlwind/whirlwind.warc.gz")) if isinstance(p, HtmlPage)]
     text, _ = extract_combined(page.html, page.url)
-    assert text and clean_webtext(text, page.url) == (None, "wikipedia")
+    assert text and cleaned(text, page.url) == (None, "wikipedia")
 
 
 # -- stubs ---------------------------------------------------------------------------------------
@@ -504,14 +525,14 @@ STUBS = [
 def test_stub_pages_are_dropped_after_extraction(html, reason):
     text, _ = extract_combined(html, "https://www.valley-news.example/story")
     assert text, "the extractors keep the stub's text: the cleaning rule has to catch it"
-    assert clean_webtext(text, "https://www.valley-news.example/story") == (None, reason)
+    assert cleaned(text, "https://www.valley-news.example/story") == (None, reason)
 
 
 def test_real_articles_that_mention_cookies_are_kept():
     for html in (COOKIE_ARTICLE, COOKIE_RECIPE):
         text, _ = extract_combined(html, "https://www.valley-news.example/story")
-        cleaned, reason = clean_webtext(text, "https://www.valley-news.example/story")
-        assert reason is None and cleaned == text
+        kept, reason = cleaned(text, "https://www.valley-news.example/story")
+        assert reason is None and kept == text
     article, _ = extract_combined(COOKIE_ARTICLE, None)
     assert "accept cookies" in article  # a stub phrase, but in a long article
     assert len(article.split()) >= STUB_MAX_WORDS
@@ -571,7 +592,7 @@ def resiliparse_texts(resiliparse_pages):
 
 
 def test_real_non_english_pages_are_dropped(resiliparse_texts):
-    verdicts = {url: clean_webtext(text, url)[1] for url, text in resiliparse_texts.items()}
+    verdicts = {url: cleaned(text, url)[1] for url, text in resiliparse_texts.items()}
     assert verdicts == RESILIPARSE_VERDICTS
 
 
@@ -586,11 +607,11 @@ def test_the_english_threshold_is_configurable(resiliparse_texts):
 @pytest.mark.parametrize("text", ["12345 67890 !!! ???", "---", "2024-05-18 12:00"])
 def test_text_without_letters_is_a_langdetect_exception(text):
     assert english_problem(text) == "langdetect_exception"
-    assert clean_webtext(text, "https://valley.example/")[1] == "langdetect_exception"
+    assert cleaned(text, "https://valley.example/")[1] == "langdetect_exception"
 
 
 def test_gold_pages_after_cleaning(gold_pages, gold_texts):
-    reasons = {url: clean_webtext(text, url)[1] for (url, *_), text in zip(gold_pages, gold_texts["default"])}
+    reasons = {url: cleaned(text, url)[1] for (url, *_), text in zip(gold_pages, gold_texts["default"])}
     assert Counter(reasons.values()) == {None: 84, "not_english": 1, "too_short": 1}
     assert reasons[SLIDESHOW] == "too_short"
     assert reasons["https://prof-pc.de/"] == "not_english"  # a German page in the English gold set
@@ -605,16 +626,16 @@ def test_minimum_length_in_words():
     assert len(words) > MIN_WORDS
     short = " ".join(words[: MIN_WORDS - 1])
     enough = " ".join(words[:MIN_WORDS])
-    assert clean_webtext(short, "https://valley.example/") == (None, "too_short")
-    assert clean_webtext(enough, "https://valley.example/") == (enough, None)
+    assert cleaned(short, "https://valley.example/") == (None, "too_short")
+    assert cleaned(enough, "https://valley.example/") == (enough, None)
 
 
 def test_nul_bytes_are_stripped():
     assert strip_nul("bar\x00ley\x00") == "barley"
     text = f"\x00{SENTENCE}\x00\n" * 6
-    cleaned, reason = clean_webtext(text, "https://valley.example/")
-    assert reason is None and "\x00" not in cleaned
-    assert cleaned == "\n".join([SENTENCE] * 6)
+    kept, reason = cleaned(text, "https://valley.example/")
+    assert reason is None and "\x00" not in kept
+    assert kept == "\n".join([SENTENCE] * 6)
     html = article_page(10).replace("Paragraph 3.", "Para\x00graph 3.")
     extracted, _ = extract_combined(html, None)
     assert "\x00" not in extracted and "Paragraph 3." in extracted
@@ -624,12 +645,12 @@ def test_whitespace_is_normalised_per_line_and_empty_lines_dropped():
     raw = "  First\tline  here \r\n\n\u00a0\n second \u2009 line\u2028third\x00 line \n\n"
     assert normalize_lines(raw) == "First line here\nsecond line\nthird line"
     assert normalize_lines("\ud800 lone") == "\ufffd lone"
-    assert clean_webtext(" \x00 \n\t\n", "https://valley.example/") == (None, "empty")
-    assert clean_webtext("", "https://valley.example/") == (None, "empty")
+    assert cleaned(" \x00 \n\t\n", "https://valley.example/") == (None, "empty")
+    assert cleaned("", "https://valley.example/") == (None, "empty")
 
 
 def test_reasons_are_the_documented_ones(gold_texts, resiliparse_texts):
-    seen = {clean_webtext(text, "https://valley.example/")[1] for text in resiliparse_texts.values()}
+    seen = {cleaned(text, "https://valley.example/")[1] for text in resiliparse_texts.values()}
     seen |= {reason for _, reason in STUBS}
     assert seen - {None} <= set(CLEAN_REASONS)
     assert CLEAN_REASONS[0] == "wikipedia"
@@ -656,3 +677,89 @@ def test_text_hash_is_md5_of_the_normalised_text():
     ):
         assert text_hash(different) != key, different
     assert text_hash("\ud800 lone surrogate") == text_hash("\ud800 LONE surrogate")
+
+
+# --- every rule returns a Decision and leaves its input as it was --------------------------------
+LINK = Link(url="https://news.example.com/a", key="news.example.com/a", domain="news.example.com",
+            submission_urls=("https://news.example.com/a",), subreddits=("news", "science"), ids=("a1", "a2"),
+            max_score=10, sum_score=15, first_created_utc=1_500_000_000, title="Post a1", num_submissions=2)
+
+
+def page_at(url: str, timestamp: str = "2019-04-20T10:00:00Z", status: int = 200, offset: int = 0, html: str = "") -> HtmlPage:
+    return HtmlPage(url=url, timestamp=timestamp, status=status, headers={"Content-Type": "text/html"}, html=html,
+                    charset="utf-8", source="crawl-00000.warc.gz", offset=offset)
+
+
+def test_clean_webtext_returns_a_new_document_and_never_changes_its_input():
+    text = f"  {SENTENCE}\t\n\n" * 6
+    doc = Document(text=text, url="https://valley.example/a", timestamp="2019-01-01T00:00:00Z", meta={"link": "x"})
+    before = copy.deepcopy(doc)
+    decision = clean_webtext(doc)
+    assert isinstance(decision, Decision) and decision.kept
+    assert decision.record == replace(doc, text="\n".join([SENTENCE] * 6)) and decision.record is not doc
+    assert decision.units == (("passed", PAGES),)
+    assert doc == before
+    dropped = clean_webtext(replace(doc, url="https://en.wikipedia.org/wiki/A"))
+    assert dropped.record is None and dropped.counts == (("wikipedia", 1),)
+    assert dropped.dropped == (("wikipedia", f"https://en.wikipedia.org/wiki/A {text[:200]}"),)
+    assert clean_webtext(doc, min_words=10_000).dropped[0][0] == "too_short"
+
+
+def test_fetched_page_counts_every_link_by_its_outcome():
+    page = page_at(LINK.url)
+    entry = {"outcome": "ok", "warc": "fetch-00000.warc.gz", "offset": 0}
+    item = (LINK, dict(entry), page)
+    decision = fetched_page(item)
+    assert decision.record == (LINK, page) and decision.counts == (("ok", 1),) and decision.units == (("ok", LINKS),)
+    assert item == (LINK, entry, page)
+    missing = fetched_page((LINK, entry, None))  # logged ok, but its WARC record is gone: counted, nothing sampled
+    assert missing.record is None and missing.counts == (("ok", 1),) and missing.dropped == ()
+    failed = fetched_page((LINK, {"outcome": "dns_error", "detail": "no such host"}, None))
+    assert failed.record is None and failed.dropped == (("dns_error", f"{LINK.url} no such host"),)
+    assert fetched_page((LINK, None, None)).dropped == (("not_logged", f"{LINK.url} "),)
+
+
+def test_capture_of_link_takes_the_newest_capture_with_status_200():
+    old, new = page_at(LINK.url, "2019-01-01T00:00:00Z", offset=5), page_at(LINK.url, "2019-04-20T00:00:00Z", offset=9)
+    redirect = page_at(LINK.url, "2019-05-01T00:00:00Z", status=301)
+    groups = {"links": [LINK], "pages": [old, redirect, new]}
+    decision = capture_of_link(LINK.key, groups)
+    assert decision.record == (LINK, new) and decision.counts == (("matched", 1),)
+    assert groups == {"links": [LINK], "pages": [old, redirect, new]}
+    none = capture_of_link(LINK.key, {"links": [LINK], "pages": [redirect]})
+    assert none.record is None and none.dropped == (("no_capture", LINK.url),) and none.units == (("no_capture", LINKS),)
+    assert capture_of_link(LINK.key, {"links": [], "pages": [new]}) == Decision(None)
+
+
+class _FixedExtractor:
+    """Stands in for MainTextExtractor: the same Extraction for every page."""
+
+    def __init__(self, extraction: Extraction):
+        self.extraction = extraction
+
+    def extract(self, html, url):
+        return self.extraction
+
+
+def test_extract_document_gives_the_link_metadata_and_counts_whose_text():
+    page = page_at(LINK.url, html="<p>x</p>", offset=7)
+    item = (LINK, page)
+    decision = extract_document(item, _FixedExtractor(Extraction(ExtractedText("Body text.", NEWSPAPER), EXTRACTED)), "crawl")
+    doc = decision.record
+    assert type(doc.text) is str and doc.text == "Body text." and doc.url == page.url and doc.timestamp == page.timestamp
+    assert doc.meta == {"link": LINK.url, "domain": "news.example.com", "subreddits": "news,science", "reddit_ids": "a1,a2",
+                        "score_max": "10", "score_sum": "15", "created_utc": "1500000000", "title": "Post a1",
+                        "extractor": "newspaper", "crawled_at": page.timestamp, "source": page.source, "offset": "7"}
+    assert decision.counts == ((EXTRACTED, 1), ("extractor:newspaper", 1))
+    assert decision.units == ((EXTRACTED, PAGES), ("extractor:newspaper", OTHER))
+    assert item == (LINK, page_at(LINK.url, html="<p>x</p>", offset=7))
+    fetched = extract_document(item, _FixedExtractor(Extraction("Body text.", EXTRACTED)), "fetch").record
+    assert "fetched_at" in fetched.meta and "crawled_at" not in fetched.meta and fetched.meta["extractor"] == "trafilatura"
+    failed = extract_document(item, _FixedExtractor(Extraction("", TIMED_OUT, "10 s")), "crawl")
+    assert failed.record is None and failed.dropped == ((TIMED_OUT, f"{LINK.url} 10 s"),)
+
+
+def test_doc_id_is_the_link_url_key():
+    doc = Document(text="t", url="https://news.example.com/a?x=1", timestamp="", meta={"link": "https://www.news.example.com/a/"})
+    assert doc_id(doc) == url_key("https://news.example.com/a")
+    assert doc_id(replace(doc, meta={})) == url_key(doc.url)

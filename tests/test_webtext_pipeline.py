@@ -130,6 +130,13 @@ def test_common_crawl_join_builds_deduplicated_webtext(real_data, site, tmp_path
     assert [link.key for link in table] == [link.key for link in kept_links]
     written = json.loads((out / "stats.json").read_text())
     assert written["examples"]["webtext-karma"]["low_score"]
+    # Every drop is sampled, the dedup stages' too: the losing copy's URL starts its example.
+    [exact_loser] = written["examples"]["webtext-exact-dedup"]["filtered"]
+    [near_loser] = written["examples"]["webtext-near-dedup"]["filtered"]
+    assert {exact_loser.split()[0], near_loser.split()[0]} == {f"{base}/story-a", f"{base}/copy-of-a", f"{base}/near-a"} - {survivor}
+    [wiki_example] = written["examples"]["webtext-clean"]["wikipedia"]
+    assert wiki_example.startswith(f"{wiki} ")
+    assert written["units"]["webtext-links"]["passed"] == "links" and written["units"]["webtext-near-dedup"]["verified_pairs"] == "other"
 
     # --span_dedup adds C4's 3-sentence span dedup after the MinHash stage.
     spans = webtext_pipeline.run(["--submissions", str(dump), "--pages", "crawl", "--warc", str(tmp_path / "crawl-00000.warc.gz"),
