@@ -34,7 +34,7 @@ from corpus.records import Document
 from corpus.shards import FORMATS, read_documents, shard_files, shard_split
 from dedup.audit import benchmark_rows, build_indexes, load_benchmarks, merge_counters, own_train_overlap, scan_documents
 from dedup.bloom import BloomFilter, ngram_meta, split_by_part
-from dedup.decontaminate import decontaminate, match_documents
+from dedup.decontaminate import GPT3_MARGIN, GPT3_MAX_SPLITS, GPT3_MIN_PIECE, decontaminate, match_documents
 from dedup.ngrams import NgramConfig, ngram_hashes
 from dedup.partitioned import PartitionedBloom, part_capacity, part_path
 from dedup.report import render_html, render_json, render_markdown
@@ -240,9 +240,9 @@ def run_decontaminate(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="corpusforge decontaminate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_common_arguments(parser)
     parser.add_argument("--mode", choices=("spans", "drop", "mask"), default="spans", help="GPT-3 spans (default), drop documents, or mask matches")
-    parser.add_argument("--margin", type=non_negative_int, default=200, help="characters removed either side of a match (GPT-3: 200)")
-    parser.add_argument("--min_piece", type=non_negative_int, default=200, help="drop pieces shorter than this (GPT-3: 200)")
-    parser.add_argument("--max_splits", type=positive_int, default=10, help="drop documents split into more pieces (GPT-3: 10)")
+    parser.add_argument("--margin", type=non_negative_int, default=GPT3_MARGIN, help="characters removed either side of a match (GPT-3: 200)")
+    parser.add_argument("--min_piece", type=non_negative_int, default=GPT3_MIN_PIECE, help="drop pieces shorter than this (GPT-3: 200)")
+    parser.add_argument("--max_splits", type=positive_int, default=GPT3_MAX_SPLITS, help="drop documents split into more pieces (GPT-3: 10)")
     parser.add_argument("--format", nargs="+", choices=FORMATS, default=["parquet"], help="output shard formats")
     parser.add_argument("--num_shards", type=positive_int, default=1, help="output shards")
     parser.add_argument("--name", default="decontaminated", help="output shard name")
