@@ -40,6 +40,7 @@ X``). Gzip headers carry no file name and a zero mtime for the same reason.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import json
@@ -424,9 +425,16 @@ def one_format_per_shard(paths: list[str]) -> list[str]:
     return kept
 
 
-def _read_json_lines(path: str) -> Iterator[Document]:
+@contextlib.contextmanager
+def _open_lines(path: str):
+    """The shard's lines as bytes, gunzipped for ``.gz``; split on b"\\n" only, so U+2028 or a
+    raw CR inside a line is part of the text."""
     with storage.open_read(path) as raw, (gzip.GzipFile(fileobj=raw, mode="rb") if path.endswith(".gz") else raw) as lines:
-        # Split on b"\n" only: U+2028 or a raw CR inside a line is part of the text.
+        yield lines
+
+
+def _read_json_lines(path: str) -> Iterator[Document]:
+    with _open_lines(path) as lines:
         for line_number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
@@ -510,7 +518,7 @@ def read_texts(path: str, field: str = "text") -> Iterator[tuple[int, str] | dic
         return
     number = 0
     try:
-        with storage.open_read(path) as raw, (gzip.GzipFile(fileobj=raw, mode="rb") if path.endswith(".gz") else raw) as lines:
+        with _open_lines(path) as lines:
             for number, line in enumerate(lines, start=1):
                 if not line.strip():
                     continue

@@ -50,11 +50,14 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from tqdm import tqdm
+from tqdm.contrib.logging import logging_redirect_tqdm
 
 from common.storage import atomic_path, write_atomically
 from model.checkpoint import (CHECKPOINT_FILE, HF_DIR, RUN_CONFIG_FILE, TOKENIZER_DIR, CheckpointError,
                               latest_good_checkpoint, load_model, save_checkpoint, tokenizer_folder)
+from model.contamination import ContaminationError
 from model.gpt import GPT, INIT_STD, GPTConfig, linear_cross_entropy
+from model.hf import hf_config_dict, to_hf_state_dict, write_hf_folder
 from model.task_formats import FORMATS, TASK_TYPES, TaskData, TaskFormatError, parse_fields, read_task_file
 from model.tasks import (IGNORE, SpecialTokens, TaskError, collate, encode_task, label_space, mark_task,
                          metric_names, split_metrics)
@@ -301,7 +304,7 @@ def metrics_table(metrics: dict) -> str:
 
 def plot_run(metrics_path: str, png_path: str, headline: str, title: str) -> None:
     """Training loss against step, and the headline evaluation metric (all examples) beside it."""
-    import matplotlib
+    import matplotlib  # about 0.3 s, only when a plot is drawn
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -334,10 +337,6 @@ def export_hf(model: TaskModel, folder: str, *, labels, regression: bool, specia
     """``folder`` as a ``GPT2ForSequenceClassification`` (GPT-1: ``OpenAIGPTForSequenceClassification``)
     checkpoint, built beside it and renamed into place. ``pad_token_id`` is end-of-text: the
     class pools the last token that is not padding, our extract token."""
-    from safetensors.torch import save_file
-
-    from model.hf import hf_config_dict, to_hf_state_dict
-
     gpt = model.gpt
     state = to_hf_state_dict(gpt)
     del state["lm_head.weight"]
@@ -354,31 +353,9 @@ def export_hf(model: TaskModel, folder: str, *, labels, regression: bool, specia
                        "task": model.task, **{f"{name}_token_id": getattr(special, name) for name in TASK_TOKENS},
                        "combine": {"similarity": "sum the logits of both orders",
                                    "multiple_choice": "softmax over the candidates' logits"}.get(model.task, "none")}}})
-    folder = os.path.abspath(folder)
-    parent = os.path.dirname(folder)
-    os.makedirs(parent, exist_ok=True)
-    staging = os.path.join(parent, f".{os.path.basename(folder)}.tmp-{os.getpid()}")
-    shutil.rmtree(staging, ignore_errors=True)
-    os.makedirs(staging)
-    try:
-        save_file(state, os.path.join(staging, "model.safetensors"), metadata={"format": "pt"})
-        with open(os.path.join(staging, "config.json"), "w", encoding="utf-8") as f:
-            json.dump(config, f, indent=2)
-            f.write("\n")
-        if tokenizer_dir and os.path.isdir(tokenizer_dir):
-            for name in sorted(os.listdir(tokenizer_dir)):
-                shutil.copyfile(os.path.join(tokenizer_dir, name), os.path.join(staging, name))
-        if os.path.exists(folder):  # the old export moves aside first: a folder of that name is always whole
-            old = f"{staging}.old"
-            os.replace(folder, old)
-            os.replace(staging, folder)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(staging, folder)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return folder
+    extra = [os.path.join(tokenizer_dir, name) for name in sorted(os.listdir(tokenizer_dir))] \
+        if tokenizer_dir and os.path.isdir(tokenizer_dir) else []
+    return write_hf_folder(folder, state, config, extra)
 
 
 # ----------------------------------------------------------------------------- the run
@@ -436,8 +413,6 @@ def run(cfg: FinetuneConfig) -> dict:
         raise FinetuneError(str(exc)) from None
     dirty, marks_info = None, None
     if cfg.training:
-        from model.contamination import ContaminationError
-
         source = cfg.training[0] if len(cfg.training) == 1 else list(cfg.training)
         try:
             dirty, marks = mark_task(eval_data, source, name=os.path.basename(cfg.eval) or "eval", n=cfg.ngram,
@@ -754,8 +729,6 @@ def main(argv: list[str] | None = None) -> int:
         logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         cfg = config_from_args(argv)
-        from tqdm.contrib.logging import logging_redirect_tqdm
-
         with logging_redirect_tqdm():
             summary = run(cfg)
     except (FinetuneError, CheckpointError, FileNotFoundError, ValueError) as exc:

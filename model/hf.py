@@ -241,9 +241,6 @@ def save_hf_dir(model: GPT, folder: str | os.PathLike, tokenizer_files: Iterable
     The folder is built under a temporary sibling name and renamed into place; an existing
     folder of that name is replaced only once the new one is complete. Returns the path.
     """
-    folder = os.path.abspath(os.fspath(folder))
-    parent = os.path.dirname(folder)
-    os.makedirs(parent, exist_ok=True)
     sources = [os.fspath(f) for f in (tokenizer_files or [])]
     for source in sources:
         if not os.path.isfile(source):
@@ -251,14 +248,24 @@ def save_hf_dir(model: GPT, folder: str | os.PathLike, tokenizer_files: Iterable
     state = to_hf_state_dict(model)
     del state["lm_head.weight"]  # tied: transformers re-ties it on load, as save_pretrained leaves it out
     dtype = str(next(iter(state.values())).dtype).removeprefix("torch.")
+    return write_hf_folder(folder, state, hf_config_dict(model.config, eot_token_id, dtype), sources)
+
+
+def write_hf_folder(folder: str | os.PathLike, state: dict, config: dict, extra_files: Iterable[str] = ()) -> str:
+    """``config.json`` + ``model.safetensors`` (+ copies of ``extra_files``) as one folder: built
+    under a hidden sibling name and renamed into place; an existing folder of that name is
+    replaced only once the new one is complete. Returns the absolute path."""
+    folder = os.path.abspath(os.fspath(folder))
+    parent = os.path.dirname(folder)
+    os.makedirs(parent, exist_ok=True)
     staging = _new_hidden_folder(parent, os.path.basename(folder), "tmp")
     try:
         save_file({k: v.contiguous() for k, v in state.items()}, os.path.join(staging, SAFETENSORS_NAME),
                   metadata={"format": "pt"})
         with open(os.path.join(staging, CONFIG_NAME), "w", encoding="utf-8") as f:
-            json.dump(hf_config_dict(model.config, eot_token_id, dtype), f, indent=2)
+            json.dump(config, f, indent=2)
             f.write("\n")
-        for source in sources:
+        for source in extra_files:
             shutil.copyfile(source, os.path.join(staging, os.path.basename(source)))
         mask = _umask()
         for name in os.listdir(staging):  # safetensors writes 0600: give the files the usual umask modes

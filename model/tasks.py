@@ -31,6 +31,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from dedup.benchmark_sets import BenchmarkSet, Example
+from model.contamination import mark_benchmarks
 from model.task_formats import TaskData, TaskExample
 
 IGNORE = -1  # an LM target that is not scored (padding, the last position)
@@ -269,9 +271,6 @@ def mark_task(data: TaskData, training, *, name: str = "task", n: int = 8, thres
     """Each example of ``data`` marked clean or dirty against the pre-training corpus ``training``
     (a Bloom filter file or folder, an audit folder, or shards) by the eval harness's rule:
     ``(dirty flags in example order, the ContaminationMarks)``."""
-    from dedup.benchmark_sets import BenchmarkSet, Example
-    from model.contamination import mark_benchmarks
-
     ids = [e.id for e in data.examples]
     if len(set(ids)) != len(ids):  # the marks are keyed by id: make them unique by position
         ids = [f"{i}:{e.id}" for i, e in enumerate(data.examples)]
