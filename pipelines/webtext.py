@@ -346,7 +346,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_manifest_path_argument(p)
     p.add_argument("--max_files", type=positive_int, default=None, help="crawl mode: only the first N WARC files")
     p.add_argument("--fetch_shards", type=positive_int, default=16, help="fetch mode: shards (by host) fetched in parallel, each resumable")
-    p.add_argument("--allow-hosts", "--allow_hosts", dest="allow_hosts", nargs="+", default=(), help="host:port that may be private/loopback (tests only)")
+    p.add_argument("--allow_hosts", "--allow-hosts", dest="allow_hosts", nargs="+", default=(), help="host:port that may be private/loopback (tests only)")
     p.add_argument("--max_bytes", type=positive_int, default=10 << 20, help="fetch: body cap in bytes (default 10 MiB)")
     p.add_argument("--deadline", type=positive_float, default=30.0, help="fetch: wall-clock seconds per page, redirects included")
     p.add_argument("--per_host_delay", type=non_negative_float, default=1.0, help="fetch: seconds between requests to one host")
