@@ -43,7 +43,7 @@ import os
 import shutil
 import sys
 import time
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 import torch
@@ -62,7 +62,7 @@ from model.task_formats import FORMATS, TASK_TYPES, TaskData, TaskFormatError, p
 from model.tasks import (IGNORE, SpecialTokens, TaskError, collate, encode_task, label_space, mark_task,
                          metric_names, split_metrics)
 from model.tokenizer import BPETokenizer
-from model.train import decay_groups, read_metrics, rng_state, seed_everything, set_rng_state
+from model.train import decay_groups, read_metrics, resumed_config, rng_state, seed_everything, set_rng_state
 
 log = logging.getLogger("corpusforge.finetune")
 
@@ -694,21 +694,7 @@ def build_parser(suppress_defaults: bool = False) -> argparse.ArgumentParser:
 
 def config_from_args(argv: list[str]) -> FinetuneConfig:
     cfg = FinetuneConfig(**vars(build_parser().parse_args(argv)))
-    saved_path = os.path.join(cfg.out, RUN_CONFIG_FILE)
-    if not cfg.resume or not os.path.isfile(saved_path):
-        return cfg
-    with open(saved_path, encoding="utf-8") as f:
-        saved = json.load(f)["finetune"]
-    given = vars(build_parser(suppress_defaults=True).parse_args(argv))
-    changed = sorted(k for k, v in given.items() if k not in RESUME_OVERRIDABLE and saved.get(k) != v)
-    if changed:
-        raise FinetuneError(f"--resume continues {cfg.out} with its saved settings; these cannot change: "
-                            + ", ".join(f"--{k} (saved {saved.get(k)!r}, given {given[k]!r})" for k in changed))
-    names = {f.name for f in fields(FinetuneConfig)}
-    merged = {k: v for k, v in saved.items() if k in names}
-    merged.update({k: v for k, v in given.items() if k in RESUME_OVERRIDABLE})
-    merged.update(resume=True, stop_at=given.get("stop_at"))
-    return FinetuneConfig(**merged)
+    return resumed_config(cfg, argv, build_parser, "finetune", RESUME_OVERRIDABLE, FinetuneError)
 
 
 def format_summary(summary: dict) -> str:

@@ -804,26 +804,30 @@ def build_parser(suppress_defaults: bool = False) -> argparse.ArgumentParser:
 
 
 def config_from_args(argv: list[str]) -> TrainConfig:
-    args = build_parser().parse_args(argv)
-    cfg = TrainConfig(**vars(args))
-    if not cfg.resume:
-        return cfg
+    cfg = TrainConfig(**vars(build_parser().parse_args(argv)))
+    return resumed_config(cfg, argv, build_parser, "train", RESUME_OVERRIDABLE, TrainError)
+
+
+def resumed_config(cfg, argv: list[str], build_parser, section: str, overridable: set[str], error: type[Exception]):
+    """With ``--resume`` and a saved run config in ``cfg.out``: the saved settings (its
+    ``section``), with only the ``overridable`` options taken from ``argv``; any other option
+    given with a different value is ``error``. ``--stop_at`` is for one invocation, never
+    inherited. Without either, ``cfg`` as it is."""
     saved_path = os.path.join(cfg.out, RUN_CONFIG_FILE)
-    if not os.path.isfile(saved_path):
+    if not cfg.resume or not os.path.isfile(saved_path):
         return cfg
     with open(saved_path, encoding="utf-8") as f:
-        saved = json.load(f)["train"]
+        saved = json.load(f)[section]
     given = vars(build_parser(suppress_defaults=True).parse_args(argv))
-    changed = sorted(k for k, v in given.items() if k not in RESUME_OVERRIDABLE and saved.get(k) != v)
+    changed = sorted(k for k, v in given.items() if k not in overridable and saved.get(k) != v)
     if changed:
-        raise TrainError(f"--resume continues {cfg.out} with its saved settings; these cannot change: "
-                         + ", ".join(f"--{k} (saved {saved.get(k)!r}, given {given[k]!r})" for k in changed))
-    names = {f.name for f in fields(TrainConfig)}
+        raise error(f"--resume continues {cfg.out} with its saved settings; these cannot change: "
+                    + ", ".join(f"--{k} (saved {saved.get(k)!r}, given {given[k]!r})" for k in changed))
+    names = {f.name for f in fields(type(cfg))}
     merged = {k: v for k, v in saved.items() if k in names}
-    merged.update({k: v for k, v in given.items() if k in RESUME_OVERRIDABLE})
-    merged["resume"] = True
-    merged["stop_at"] = given.get("stop_at")  # a stop is for one invocation, never inherited
-    return TrainConfig(**merged)
+    merged.update({k: v for k, v in given.items() if k in overridable})
+    merged.update(resume=True, stop_at=given.get("stop_at"))
+    return type(cfg)(**merged)
 
 
 def format_summary(summary: dict) -> str:
