@@ -50,7 +50,6 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from tqdm import tqdm
-from tqdm.contrib.logging import logging_redirect_tqdm
 
 from common.storage import atomic_path, write_atomically
 from model.checkpoint import (CHECKPOINT_FILE, HF_DIR, RUN_CONFIG_FILE, TOKENIZER_DIR, CheckpointError,
@@ -62,7 +61,7 @@ from model.task_formats import FORMATS, TASK_TYPES, TaskData, TaskFormatError, p
 from model.tasks import (IGNORE, SpecialTokens, TaskError, collate, encode_task, label_space, mark_task,
                          metric_names, split_metrics)
 from model.tokenizer import BPETokenizer
-from model.train import decay_groups, read_metrics, resumed_config, rng_state, seed_everything, set_rng_state
+from model.train import decay_groups, read_metrics, resumed_config, rng_state, run_command, seed_everything, set_rng_state
 
 log = logging.getLogger("corpusforge.finetune")
 
@@ -710,18 +709,8 @@ def format_summary(summary: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        cfg = config_from_args(argv)
-        with logging_redirect_tqdm():
-            summary = run(cfg)
-    except (FinetuneError, CheckpointError, FileNotFoundError, ValueError) as exc:
-        log.error("%s", exc)
-        return 2
-    print(format_summary(summary))
-    return 0 if summary["status"] in ("finished", "stopped") else 1
+    return run_command(argv, config_from_args, run, format_summary,
+                       (FinetuneError, CheckpointError, FileNotFoundError, ValueError), logger=log)
 
 
 if __name__ == "__main__":

@@ -845,20 +845,30 @@ def format_summary(summary: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
+def run_command(argv: list[str] | None, parse, run, summarize, errors: tuple[type[Exception], ...],
+                print_summary: bool = True, logger: logging.Logger = log) -> int:
+    """A model command's ``main``: logging to stderr, ``run(parse(argv))`` with progress bars
+    beside the log, one error line and exit 2 on bad input (``errors``), the summary on
+    stdout; exit 0 when the run finished or stopped as asked, 1 otherwise."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        cfg = config_from_args(argv)
+        cfg = parse(argv)
         with logging_redirect_tqdm():
-            summary = train(cfg)
-    except (TrainError, DataError, CheckpointError, FileNotFoundError, ValueError) as exc:
-        log.error("%s", exc)
+            summary = run(cfg)
+    except errors as exc:
+        logger.error("%s", exc)
         return 2
-    if int(os.environ.get("RANK", "0")) == 0:
-        print(format_summary(summary))
+    if print_summary:
+        print(summarize(summary))
     return 0 if summary["status"] in ("finished", "stopped") else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_command(argv, config_from_args, train, format_summary,
+                       (TrainError, DataError, CheckpointError, FileNotFoundError, ValueError),
+                       print_summary=int(os.environ.get("RANK", "0")) == 0)  # DDP: rank 0 prints
 
 
 if __name__ == "__main__":
