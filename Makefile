@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 DATA   ?= $(abspath ../shared/data)
 DEMO_OUT ?= demo-out
 # The pins: the Beam jobs (requirements.txt), model/ (extra `model`), tests and benchmarks (extra `dev`).
-REQUIREMENTS := requirements.txt requirements-model.txt requirements-dev.txt
+REQUIREMENTS := requirements.txt requirements-model.txt requirements-dev.txt requirements-spark.txt
 
 # The real-data folder and NLTK's punkt model, when they exist here: without them the
 # tests that need them skip and say why, and the demo trains a punkt stand-in.
@@ -22,7 +22,7 @@ endif
 $(STAMP): pyproject.toml $(REQUIREMENTS)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip setuptools wheel
-	$(PY) -m pip install --quiet -e '.[model,dev]'
+	$(PY) -m pip install --quiet -e '.[model,dev,spark]'
 	touch $(STAMP)
 
 install: $(STAMP)
