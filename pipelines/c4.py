@@ -33,12 +33,13 @@ from corpus.inputs import COMMON_CRAWL_BASE_URL, InputError, expand_inputs, open
 from corpus.records import Document, HtmlPage
 from corpus.sentences import count_line_sentences, require_punkt
 from corpus.shards import FORMATS
-from corpus.warc import MAX_RECORD_BYTES, ReadStats, read_archive
+from corpus.warc import MAX_RECORD_BYTES, ReadStats
 from pipelines import progress
 from pipelines.dedupe import DEDUPE_SPANS, DedupeText
 from pipelines.jobs import begin_job, counters_of, finish_job
-from pipelines.options import add_manifest_path_argument, add_overwrite_argument, positive_float, positive_int, split_job_args, stage_setup_file
-from pipelines.sources import READ_NAMESPACE, WriteErrors, WriteShards, add_max_record_bytes
+from pipelines.options import (add_engine_arguments, add_manifest_path_argument, add_overwrite_argument, positive_float, positive_int, spark_engine,
+                               split_job_args, stage_setup_file)
+from pipelines.sources import READ_NAMESPACE, WriteErrors, WriteShards, add_max_record_bytes, crawl_records
 from pipelines.staging import LoadStaged, Stage
 from pipelines.steps import Steps, Tally, collect_examples, count, format_counter_table, format_read_errors, units_of
 
@@ -48,6 +49,7 @@ EXTRACT_NAMESPACE = "extract-main-text"
 DEDUP_MODES = ("lines", "spans")
 INPUT_KINDS = ("auto", "wet", "warc")
 LANGDETECT_IMPLEMENTATIONS = ("fast", "reference")
+BADWORDS_NAMESPACES = (c4.BADWORDS_FILTER, f"{c4.BADWORDS_FILTER}-en")  # TFDS counts bad words under both
 # Counter namespaces in chain order, for the summary table.
 SUMMARY_STAGES = (
     c4.SPLIT_WET_FILE, EXTRACT_NAMESPACE, c4.TOO_LONG_FILTER, c4.REALNEWS_FILTER, c4.DUPLICATE_URL_FILTER,
@@ -75,31 +77,29 @@ LANGDETECT = {"fast": langid.detect_langs, "reference": langid.reference_detect_
 
 
 # --- Beam steps ----------------------------------------------------------------------
-class _ReadPagesFn(beam.DoFn):
-    """One crawl file -> C4 pages: WET conversion records as the reference parses them
-    (``c4.wet_page``), WARC HTML responses through trafilatura (``c4.extracted_page``); bad
-    input to ``errors``. Counts per file: the reader's tallies (``read-archive``), the
-    pages (``split-wet-file``) and extractions (``extract-main-text``), drops sampled."""
+class C4PageReader:
+    """One crawl file -> C4 pages, for every engine: WET conversion records as the reference
+    parses them (``c4.wet_page``), WARC HTML responses through trafilatura
+    (``c4.extracted_page``); bad input comes out as error dicts. Counts per file go to the
+    given tallies: the reader's (``stats``: ``read-archive``), the pages (``wet``:
+    ``split-wet-file``) and extractions (``extracted``: ``extract-main-text``), drops sampled."""
 
     def __init__(self, input_kind: str, extract_timeout_s: float, max_record_bytes: int = MAX_RECORD_BYTES, verify_digest: bool = False):
         self.input_kind, self.extract_timeout_s, self.max_record_bytes = input_kind, extract_timeout_s, max_record_bytes
         self.verify_digest = verify_digest
         self.extractor = None
 
-    def teardown(self):
+    def close(self):
         if self.extractor is not None:
             self.extractor.close()
+            self.extractor = None
 
-    def process(self, item):
-        index, path = item
-        stats, wet, extracted = ReadStats(), Tally(), Tally()
+    def read(self, index: int, path: str, stats: ReadStats, wet: Tally, extracted: Tally):
+        """Pages (``C4Page``) and error dicts of file number ``index``."""
         if self.input_kind == "wet" or (self.input_kind == "auto" and ".wet" in os.path.basename(path)):
             wet.add(c4.WET_FILE_READ)
-        records = 0
         try:
-            for records, record in enumerate(read_archive(path, text_mode="c4", stats=stats, max_record_bytes=self.max_record_bytes,
-                                                          verify_digest=self.verify_digest), start=1):
-                progress.record_read(records)
+            for record in crawl_records(path, "c4", stats, self.max_record_bytes, self.verify_digest):
                 if isinstance(record, Document):
                     decision = c4.wet_page(record, index)
                     wet.add(decision)
@@ -108,16 +108,12 @@ class _ReadPagesFn(beam.DoFn):
                     extracted.add(decision)
                 else:
                     wet.add(c4.unreadable_record(record))
-                    yield beam.pvalue.TaggedOutput("errors", record.to_dict())
+                    yield record.to_dict()
                     continue
                 if decision.record is not None:
                     yield decision.record
         finally:  # a failing worker still reports what it counted
             wet.add(c4.warcinfo_records(path, stats.counts.get("records:warcinfo", 0)))
-            count(READ_NAMESPACE, stats.counts, OTHER)
-            progress.file_read(records)
-        yield from wet.flush((c4.SPLIT_WET_FILE,), windowed=False)
-        yield from extracted.flush((EXTRACT_NAMESPACE,), windowed=False)
 
     def _extracted_page(self, index, page: HtmlPage):
         from corpus.extract import MainTextExtractor, extract_text_from_page  # trafilatura (120 ms): only when a WARC page comes
@@ -126,6 +122,27 @@ class _ReadPagesFn(beam.DoFn):
             self.extractor = MainTextExtractor(timeout_s=self.extract_timeout_s)
         doc, extraction = extract_text_from_page(page, self.extractor)
         return c4.extracted_page(page.url, doc, extraction.outcome, extraction.detail, (index, page.offset))
+
+
+class _ReadPagesFn(beam.DoFn):
+    """``C4PageReader`` as a Beam step: pages out, error dicts to ``errors``, tallies flushed per file."""
+
+    def __init__(self, input_kind: str, extract_timeout_s: float, max_record_bytes: int = MAX_RECORD_BYTES, verify_digest: bool = False):
+        self.reader = C4PageReader(input_kind, extract_timeout_s, max_record_bytes, verify_digest)
+
+    def teardown(self):
+        self.reader.close()
+
+    def process(self, item):
+        index, path = item
+        stats, wet, extracted = ReadStats(), Tally(), Tally()
+        try:
+            for out in self.reader.read(index, path, stats, wet, extracted):
+                yield beam.pvalue.TaggedOutput("errors", out) if isinstance(out, dict) else out
+        finally:  # a failing worker still reports what it counted
+            count(READ_NAMESPACE, stats.counts, OTHER)
+        yield from wet.flush((c4.SPLIT_WET_FILE,), windowed=False)
+        yield from extracted.flush((EXTRACT_NAMESPACE,), windowed=False)
 
 
 class _NewestRef(beam.CombineFn):
@@ -199,7 +216,7 @@ def build(pipeline: beam.Pipeline, files: list[str], args: argparse.Namespace, r
     pages = run_step(pages, "8 langdetect en", c4.ENGLISH_FILTER,
                      functools.partial(c4.detect_english, detect_langs=LANGDETECT[args.langdetect], detection_error=langid.LanguageDetectionError))
     if variant.badwords:
-        pages = run_step(pages, "9 Bad words", (c4.BADWORDS_FILTER, f"{c4.BADWORDS_FILTER}-en"),
+        pages = run_step(pages, "9 Bad words", BADWORDS_NAMESPACES,
                          functools.partial(c4.badwords_filter, matcher=resources["badwords"]))
     splits = pages | "10 Split by md5(url)" >> beam.Partition(c4.split_index, len(c4.SPLITS))
     for index, (split, num_shards) in enumerate(zip(c4.SPLITS, (args.num_shards, args.num_validation_shards))):
@@ -231,6 +248,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--langdetect", choices=LANGDETECT_IMPLEMENTATIONS, default="fast", help="fast: exact reimplementation (default); reference: langdetect itself")
     parser.add_argument("--extract_timeout", type=positive_float, default=10.0, help="WARC input: seconds allowed per page for trafilatura")
     add_max_record_bytes(parser)
+    add_engine_arguments(parser)
 
 
 def input_files(args: argparse.Namespace) -> list[str]:
@@ -282,13 +300,23 @@ def run(argv: list[str] | None = None) -> dict:
     storage.configure(beam_args)  # S3 endpoint and credentials, GCP project: for the launcher's own reads
     files = input_files(args)
     resources = load_resources(args)
-    log.info("C4 %s (%s dedup) over %d file(s) into %s", args.variant, args.dedup, len(files), args.output)
-    pipeline = beam.Pipeline(options=PipelineOptions(stage_setup_file(beam_args)))
-    begin_job(args.output, "c4", args.overwrite)
-    build(pipeline, files, args, resources)
-    result = progress.run_pipeline(pipeline, "c4", files=len(files))
-    stats = {"variant": args.variant, "dedup": args.dedup, "files": len(files), "counters": counters_of(result),
-             "examples": collect_examples(args.output), "units": units_of(result)}
+    log.info("C4 %s (%s dedup) over %d file(s) into %s on %s", args.variant, args.dedup, len(files), args.output, args.engine)
+    if args.engine == "spark":
+        spark = spark_engine(args)
+        session, started = spark.engine.session(args.spark_master)
+        begin_job(args.output, "c4", args.overwrite)
+        try:
+            counted = spark.c4.run(session, files, args, resources, beam_args)
+        finally:
+            if started:
+                session.stop()
+    else:
+        pipeline = beam.Pipeline(options=PipelineOptions(stage_setup_file(beam_args)))
+        begin_job(args.output, "c4", args.overwrite)
+        build(pipeline, files, args, resources)
+        result = progress.run_pipeline(pipeline, "c4", files=len(files))
+        counted = {"counters": counters_of(result), "examples": collect_examples(args.output), "units": units_of(result)}
+    stats = {"variant": args.variant, "dedup": args.dedup, "files": len(files), **counted}
     finish_job(args.output, "c4", stats)
     return stats
 

@@ -19,6 +19,15 @@ from pipelines.steps import step
 DEDUPE_SPANS = "dedupe-spans"
 
 
+def dedupe_rule(mode: str, min_num_sentences: int):
+    """``(claims, namespace, rule)`` of a dedup mode, for every engine: ``claims(page)`` is
+    (md5(url), the page's keys), ``rule((page, owned keys))`` the Decision on the page."""
+    if mode == "lines":
+        return line_claims, c4.DEDUPE_LINES, functools.partial(remove_duplicate_lines, min_num_sentences=min_num_sentences, has_sentences=has_sentences)
+    return span_claims, DEDUPE_SPANS, functools.partial(remove_duplicate_spans, min_num_sentences=min_num_sentences, split_line=split_line,
+                                                        has_sentences=has_sentences)
+
+
 class DedupeText(beam.PTransform):
     """C4's line dedup (``lines``) or the T5 paper's 3-sentence span dedup (``spans``).
 
@@ -35,13 +44,7 @@ class DedupeText(beam.PTransform):
 
     def expand(self, pages):
         label = f"dedupe-{self.mode}"
-        if self.mode == "lines":
-            claims, namespace = line_claims, c4.DEDUPE_LINES
-            rule = functools.partial(remove_duplicate_lines, min_num_sentences=self.min_num_sentences, has_sentences=has_sentences)
-        else:
-            claims, namespace = span_claims, DEDUPE_SPANS
-            rule = functools.partial(remove_duplicate_spans, min_num_sentences=self.min_num_sentences, split_line=split_line,
-                                     has_sentences=has_sentences)
+        claims, namespace, rule = dedupe_rule(self.mode, self.min_num_sentences)
         staged = pages | "Stage pages" >> Stage(self.out_dir, label, claims)
         owned = (
             staged.refs

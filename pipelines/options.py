@@ -127,6 +127,30 @@ def unknown_beam_flags(beam_args) -> list[str]:
     return [token for token in rest if token.startswith("-")]
 
 
+ENGINES = ("beam", "spark")
+
+
+def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--engine`` and ``--spark_master``: which engine runs the job's steps (docs/spark.md)."""
+    parser.add_argument("--engine", choices=ENGINES, default="beam",
+                        help="beam: Apache Beam, any --runner (default); spark: native PySpark, same bytes "
+                             "(pip install 'corpusforge[spark]'; docs/spark.md)")
+    parser.add_argument("--spark_master", default=None,
+                        help="--engine spark: the Spark master, e.g. local[2], spark://host:7077, yarn "
+                             "(default: spark-submit's, else local[*])")
+
+
+def spark_engine(args: argparse.Namespace):
+    """The native Spark engine (``pipelines.spark``), or one line saying how to install it."""
+    try:
+        import pyspark  # noqa: F401  (the optional spark extra: Beam users never load it)
+    except ImportError:
+        raise InputError("--engine spark needs pyspark, the spark extra: pip install 'corpusforge[spark]'") from None
+    from pipelines import spark  # noqa: PLC0415  (imports pyspark)
+
+    return spark
+
+
 def add_overwrite_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--overwrite", action="store_true",
                         help="replace what --output already holds (the old set is readable until the job starts, and its "

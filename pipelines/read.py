@@ -24,7 +24,7 @@ from corpus.inputs import COMMON_CRAWL_BASE_URL, expand_inputs
 from corpus.shards import FORMATS
 from corpus.warc import TEXT_MODES
 from pipelines import progress
-from pipelines.options import add_manifest_path_argument, add_overwrite_argument, positive_int, split_job_args, stage_setup_file
+from pipelines.options import add_engine_arguments, add_manifest_path_argument, add_overwrite_argument, positive_int, spark_engine, split_job_args, stage_setup_file
 from pipelines.jobs import begin_job, counters_of, error_examples, finish_job
 from pipelines.sources import ReadCrawlFiles, WriteErrors, WriteShards, add_max_record_bytes
 
@@ -44,6 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base_url", default=COMMON_CRAWL_BASE_URL, help="base URL (or folder) for manifest paths")
     add_manifest_path_argument(parser)
     parser.add_argument("--max_files", type=positive_int, default=None, help="read only the first N files")
+    add_engine_arguments(parser)
 
 
 def build(pipeline: beam.Pipeline, files: list[str], args: argparse.Namespace) -> None:
@@ -58,12 +59,22 @@ def run(argv: list[str] | None = None) -> dict:
     args, beam_args = split_job_args(parser, argv)
     storage.configure(beam_args)  # S3 endpoint and credentials, GCP project: for the launcher's own reads
     files = expand_inputs(args.input, base=args.base_url, max_files=args.max_files, allow_any_manifest_path=args.allow_any_manifest_path)
-    log.info("reading %d file(s) into %s", len(files), args.output)
-    pipeline = beam.Pipeline(options=PipelineOptions(stage_setup_file(beam_args)))
-    begin_job(args.output, "read", args.overwrite)
-    build(pipeline, files, args)
-    result = progress.run_pipeline(pipeline, "read", files=len(files))
-    stats = {"files": len(files), "counters": counters_of(result), "examples": error_examples(args.output)}
+    log.info("reading %d file(s) into %s on %s", len(files), args.output, args.engine)
+    if args.engine == "spark":
+        spark = spark_engine(args)
+        session, started = spark.engine.session(args.spark_master)
+        begin_job(args.output, "read", args.overwrite)
+        try:
+            counters = spark.read.run(session, files, args, beam_args)
+        finally:
+            if started:
+                session.stop()
+    else:
+        pipeline = beam.Pipeline(options=PipelineOptions(stage_setup_file(beam_args)))
+        begin_job(args.output, "read", args.overwrite)
+        build(pipeline, files, args)
+        counters = counters_of(progress.run_pipeline(pipeline, "read", files=len(files)))
+    stats = {"files": len(files), "counters": counters, "examples": error_examples(args.output)}
     finish_job(args.output, "read", stats)
     return stats
 

@@ -34,6 +34,10 @@ from pipelines.options import int_at_least
 from pipelines.steps import READ_NAMESPACE, count
 
 WRITE_NAMESPACE = "write-shards"
+# The shard writer's tallies: sorted units of work staged (an engine's own bookkeeping, so
+# they differ by engine and runner; no document count depends on them).
+WRITTEN_PARTS = "parts"
+WRITTEN_RUNS = "runs"
 
 
 def add_max_record_bytes(parser) -> None:
@@ -51,11 +55,9 @@ class _ReadFileFn(beam.DoFn):
         self.text_mode, self.max_record_bytes, self.verify_digest = text_mode, max_record_bytes, verify_digest
 
     def process(self, path: str):
-        stats, items = ReadStats(), 0
+        stats = ReadStats()
         try:
-            for items, item in enumerate(read_archive(path, text_mode=self.text_mode, stats=stats, max_record_bytes=self.max_record_bytes,
-                                                      verify_digest=self.verify_digest), start=1):
-                progress.record_read(items)
+            for item in crawl_records(path, self.text_mode, stats, self.max_record_bytes, self.verify_digest):
                 if isinstance(item, Document):
                     yield item
                 elif isinstance(item, HtmlPage):
@@ -64,7 +66,19 @@ class _ReadFileFn(beam.DoFn):
                     yield beam.pvalue.TaggedOutput("errors", item.to_dict())
         finally:  # a failing worker still reports what it counted
             count(READ_NAMESPACE, stats.counts, OTHER)  # the reader's tallies (records, errors): no decisions
-            progress.file_read(items)
+
+
+def crawl_records(path: str, text_mode: str, stats: ReadStats, max_record_bytes: int = MAX_RECORD_BYTES, verify_digest: bool = False):
+    """The records of one crawl file (``Document``, ``HtmlPage``, ``ReadError``), with the
+    live progress; ``stats`` holds the reader's tallies. One file's reading for every engine."""
+    items = 0
+    try:
+        for items, item in enumerate(read_archive(path, text_mode=text_mode, stats=stats, max_record_bytes=max_record_bytes,
+                                                  verify_digest=verify_digest), start=1):
+            progress.record_read(items)
+            yield item
+    finally:
+        progress.file_read(items)
 
 
 class ReadCrawlFiles(beam.PTransform):
@@ -132,7 +146,7 @@ STAGED_FORMAT = "c4json"
 STAGED_SEPARATOR = b"\t"
 
 
-def _encode_row(doc: Document, count: int):
+def encode_row(doc: Document, count: int):
     """(shard, md5(url) as an int, sort key, staged line of the row) for one document."""
     row = document_row(doc)
     key = _sort_key(row)
@@ -141,7 +155,7 @@ def _encode_row(doc: Document, count: int):
 
 
 def _decode_row(staged: bytes) -> dict:
-    """The row of a staged line (``_encode_row``)."""
+    """The row of a staged line (``encode_row``)."""
     line, _, meta = staged.partition(STAGED_SEPARATOR)
     row = json.loads(line)
     row["meta"] = json.loads(meta)
@@ -169,7 +183,7 @@ class _WritePartFn(beam.DoFn):
         (shard, part), rows = keyed
         path = storage.staging_path(self.out_dir, "parts", self.label, f"{shard:05d}-{part:05d}.jsonl.zst")
         _write_lines(path, (line for _, line in sorted(rows, key=lambda r: r[0])))
-        count(WRITE_NAMESPACE, {"parts": 1}, OTHER)
+        count(WRITE_NAMESPACE, {WRITTEN_PARTS: 1}, OTHER)
         yield shard, (part, path)
 
 
@@ -184,7 +198,7 @@ class _WriteRunsFn(beam.DoFn):
         self.rows, self.bytes = [], 0
 
     def process(self, doc):
-        shard, _, key, line = _encode_row(doc, self.count)
+        shard, _, key, line = encode_row(doc, self.count)
         self.rows.append((shard, key, line))
         self.bytes += len(line)
         if self.bytes >= self.run_bytes:
@@ -201,7 +215,7 @@ class _WriteRunsFn(beam.DoFn):
         for shard, group in itertools.groupby(rows, key=lambda r: r[0]):
             path = storage.staging_path(self.out_dir, "runs", self.label, f"{shard:05d}-{run_id:016x}.jsonl.zst")
             _write_lines(path, (line for _, _, line in group))
-            count(WRITE_NAMESPACE, {"runs": 1}, OTHER)
+            count(WRITE_NAMESPACE, {WRITTEN_RUNS: 1}, OTHER)
             yield shard, (0, path)
 
 
@@ -237,26 +251,32 @@ class _MergeShardFn(beam.DoFn):
         index, parts = keyed
         paths = [path for _, path in sorted(p for p in parts if p is not None)]
         lines = _merged_runs(paths) if self.sort == "runs" else itertools.chain.from_iterable(map(_read_part, paths))
-        files = [ShardFile(storage.join(self.out_dir, shard_name(self.name, self.split, index, self.count, fmt)), fmt)
-                 for fmt in self.formats]
-        staged = [shard for shard in files if shard.fmt == STAGED_FORMAT]  # take the staged line as it is
-        decoded = [shard for shard in files if shard.fmt != STAGED_FORMAT]
-        written = 0
-        try:
-            for written, line in enumerate(lines, start=1):
-                for shard in staged:
-                    shard.write_line(line[: line.index(STAGED_SEPARATOR)])
-                if decoded:
-                    row = _decode_row(line)
-                    for shard in decoded:
-                        shard.write(row)
-        except BaseException:
-            for shard in files:
-                shard.abort()
-            raise
+        entries, written = write_shard(self.out_dir, self.formats, self.name, self.split, index, self.count, lines)
         progress.tally("written", written)
+        yield from entries
+
+
+def write_shard(out_dir: str, formats, name: str, split: str, index: int, count: int, lines) -> tuple[list[dict], int]:
+    """Shard ``index`` of ``count`` in every format from its staged lines (``encode_row``),
+    already in shard order: (the files' manifest entries, rows written). Every engine's
+    last step, so a shard has the same bytes whoever ordered its rows."""
+    files = [ShardFile(storage.join(out_dir, shard_name(name, split, index, count, fmt)), fmt) for fmt in formats]
+    staged = [shard for shard in files if shard.fmt == STAGED_FORMAT]  # take the staged line as it is
+    decoded = [shard for shard in files if shard.fmt != STAGED_FORMAT]
+    written = 0
+    try:
+        for written, line in enumerate(lines, start=1):
+            for shard in staged:
+                shard.write_line(line[: line.index(STAGED_SEPARATOR)])
+            if decoded:
+                row = _decode_row(line)
+                for shard in decoded:
+                    shard.write(row)
+    except BaseException:
         for shard in files:
-            yield shard.commit()
+            shard.abort()
+        raise
+    return [shard.commit() for shard in files], written
 
 
 class WriteShards(beam.PTransform):
@@ -292,7 +312,7 @@ class WriteShards(beam.PTransform):
         if sort == "runs":
             parts = docs | "Sort and stage runs" >> beam.ParDo(_WriteRunsFn(out_dir, label, count, self.run_bytes or RUN_BYTES))
         else:
-            encoded = docs | "Encode rows" >> beam.Map(_encode_row, count)
+            encoded = docs | "Encode rows" >> beam.Map(encode_row, count)
             sizes = (encoded
                      | "Row sizes" >> beam.Map(lambda e: (e[0], len(e[3])))
                      | "Shard sizes" >> beam.CombinePerKey(sum))

@@ -227,11 +227,17 @@ class WriteExamples(beam.PTransform):
 
 
 def _write_examples(rows, out_dir: str) -> None:
+    storage.write_atomically(storage.staging_path(out_dir, EXAMPLES_FILE), json.dumps(examples_document(rows), indent=2, ensure_ascii=False) + "\n")
+
+
+def examples_document(rows) -> dict[str, dict[str, list[str]]]:
+    """stats.json's ``examples`` from ``("<namespace>/<reason>", [(crc, excerpt), ...])``
+    rows, each list the ``EXAMPLES_PER_REASON`` smallest: the same document on every engine."""
     examples: dict[str, dict[str, list[str]]] = {}
     for key, items in sorted(rows):
         namespace, reason = key.split("/", 1)
         examples.setdefault(namespace, {})[reason] = [excerpt for _, excerpt in items]
-    storage.write_atomically(storage.staging_path(out_dir, EXAMPLES_FILE), json.dumps(examples, indent=2, ensure_ascii=False) + "\n")
+    return examples
 
 
 def collect_examples(out_dir: str) -> dict:
@@ -253,6 +259,12 @@ def units_of(result) -> dict[str, dict[str, str]]:
             continue
         values = metric.committed if metric.committed is not None else metric.attempted
         declared.setdefault(namespace, {}).setdefault(name[len(UNIT_METRIC_PREFIX):], set()).update(values or ())
+    return resolve_units(declared)
+
+
+def resolve_units(declared: dict[str, dict[str, set]]) -> dict[str, dict[str, str]]:
+    """``{namespace: {counter: unit}}`` from every unit each counter was declared with
+    (``{namespace: {counter: {units}}}``), whichever engine gathered them."""
     units: dict[str, dict[str, str]] = {}
     for namespace, names in sorted(declared.items()):
         for name, found in sorted(names.items()):
