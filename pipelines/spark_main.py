@@ -1,0 +1,43 @@
+"""The ``spark-submit`` entry point: a corpusforge job on the native Spark engine.
+
+    python -m build --wheel            # or: zip -r corpusforge.zip common corpus dedup pipelines samplecrawl
+    spark-submit --master yarn --py-files dist/corpusforge-*.whl pipelines/spark_main.py \\
+        c4 --input s3://bucket/wet/ --output s3://bucket/c4 --num_shards 1024 [c4's options]
+
+The first argument names the job (``c4``, ``read``), the rest are its options as
+``corpusforge <job>`` takes them; ``--engine spark`` is implied and the master is
+spark-submit's. Executors need the project's dependencies (``requirements.txt``) in the
+Python that ``PYSPARK_PYTHON`` names (by default the driver's). docs/spark.md.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+
+from corpus.inputs import InputError
+from pipelines import c4, read
+
+JOBS = {"c4": c4, "read": read}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not argv or argv[0] not in JOBS:
+        print(f"usage: spark-submit [spark options] pipelines/spark_main.py {{{','.join(JOBS)}}} [job options]", file=sys.stderr)
+        return 2
+    job = JOBS[argv[0]]
+    logging.getLogger(__name__).info("corpusforge %s on Spark, the project from %s", argv[0], c4.__file__)
+    try:
+        stats = job.run(argv[1:] + ["--engine", "spark"])
+    except InputError as exc:
+        print(f"corpusforge {argv[0]}: {exc}", file=sys.stderr)
+        return 2
+    print(c4.format_summary(stats) if job is c4 else json.dumps(stats["counters"], indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

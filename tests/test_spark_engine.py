@@ -1,0 +1,215 @@
+"""The native Spark engine against Beam's DirectRunner: the same shards (every byte), the
+same ``_SUCCESS`` shard list, the same stats.json counters, units and examples, on real
+WET/WARC files, on a generated crawl of several thousand pages, in every C4 variant and
+both dedup modes, for ``read``, on a moto S3 server and through ``spark-submit``.
+
+One SparkSession (``local[2]``, workers on this interpreter) serves the module; the S3
+and spark-submit runs start their own, in fresh processes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from common import storage
+from pipelines import c4 as c4_pipeline, read as read_pipeline
+from pipelines.jobs import STATS_FILE
+from pipelines.sources import ERRORS_FILE, WRITE_NAMESPACE
+from samplecrawl.crawl import write_sample_crawl
+from test_object_store import BUCKET, s3, upload  # noqa: F401  (the moto S3 server fixture)
+
+pyspark = pytest.importorskip("pyspark", reason="the spark extra is not installed: pip install 'corpusforge[spark]'")
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("common", "corpus", "dedup", "pipelines", "samplecrawl")
+GENERATED_SEEDS = (0, 1)  # two seeded sample crawls: 4,000 pages, 6 WET files, URLs shared across them
+GENERATED_PAGES = 2000
+
+
+@pytest.fixture(scope="module")
+def spark():
+    from pipelines.spark import engine
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    session, started = engine.session("local[2]")
+    yield session
+    if started:
+        session.stop()
+
+
+@pytest.fixture(scope="module")
+def real_inputs(real_data, tmp_path_factory) -> list[str]:
+    """Real WET and WARC files (Common Crawl slices), one folder."""
+    folder = tmp_path_factory.mktemp("real")
+    for name in ("warc/ccscalatools/filter_test_1.wet.gz", "warc/whirlwind/whirlwind.warc.wet.gz",
+                 "warc/resiliparse/warcfile.warc.gz", "warc/whirlwind/whirlwind.warc.gz"):
+        shutil.copy(real_data / name, folder / Path(name).name)
+    return sorted(str(p) for p in folder.iterdir())
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory) -> list[str]:
+    folder = tmp_path_factory.mktemp("generated")
+    files = []
+    for seed in GENERATED_SEEDS:
+        crawl = write_sample_crawl(folder / f"seed{seed}", seed=seed, pages=GENERATED_PAGES)
+        files += crawl.wet_paths
+    return files
+
+
+def both_engines(job, out: Path, args: list[str]) -> tuple[dict, dict]:
+    """Run ``job`` on Beam (DirectRunner) into out/beam and on Spark into out/spark."""
+    beam_stats = job(args + ["--output", str(out / "beam")])
+    spark_stats = job(args + ["--output", str(out / "spark"), "--engine", "spark"])
+    return beam_stats, spark_stats
+
+
+def shard_entries(folder: str) -> list[dict]:
+    """The ``_SUCCESS`` list of data files (stats.json, which counts the engine's own work, aside)."""
+    return [entry for entry in storage.read_success(folder)["files"] if entry["name"] != STATS_FILE]
+
+
+def without_engine_work(stats: dict) -> dict:
+    """stats.json less the shard writer's tallies (``write-shards``: Beam's sorted runs, one
+    part per shard on Spark), the one namespace that counts an engine's own units of work."""
+    stats = json.loads(json.dumps(stats))
+    for key in ("counters", "units"):
+        stats.get(key, {}).pop(WRITE_NAMESPACE, None)
+    return stats
+
+
+def assert_same_output(beam_out: str, spark_out: str, beam_stats: dict, spark_stats: dict) -> None:
+    entries = shard_entries(beam_out)
+    assert entries == shard_entries(spark_out)
+    for entry in entries:
+        assert storage.read_bytes(storage.join(spark_out, entry["name"])) == storage.read_bytes(storage.join(beam_out, entry["name"])), entry["name"]
+    assert without_engine_work(spark_stats) == without_engine_work(beam_stats)
+    written = json.loads(storage.read_text(storage.join(spark_out, STATS_FILE)))
+    assert without_engine_work(written) == without_engine_work(json.loads(storage.read_text(storage.join(beam_out, STATS_FILE))))
+    assert set(spark_stats["counters"][WRITE_NAMESPACE]) == {"parts"}
+
+
+def test_c4_on_real_wet_and_warc_files_is_byte_identical(spark, real_data, real_inputs, tmp_path):
+    args = ["--input", *real_inputs, "--badwords", str(real_data / "badwords" / "en"), "--num_shards", "2", "--format", "c4json", "parquet", "jsonl"]
+    beam_stats, spark_stats = both_engines(c4_pipeline.run, tmp_path, args)
+    assert_same_output(str(tmp_path / "beam"), str(tmp_path / "spark"), beam_stats, spark_stats)
+    counters = spark_stats["counters"]
+    assert counters["train"]["examples"] > 10
+    assert counters["extract-main-text"]  # the WARC pages went through trafilatura
+    assert spark_stats["examples"]["clean-page"]
+
+
+def test_c4_on_a_generated_crawl_of_several_thousand_pages_is_byte_identical(spark, real_data, generated, tmp_path):
+    args = ["--input", *generated, "--badwords", str(real_data / "badwords" / "en"), "--num_shards", "3", "--num_validation_shards", "2"]
+    beam_stats, spark_stats = both_engines(c4_pipeline.run, tmp_path, args)
+    assert_same_output(str(tmp_path / "beam"), str(tmp_path / "spark"), beam_stats, spark_stats)
+    counters = spark_stats["counters"]
+    assert counters["split-wet-file"]["passed"] > 3000
+    assert counters["duplicate-url-filter"]["filtered"] > 0 and counters["dedupe-lines"]["line-filtered:global_duplicate"] > 0
+    assert counters["validation"]["examples"] > 0
+
+
+def variant_args(variant: str, crawl, tmp_path: Path) -> list[str]:
+    truth = json.loads(Path(crawl.truth_path).read_text(encoding="utf-8"))
+    args = ["--input", *crawl.wet_paths, "--badwords", crawl.badwords_path, "--variant", variant]
+    if variant == "realnewslike":
+        domains = tmp_path / "domains.json"
+        first, *rest = truth["news_domains"]
+        domains.write_text(json.dumps({first: ["www"], **{d: None for d in rest}}))
+        args += ["--realnews_domains", str(domains)]
+    if variant == "webtextlike":
+        urls = tmp_path / "urls.txt"
+        urls.write_text("\n".join(sorted(p["url"] for p in truth["pages"])[::3] + ["http://not-in-the-crawl.example/x"]) + "\n")
+        args += ["--webtext_urls", str(urls)]
+    return args
+
+
+@pytest.mark.parametrize("variant, dedup", [("en", "spans"), ("en.noclean", "lines"), ("en.noblocklist", "lines"),
+                                            ("realnewslike", "lines"), ("webtextlike", "lines")])
+def test_every_variant_and_dedup_mode_is_byte_identical(spark, sample_crawl, tmp_path, variant, dedup):
+    args = variant_args(variant, sample_crawl, tmp_path) + ["--dedup", dedup]
+    beam_stats, spark_stats = both_engines(c4_pipeline.run, tmp_path, args)
+    assert_same_output(str(tmp_path / "beam"), str(tmp_path / "spark"), beam_stats, spark_stats)
+    assert spark_stats["counters"]["train"]["examples"] > 0
+    assert spark_stats["variant"] == variant and spark_stats["dedup"] == dedup
+
+
+def test_read_with_bad_input_is_byte_identical_errors_included(spark, real_data, real_inputs, tmp_path):
+    malformed = sorted(str(p) for p in (real_data / "warc_malformed").rglob("*") if p.is_file() and not p.name.startswith("LICENSE"))
+    args = ["--input", *real_inputs, *malformed, "--num_shards", "2", "--format", "c4json", "parquet"]
+    beam_stats, spark_stats = both_engines(read_pipeline.run, tmp_path, args)
+    assert_same_output(str(tmp_path / "beam"), str(tmp_path / "spark"), beam_stats, spark_stats)
+    assert any(name.startswith("error:") for name in spark_stats["counters"]["read-archive"])
+    assert spark_stats["examples"]  # the sampled error rows, read back from the errors file both engines wrote
+    assert ERRORS_FILE in {entry["name"] for entry in shard_entries(str(tmp_path / "spark"))}
+
+
+def run_cli(args: list[str], cwd: Path = ROOT, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pipelines.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def beam_real(real_data, real_inputs, tmp_path_factory):
+    """Beam's C4 of the real WET files, local disk: what the S3 and spark-submit runs must equal."""
+    out = tmp_path_factory.mktemp("beam-real") / "c4"
+    wet = [path for path in real_inputs if ".wet" in path]
+    stats = c4_pipeline.run(["--input", *wet, "--output", str(out), "--badwords", str(real_data / "badwords" / "en"), "--num_shards", "2"])
+    return out, stats, wet
+
+
+def test_c4_on_spark_reads_and_writes_s3_in_a_fresh_process(real_data, beam_real, s3, tmp_path):  # noqa: F811
+    local, beam_stats, wet = beam_real
+    folder = tmp_path / "wet"
+    folder.mkdir()
+    for path in wet:
+        shutil.copy(path, folder)
+    upload(folder, f"s3://{BUCKET}/spark-wet")
+    remote = f"s3://{BUCKET}/spark-c4"
+    done = run_cli(["c4", "--input", f"s3://{BUCKET}/spark-wet/", "--output", remote, "--badwords", str(real_data / "badwords" / "en"),
+                    "--num_shards", "2", "--engine", "spark", "--spark_master", "local[2]", *s3])
+    assert done.returncode == 0, done.stderr[-3000:]
+    storage.configure(s3)
+    spark_stats = json.loads(storage.read_text(storage.join(remote, STATS_FILE)))
+    assert_same_output(str(local), remote, beam_stats, spark_stats)
+    assert not storage.exists(storage.staging_path(remote, storage.JOB_FILE))
+
+
+def test_spark_submit_runs_c4_with_the_package_shipped_as_a_zip(real_data, beam_real, tmp_path):
+    local, beam_stats, wet = beam_real
+    package = tmp_path / "corpusforge.zip"
+    with zipfile.ZipFile(package, "w") as zf:
+        for name in PACKAGES:
+            for path in sorted((ROOT / name).rglob("*")):
+                if path.is_file() and "__pycache__" not in path.parts:
+                    zf.write(path, path.relative_to(ROOT))
+    submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the project comes from the zip only
+    env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    out = tmp_path / "c4"
+    done = subprocess.run([str(submit), "--master", "local[2]", "--py-files", str(package), str(ROOT / "pipelines" / "spark_main.py"),
+                           "c4", "--input", *wet, "--output", str(out), "--badwords", str(real_data / "badwords" / "en"), "--num_shards", "2"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "corpusforge.zip" in done.stderr  # the driver imported the project from the zip
+    assert_same_output(str(local), str(out), beam_stats, json.loads((out / STATS_FILE).read_text()))
+
+
+def test_engine_spark_without_pyspark_says_how_to_install_it_in_one_line(sample_crawl, tmp_path):
+    blocker = tmp_path / "site"
+    blocker.mkdir()
+    (blocker / "sitecustomize.py").write_text("import sys\nsys.modules['pyspark'] = None\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(blocker), str(ROOT)]))
+    done = run_cli(["c4", "--input", *sample_crawl.wet_paths, "--output", str(tmp_path / "out"), "--badwords", sample_crawl.badwords_path,
+                    "--engine", "spark"], env=env)
+    assert done.returncode == 2
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert lines[-1].endswith("pip install 'corpusforge[spark]'") and "Traceback" not in done.stderr
+    assert not (tmp_path / "out").exists()  # refused before any work
