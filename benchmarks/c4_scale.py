@@ -424,6 +424,12 @@ def role_of(cmdline: str) -> str:
         return "job server (FnApiRunner)"
     if "pip freeze" in cmdline:
         return "pip freeze (Beam's stager)"
+    if "pyspark.daemon" in cmdline:
+        return "spark python daemon"
+    if "pyspark.worker" in cmdline:
+        return "spark python worker"
+    if "org.apache.spark" in cmdline:
+        return "spark JVM (driver + executors)"
     if "pipelines.cli" in cmdline:
         return "job (pipelines.cli c4)"
     return (cmdline.split() or ["?"])[0].rsplit("/", 1)[-1]
@@ -556,6 +562,8 @@ def stop_worker_pool(pool: subprocess.Popen) -> tuple[float, int]:
 
 
 def runner_args(runner: str, port: int | None, pool: subprocess.Popen | None = None) -> list[str]:
+    if runner == "spark":  # the native Spark engine, not a Beam runner
+        return ["--engine", "spark", "--spark_master", "local[2]"]
     if runner == "multiprocess":
         return ["--direct_num_workers", "2", "--direct_running_mode", "multi_processing"]
     if runner == "portable" and pool is not None and pool.pid in JOB_SERVERS:
@@ -774,7 +782,7 @@ def default_repo() -> Path:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pages", type=int, nargs="+", default=[5000, 20000, 80000], help="input sizes in pages (default 5000 20000 80000)")
-    parser.add_argument("--runner", choices=("direct", "multiprocess", "portable"), default="direct")
+    parser.add_argument("--runner", choices=("direct", "multiprocess", "portable", "spark"), default="direct")
     parser.add_argument("--repeat", type=int, default=1, help="runs per size: best wall and CPU, highest peaks (default 1)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--data", type=Path, default=Path(os.environ.get("CORPUSFORGE_TEST_DATA", REPO.parent / "shared" / "data")))

@@ -6,6 +6,8 @@
    the Beam DirectRunner (errors output and stats.json included);
 4. build C4 (``en``, the reference's line dedup) from the WET manifest with Beam:
    ``c4-train``/``c4-validation`` JSON and Parquet shards, stats.json, the summary table;
+   then the same job into ``memory://`` and on the native Spark engine (``local[2]``, when
+   pyspark is installed), each checked byte-identical to the first;
 5. build WebText from the sample's Pushshift dump (.zst) joined against the sample WARC
    files (the offline, reproducible way): link table, WARC text through newspaper3k +
    trafilatura, cleaning, exact and MinHash near-duplicate dedup, shards with metadata;
@@ -27,6 +29,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import os
@@ -53,7 +56,7 @@ from model.train import format_summary as format_training
 from pipelines.audit import format_audit, format_decontaminate, run_audit, run_decontaminate
 from pipelines.c4 import format_summary
 from pipelines.c4 import run as run_c4
-from pipelines.jobs import write_json
+from pipelines.jobs import STATS_FILE, write_json
 from pipelines.read import run as run_read
 from pipelines.tokenize import format_summary as format_tokenize
 from pipelines.tokenize import run as run_tokenize
@@ -80,6 +83,7 @@ class DemoFolders:
     inspection: str
     documents: str
     c4: str
+    c4_spark: str
     webtext: str
     audit: str
     decontaminated: str
@@ -96,16 +100,15 @@ class DemoFolders:
             return os.path.join(out, name)
 
         return cls(out, crawl=path("sample-crawl"), inspection=path("inspect.json"), documents=path("documents"), c4=path("c4"),
-                   webtext=path("webtext"), audit=path("audit"), decontaminated=path("c4-decontaminated"), tokens=path("tokens"),
+                   c4_spark=path("c4-spark"), webtext=path("webtext"), audit=path("audit"), decontaminated=path("c4-decontaminated"), tokens=path("tokens"),
                    model=path("model"), finetune=path("finetune"), eval=path("eval"), corpus_stats=path("corpus-stats.json"), png=path("document-lengths.png"))
 
 
-def _compare_manifests(local: str, remote: str) -> dict:
-    """The two runs' ``_SUCCESS`` manifests, file by file (names, sizes, sha256)."""
+def _compare_manifests(local: str, remote: str, skip: tuple[str, ...] = ()) -> dict:
+    """The two runs' ``_SUCCESS`` manifests, file by file (names, sizes, sha256), ``skip`` aside."""
     ours, theirs = storage.read_success(local)["files"], storage.read_success(remote)["files"]
-    shards = ours
+    shards = [f for f in ours if f["name"] not in skip]
     same = [f for f in shards if f in theirs]
-    memfs.clear()
     summary = (f"{len(same)} of {len(shards)} files byte-identical to the local run" if len(same) == len(shards)
                else f"DIFFERENT from the local run: {sorted(f['name'] for f in shards if f not in same)}")
     return {"files": len(ours), "identical": len(same) == len(shards), "summary": summary}
@@ -163,7 +166,21 @@ def build_c4(folders: DemoFolders, crawl: SampleCrawl) -> tuple[dict, dict]:
     log.info("4/11 the same C4 job once more into memory://, an in-process object store (S3 and GCS work the same way)")
     run_c4(["--input", crawl.manifest_path, "--base_url", folders.crawl, "--output", C4_MEMORY, "--badwords", crawl.badwords_path,
             "--format", "c4json", "parquet", "--num_shards", "2"])
-    return c4_stats, _compare_manifests(folders.c4, C4_MEMORY)
+    in_memory = _compare_manifests(folders.c4, C4_MEMORY)
+    memfs.clear()
+    return c4_stats, in_memory
+
+
+def build_c4_on_spark(folders: DemoFolders, crawl: SampleCrawl) -> dict:
+    """4. The same C4 job on the native Spark engine (``local[2]``), compared file by file with
+    Beam's; stats.json aside (its ``write-shards`` tallies count each engine's own work)."""
+    if importlib.util.find_spec("pyspark") is None:
+        log.warning("4/11 pyspark is not installed: no Spark run (pip install 'corpusforge[spark]')")
+        return {"identical": None, "summary": "not run: pip install 'corpusforge[spark]'"}
+    log.info("4/11 the same C4 job on Spark (local[2], the native engine) in %s", folders.c4_spark)
+    run_c4(["--input", crawl.manifest_path, "--base_url", folders.crawl, "--output", folders.c4_spark, "--overwrite",
+            "--badwords", crawl.badwords_path, "--format", "c4json", "parquet", "--num_shards", "2", "--engine", "spark", "--spark_master", "local[2]"])
+    return _compare_manifests(folders.c4, folders.c4_spark, skip=(STATS_FILE,))
 
 
 def build_webtext(folders: DemoFolders, crawl: SampleCrawl) -> dict:
@@ -276,6 +293,7 @@ def print_report(folders: DemoFolders, result: dict, stats) -> None:
     print(f"  C4 counters        {os.path.join(c4_dir, 'stats.json')}")
     print(f"  C4 manifest        {os.path.join(c4_dir, '_SUCCESS')} ({object_store['files']} files with size and sha256, written last)")
     print(f"  C4 via memory://   {object_store['summary']}")
+    print(f"  C4 on Spark        {folders.c4_spark}: {result['spark']['summary']}")
     print(f"  WebText corpus     {webtext_dir} (links/, {', '.join(sorted(os.path.basename(s) for s in find_shards(webtext_dir)))}, stats.json)")
     print(f"  overlap audit      {folders.audit} (report.html, report.md, report.json, bloom/)")
     print(f"  decontaminated C4  {os.path.join(out, 'c4-decontaminated')} (removed.jsonl, stats.json)")
@@ -294,6 +312,7 @@ def run_demo(out: str, seed: int = 0, pages: int = 300) -> dict:
     inspect_crawl(folders, crawl)
     read_stats = read_crawl(folders, crawl)
     c4_stats, object_store = build_c4(folders, crawl)
+    spark = build_c4_on_spark(folders, crawl)
     webtext_stats = build_webtext(folders, crawl)
     audit_result, decontaminated = audit_c4(folders, crawl)
     tokenized = tokenize_c4(folders)
@@ -301,7 +320,7 @@ def run_demo(out: str, seed: int = 0, pages: int = 300) -> dict:
     finetuned = finetune_tiny_gpt2(folders, seed)
     evaluation = evaluate_model(folders, crawl, seed)
     stats = corpus_statistics(folders)
-    result = {"crawl": crawl, "read": read_stats, "c4": c4_stats, "object_store": object_store, "webtext": webtext_stats,
+    result = {"crawl": crawl, "read": read_stats, "c4": c4_stats, "object_store": object_store, "spark": spark, "webtext": webtext_stats,
               "audit": audit_result, "decontaminated": decontaminated, "stats": stats.to_dict(), "png": folders.png,
               "tokenize": tokenized, "train": training, "sample": sample_text, "finetune": finetuned,
               "eval": evaluation}

@@ -36,6 +36,8 @@ def test_demo_builds_every_output(tmp_path, capsys):
     manifest = json.loads((tmp_path / "c4" / "_SUCCESS").read_text())
     assert {f["name"] for f in manifest["files"]} >= {"c4-train.00000-of-00002.json.gz", "c4-train.00001-of-00002.parquet", "stats.json"}
     assert result["object_store"]["identical"] and "byte-identical to the local run" in out
+    assert result["spark"]["identical"] and "C4 on Spark" in out  # the native Spark engine, beside Beam
+    assert sorted(p.name for p in (tmp_path / "c4-spark").glob("c4-*")) == sorted(p.name for p in (tmp_path / "c4").glob("c4-*"))
     assert "demo outputs" in out and "length histogram" in out and "line-filtered:no_endmark" in out
     webtext = result["webtext"]["counters"]
     webtext_docs = list(read_documents(str(tmp_path / "webtext" / "webtext-train.*.parquet")))
