@@ -513,8 +513,8 @@ def _cached_model() -> _Model:
     Beam worker. The copy lives in ``corpus.inputs.cache_dir()`` under a name made from
     langdetect's version and this module's source, so a change to either builds afresh; a
     copy that cannot be read is rebuilt."""
-    with open(__file__, "rb") as source:
-        digest = hashlib.sha256(source.read() + LANGDETECT_VERSION.encode() + np.__version__.encode()).hexdigest()[:16]
+    source = __loader__.get_data(__file__)  # a file, or a member of a zip on sys.path (spark-submit --py-files)
+    digest = hashlib.sha256(source + LANGDETECT_VERSION.encode() + np.__version__.encode()).hexdigest()[:16]
     path = os.path.join(cache_dir(), f"langid-model-{digest}.pickle")
     try:
         with open(path, "rb") as f:

@@ -12,12 +12,19 @@ Python that ``PYSPARK_PYTHON`` names (by default the driver's). docs/spark.md.
 
 from __future__ import annotations
 
-import json
-import logging
+import os
 import sys
 
-from corpus.inputs import InputError
-from pipelines import c4, read
+if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
+    # Run as a script (spark-submit): its folder, pipelines/, must not shadow the standard
+    # library (pipelines/tokenize.py is not ``tokenize``); the project comes from --py-files.
+    del sys.path[0]
+
+import json  # noqa: E402
+import logging  # noqa: E402
+
+from corpus.inputs import InputError  # noqa: E402
+from pipelines import c4, read  # noqa: E402
 
 JOBS = {"c4": c4, "read": read}
 
