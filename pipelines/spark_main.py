@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"usage: spark-submit [spark options] pipelines/spark_main.py {{{','.join(JOBS)}}} [job options]", file=sys.stderr)
         return 2
     job = JOBS[argv[0]]
-    logging.getLogger(__name__).info("corpusforge %s on Spark, the project from %s", argv[0], c4.__file__)
+    print(f"corpusforge {argv[0]} on Spark, the project from {c4.__file__}", file=sys.stderr)  # a zip/wheel with --py-files
     try:
         stats = job.run(argv[1:] + ["--engine", "spark"])
     except InputError as exc:
