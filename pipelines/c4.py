@@ -303,13 +303,9 @@ def run(argv: list[str] | None = None) -> dict:
     log.info("C4 %s (%s dedup) over %d file(s) into %s on %s", args.variant, args.dedup, len(files), args.output, args.engine)
     if args.engine == "spark":
         spark = spark_engine(args)
-        session, started = spark.engine.session(args.spark_master)
-        begin_job(args.output, "c4", args.overwrite)
-        try:
+        with spark.engine.job_session(args.spark_master) as session:
+            begin_job(args.output, "c4", args.overwrite)
             counted = spark.c4.run(session, files, args, resources, beam_args)
-        finally:
-            if started:
-                session.stop()
     else:
         pipeline = beam.Pipeline(options=PipelineOptions(stage_setup_file(beam_args)))
         begin_job(args.output, "c4", args.overwrite)

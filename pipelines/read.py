@@ -62,13 +62,9 @@ def run(argv: list[str] | None = None) -> dict:
     log.info("reading %d file(s) into %s on %s", len(files), args.output, args.engine)
     if args.engine == "spark":
         spark = spark_engine(args)
-        session, started = spark.engine.session(args.spark_master)
-        begin_job(args.output, "read", args.overwrite)
-        try:
+        with spark.engine.job_session(args.spark_master) as session:
+            begin_job(args.output, "read", args.overwrite)
             counters = spark.read.run(session, files, args, beam_args)
-        finally:
-            if started:
-                session.stop()
     else:
         pipeline = beam.Pipeline(options=PipelineOptions(stage_setup_file(beam_args)))
         begin_job(args.output, "read", args.overwrite)

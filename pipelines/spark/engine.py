@@ -23,6 +23,7 @@ every RDD once: an RDD read twice (the pages during line dedup) is persisted fir
 from __future__ import annotations
 
 import bisect
+import contextlib
 import os
 import sys
 from collections import Counter
@@ -66,6 +67,17 @@ def session(master: str | None = None) -> tuple[SparkSession, bool]:
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark, True
+
+
+@contextlib.contextmanager
+def job_session(master: str | None = None):
+    """The session a job runs on (``session``), stopped after the job if the job started it."""
+    spark, started = session(master)
+    try:
+        yield spark
+    finally:
+        if started:
+            spark.stop()
 
 
 class Tallies(AccumulatorParam):
