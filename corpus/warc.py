@@ -974,17 +974,28 @@ def decode_content(body: bytes, encoding: str, max_bytes: int = MAX_DECODED_BYTE
 
 
 def _brotli_capped(brotli, body: bytes, limit: int) -> bytes:
-    """Brotli in 1 KiB input steps, so at most one step's output passes the limit before
-    the check (brotli's own output limit needs brotli >= 1.2)."""
+    """Brotli with the decoder's own output limit (brotli >= 1.2): one call never returns
+    much more than the room left, so a 1,681-byte body of gigabytes stops at ``limit``.
+    An older brotli without the limit is given 64-byte steps, checked after each."""
     decompressor = brotli.Decompressor()
     out, size = [], 0
+
+    def keep(piece: bytes) -> None:
+        nonlocal size
+        size += len(piece)
+        if size > limit:
+            raise DecodedTooLarge(f"{len(body)} bytes decode to more than {limit} bytes")
+        out.append(piece)
+
     try:
-        for i in range(0, len(body), 1024):
-            piece = decompressor.process(body[i : i + 1024])
-            size += len(piece)
-            if size > limit:
-                raise DecodedTooLarge(f"{len(body)} bytes decode to more than {limit} bytes")
-            out.append(piece)
+        try:
+            keep(decompressor.process(body, output_buffer_limit=limit + 1))
+        except TypeError:  # brotli < 1.2: no output limit
+            for i in range(0, len(body), 64):
+                keep(decompressor.process(body[i : i + 64]))
+            return b"".join(out)
+        while not decompressor.is_finished() and not decompressor.can_accept_more_data():
+            keep(decompressor.process(b"", output_buffer_limit=limit + 1 - size))
     except brotli.error as exc:
         raise ValueError(str(exc)) from None
     return b"".join(out)

@@ -426,3 +426,45 @@ def test_a_warc_header_given_twice_keeps_its_first_value(tmp_path):
         (item,) = iter_records(io.BytesIO(data), "twice")
         assert item.get("warc-target-uri") == "http://first.example/"
         assert item.get("warc-date") == "2019-04-18T12:41:33Z"
+
+
+# -- decoders capped (issue 25, item 3) ---------------------------------------------------
+
+
+def test_a_brotli_bomb_body_stops_at_the_limit_without_decoding_it_whole(tmp_path):
+    import tracemalloc
+
+    brotli = pytest.importorskip("brotli")
+    from corpus.warc import DecodedTooLarge, decode_content
+
+    body = brotli.compress(b"\0" * (64 << 20), quality=5)  # about 100 bytes
+    assert len(body) < 2000
+    tracemalloc.start()
+    try:
+        with pytest.raises(DecodedTooLarge):
+            decode_content(body, "br", max_bytes=1 << 20)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 << 20  # the limit and one step past it, never the 64 MiB
+    assert decode_content(brotli.compress(b"<p>small page</p>"), "br") == b"<p>small page</p>"
+
+    # In a WARC record: the page is an error (decoded_too_large); the next record comes out.
+    bomb = html_response("http://bomb.example/", body, extra_http="Content-Encoding: br\r\n")
+    good = html_response("http://good.example/", b"<html><p>Fine.</p></html>")
+    _, pages, errors, stats = read_all(write(tmp_path, "br.warc.gz", members(bomb, good)), max_record_bytes=1 << 20)
+    assert [p.url for p in pages] == ["http://good.example/"]
+    assert stats.errors() == {"decoded_too_large": 1}
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate"])
+def test_gzip_and_deflate_bodies_stop_at_the_limit(encoding):
+    import zlib
+
+    from corpus.warc import DecodedTooLarge, decode_content
+
+    raw = b"<p>" + b"a" * (8 << 20)
+    body = gzip.compress(raw, mtime=0) if encoding == "gzip" else zlib.compress(raw)
+    with pytest.raises(DecodedTooLarge):
+        decode_content(body, encoding, max_bytes=1 << 20)
+    assert decode_content(body, encoding) == raw
