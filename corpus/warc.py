@@ -552,14 +552,27 @@ def _starts_with_warc(framer: _Framer) -> bool:
     return framer.buf[framer.pos : framer.pos + 5] == b"WARC/"
 
 
+# Where reading resumes after damage: a ``WARC/`` line, or a record header anywhere, even
+# straight after junk with no line end (a junk gzip member, a clipped line before a record).
+_RESYNC = re.compile(rb"\nWARC/|" + _RECORD_HEAD.pattern)
+# Bytes kept across reads while searching, so a header split between two reads is found.
+_RESYNC_OVERLAP = 512
+
+
 def _skip_to_next_warc_line(framer: _Framer) -> None:
-    """Advance to the next ``WARC/`` at a line start, reading more as needed."""
+    """Advance to the next record start: ``WARC/`` right here or at a line start, or a
+    version line and a WARC header anywhere (reading more as needed)."""
+    while framer.available() < 5 and framer.fill():
+        pass
+    if framer.buf[framer.pos : framer.pos + 5] == b"WARC/":
+        return  # e.g. after a block that declared more bytes than there were: the next record
     while True:
-        found = framer.buf.find(b"\nWARC/", framer.pos)
-        if found >= 0:
-            framer.consume(found + 1 - framer.pos)
+        found = _RESYNC.search(framer.buf, framer.pos)
+        if found is not None:
+            start = found.start() + (framer.buf[found.start()] == 0x0A)
+            framer.consume(start - framer.pos)
             return
-        keep = min(framer.available(), 5)
+        keep = min(framer.available(), _RESYNC_OVERLAP)
         framer.consume(framer.available() - keep)
         if not framer.fill():
             framer.consume(framer.available())

@@ -468,3 +468,41 @@ def test_gzip_and_deflate_bodies_stop_at_the_limit(encoding):
     with pytest.raises(DecodedTooLarge):
         decode_content(body, encoding, max_bytes=1 << 20)
     assert decode_content(body, encoding) == raw
+
+
+# -- resync after junk with no line end (issue 25, item 6) --------------------------------
+
+
+def test_a_record_after_junk_members_with_no_line_end_is_kept(tmp_path):
+    first, last = conversion("http://first.example/", "First.\n"), conversion("http://last.example/", "Last.\n")
+    junk = [b"\x00\x01binary junk", b"no newline at all", b"x" * 70_000]
+    data = members(first) + b"".join(gzip.compress(j, mtime=0) for j in junk) + members(last)
+    docs, _, errors, stats = read_all(write(tmp_path, "junk-members.wet.gz", data))
+    assert [d.url for d in docs] == ["http://first.example/", "http://last.example/"]
+    assert stats.errors() == {"garbage_between_records": 1} and len(errors) == 1
+
+
+def test_a_record_straight_after_junk_in_a_plain_file_is_kept(tmp_path):
+    first, last = conversion("http://first.example/", "First.\n"), conversion("http://last.example/", "Last.\n")
+    data = first + b"junk without a line end" + last + b"tail junk" + conversion("http://tail.example/", "Tail.\n")
+    docs, _, _, stats = read_all(write(tmp_path, "junk.wet", data))
+    assert [d.url for d in docs] == ["http://first.example/", "http://last.example/", "http://tail.example/"]
+    assert stats.errors() == {"garbage_between_records": 2}
+
+
+def test_a_record_after_a_long_single_junk_line_is_kept(tmp_path):
+    line = b"y" * (9 << 20)  # one line of 9 MiB, over several reads and pieces, no newline
+    data = members(conversion("http://a.example/", "A.\n")) + gzip.compress(line, mtime=0) + members(conversion("http://b.example/", "B.\n"))
+    docs, _, _, stats = read_all(write(tmp_path, "long-line.wet.gz", data))
+    assert [d.url for d in docs] == ["http://a.example/", "http://b.example/"]
+    assert stats.errors() == {"garbage_between_records": 1}
+
+
+@pytest.mark.parametrize("compressed", [True, False])
+def test_a_record_after_an_empty_block_that_declares_more_bytes_is_kept(tmp_path, compressed):
+    empty = b"WARC/1.0\r\nWARC-Type: conversion\r\nWARC-Target-URI: http://empty.example/\r\nContent-Length: 5000\r\n\r\n"
+    last = conversion("http://last.example/", "Last.\n")
+    data = members(conversion("http://a.example/", "A.\n"), empty, last) if compressed else conversion("http://a.example/", "A.\n") + empty + last
+    docs, _, _, stats = read_all(write(tmp_path, "empty-block.wet" + (".gz" if compressed else ""), data))
+    assert [d.url for d in docs] == ["http://a.example/", "http://last.example/"]
+    assert stats.errors() == {"clipped_record": 1}
