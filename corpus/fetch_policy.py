@@ -356,7 +356,7 @@ class HostGate:
         except BaseException:
             if entry[2].done() and not entry[2].cancelled():
                 self._release()  # handed a slot and cancelled at once: pass it on
-            else:
+            elif entry in self._waiting:  # (a release may already have popped it, cancelled)
                 self._waiting.remove(entry)
                 heapq.heapify(self._waiting)
             raise

@@ -44,7 +44,7 @@ import pyarrow.parquet as pq
 import zstandard
 
 from common import storage
-from common.decision import LINKS, PASSED, Decision
+from common.decision import LINKS, PASSED, SUBMISSIONS, Decision
 from corpus.inputs import is_remote, open_input
 from corpus.shards import utf8_safe
 from corpus.urls import WWW_LABEL, canonical_host, canonical_url, url_key
@@ -629,11 +629,11 @@ def filter_submission(line: str, filt: LinkFilter) -> Decision:
     ``PARSE_PROBLEMS`` (the line sampled) or ``SUBMISSION_PROBLEMS`` (the URL sampled)."""
     sub = parse_submission(line)
     if isinstance(sub, str):
-        return Decision.drop(sub, line, LINKS)
+        return Decision.drop(sub, line, SUBMISSIONS)
     problem = submission_problem(sub, filt)
     if problem is not None:
-        return Decision.drop(problem, sub.url, LINKS)
-    return Decision.keep(sub, PASSED, LINKS)
+        return Decision.drop(problem, sub.url, SUBMISSIONS)
+    return Decision.keep(sub, PASSED, SUBMISSIONS)
 
 
 # --- links ------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
-from common.decision import LINKS, Decision
+from common.decision import LINKS, SUBMISSIONS, Decision
 from corpus import reddit
 from corpus.inputs import SUBMISSION_DUMPS, InputError, expand_inputs
 from corpus.reddit import (
@@ -720,11 +720,11 @@ def test_a_zstd_bomb_is_read_in_bounded_pieces(tmp_path):
 def test_filter_submission_keeps_a_link_and_samples_each_problem():
     kept = filter_submission(record(), LinkFilter())
     assert isinstance(kept, Decision) and kept.record == parse_submission(record())
-    assert kept.counts == (("passed", 1),) and kept.units == (("passed", LINKS),) and kept.dropped == ()
+    assert kept.counts == (("passed", 1),) and kept.units == (("passed", SUBMISSIONS),) and kept.dropped == ()
     bad = filter_submission("{not json", LinkFilter())
     assert bad.record is None and bad.counts == (("malformed_json", 1),) and bad.dropped == (("malformed_json", "{not json"),)
     self_post = filter_submission(record(is_self=True), LinkFilter())
-    assert self_post.dropped == (("self_post", "https://example.com/a"),) and self_post.units == (("self_post", LINKS),)
+    assert self_post.dropped == (("self_post", "https://example.com/a"),) and self_post.units == (("self_post", SUBMISSIONS),)
 
 
 def test_merge_link_merges_then_judges_the_karma():
