@@ -10,7 +10,7 @@ The steps (GPT-2 paper, section 2.1; spec ``webtext.md``), each a pure function 
 
     read dumps -> per-submission filters -> GroupByKey by url_key -> merge (max/sum karma)
     -> karma >= 3 -> link table -> pages (safe fetch into WARC, or Common Crawl join)
-    -> trafilatura [--extractor combined: + newspaper3k] -> Wikipedia / stubs / English / length -> exact dedup
+    -> trafilatura -> Wikipedia / stubs / English / length -> exact dedup
     -> MinHash LSH + Jaccard near-dup dedup -> [3-sentence span dedup] -> shards
 """
 
