@@ -421,6 +421,35 @@ def test_a_redirect_hop_goes_ahead_of_the_hosts_new_pages_with_default_politenes
     assert len(pages) == 41 and pages.index("/page/first") <= 3  # right after the pages already in flight
 
 
+def test_host_gate_serves_urgent_requests_first_and_survives_cancelled_waiters():
+    import asyncio
+
+    from corpus.fetch_policy import HostGate
+
+    async def scenario():
+        gate, order = HostGate(1, 0.0), []
+
+        async def request(name, urgent):
+            async with gate.slot(urgent):
+                order.append(name)
+                await asyncio.sleep(0.01)
+
+        holder = asyncio.create_task(request("first", False))
+        await asyncio.sleep(0)
+        waiting = [asyncio.create_task(request(f"new{i}", False)) for i in range(3)]
+        await asyncio.sleep(0)
+        gone = asyncio.create_task(request("cancelled", True))
+        hop = asyncio.create_task(request("hop", True))
+        await asyncio.sleep(0)
+        gone.cancel()
+        await asyncio.gather(holder, hop, *waiting)
+        return order, gate.active, gate.users
+
+    order, active, users = asyncio.run(scenario())
+    assert order == ["first", "hop", "new0", "new1", "new2"]  # the hop ahead of every new page, new pages in order
+    assert (active, users) == (0, 0)  # the cancelled waiter left no slot taken
+
+
 # -- retries -------------------------------------------------------------------------------
 
 
