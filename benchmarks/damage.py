@@ -20,6 +20,27 @@ For every variant the records that must come out are computed from the intact fi
 and the table shows records required, kept (of the required), exceptions, and seconds.
 Peak RSS of the whole process is printed at the end (target: under 300 MB); target for
 ours: 100% of required records, 0 exceptions.
+
+Resync (a second table, records kept, ours against warcio):
+
+  junk-members  1-9 gzip members of junk with no line end (one of 9 MiB) before an intact member
+  junk-plain    the same junk in a plain (uncompressed) copy of the file
+  empty-block   a record whose empty block declares a Content-Length past the end of the file
+
+Truncated dumps (a third table): a generated Pushshift-style dump of 200,000 lines in each
+codec, cut at 10 seeded points; lines kept against the complete lines the cut bytes hold.
+
+Bombs and floods (a fourth table): each file is built in one process and read in a fresh
+one, whose peak RSS (``VmHWM``) and seconds are shown with what the reader did:
+
+  br-body        a WARC response whose brotli body (a few hundred bytes) decodes to 256 MiB
+  zst-window31   a .zst dump frame with window_log=31 and no content size, 4 GiB of lines
+  zst-newlines   a .zst dump of 4 GiB of newlines (an empty-line flood)
+  manifest-63m   a wet.paths.gz of 63 million one-character entries
+  manifest-nl    a wet.paths.gz of 255 MiB of newlines
+  html-45mb      a 45 MB HTML page given to the extraction process
+
+``--quick`` uses fewer variants and smaller families (for a check while developing).
 """
 
 from __future__ import annotations
@@ -76,11 +97,247 @@ def one_stream_variants(data: bytes, seed: int, count: int):
         yield f"flipped@{at}", bytes(damaged), intact_records_before(data, at)
 
 
+# -- resync -------------------------------------------------------------------------------
+
+
+def resync_variants(data: bytes, seed: int, count: int):
+    """(name, damaged bytes, record ids that must come out) for junk without line ends and
+    for an empty block that declares more bytes than follow it."""
+    import gzip
+    import random
+    import re
+
+    from damage import gzip_members, ids_in
+
+    rng = random.Random(seed)
+    members = gzip_members(data)
+    every = ids_in(b"".join(text for _, _, text in members))
+    plain = b"".join(text for _, _, text in members)
+    for i in range(count):
+        at = rng.randrange(1, len(members))
+        junk = [rng.randbytes(rng.randrange(1, 400)).replace(b"\n", b"_") for _ in range(rng.randrange(1, 10))]
+        if i == 0:
+            junk.append(b"y" * (9 << 20))
+        cut = members[at][0]
+        yield "junk-members", data[:cut] + b"".join(gzip.compress(j, mtime=0) for j in junk) + data[cut:], every
+        text_cut = sum(len(text) for _, _, text in members[:at])
+        yield "junk-plain", plain[:text_cut] + b"".join(junk) + plain[text_cut:], every
+        record = b"WARC/1.0\r\nWARC-Type: resource\r\nWARC-Record-ID: <urn:uuid:empty-%d>\r\nContent-Length: %d\r\n\r\n" % (
+            i, len(data) + rng.randrange(1, 1000))
+        last = re.search(rb"WARC/1\.0\r\n", members[-1][2]) and members[-1][2]
+        yield "empty-block", data[:members[-1][0]] + gzip.compress(record, mtime=0) + data[members[-1][0]:], every if last else []
+
+
+def resync_table(warc: bytes, seed: int, count: int) -> bool:
+    rows: dict[str, list] = {}
+    for kind, damaged, must in resync_variants(warc, seed, count):
+        rows.setdefault(kind, []).append((damaged, must))
+    print(f"\n{'resync':13} {'variants':>8} {'required':>9} {'ours kept':>10} {'ours exc':>9} {'warcio kept':>12} {'warcio exc':>11}")
+    failed = False
+    for kind, items in rows.items():
+        required = kept = kept_w = exc = exc_w = 0
+        for damaged, must in items:
+            got, e = ours(damaged)
+            got_w, e_w = warcio_ids(damaged)
+            required += len(must)
+            kept += len(set(must) & got)
+            kept_w += len(set(must) & got_w)
+            exc, exc_w = exc + e, exc_w + e_w
+            failed |= bool(set(must) - got or e)
+        print(f"{kind:13} {len(items):>8} {required:>9} {kept:>6} {100 * kept / max(required, 1):5.1f}% {exc:>6} "
+              f"{kept_w:>6} {100 * kept_w / max(required, 1):5.1f}% {exc_w:>8}")
+    return failed
+
+
+# -- truncated dumps --------------------------------------------------------------------------
+
+
+def truncated_dump_table(seed: int, cuts: int, lines_count: int) -> bool:
+    import bz2
+    import gzip
+    import json
+    import lzma
+    import random
+    import tempfile
+
+    import zstandard
+
+    from corpus.reddit import DumpReadError, iter_dump_lines
+
+    rng = random.Random(seed)
+    lines = [json.dumps({"id": f"t{i}", "url": f"https://site{i % 997}.example/{i}", "created_utc": 1500000000 + i,
+                         "title": "w" * rng.randrange(0, 300)}) for i in range(lines_count)]
+    data = "".join(line + "\n" for line in lines).encode()
+    codecs = {
+        ".gz": (lambda d: gzip.compress(d, mtime=0), lambda c: __import__("zlib").decompressobj(31).decompress(c)),
+        ".bz2": (bz2.compress, lambda c: bz2.BZ2Decompressor().decompress(c)),
+        ".xz": (lzma.compress, lambda c: lzma.LZMADecompressor().decompress(c)),
+        ".zst": (lambda d: zstandard.ZstdCompressor().compress(d), lambda c: zstandard.ZstdDecompressor().decompressobj().decompress(c)),
+    }
+    print(f"\n{'truncated dump':14} {'cuts':>5} {'complete lines':>15} {'kept':>9} {'lost':>6}")
+    failed = False
+    with tempfile.TemporaryDirectory() as folder:
+        for suffix, (compress, readable) in codecs.items():
+            whole = compress(data)
+            complete = kept = 0
+            for i in range(cuts):
+                cut = whole[: rng.randrange(len(whole) // 20, len(whole) - 1)]
+                must = readable(cut).count(b"\n")
+                path = os.path.join(folder, f"RS_cut{i}{suffix}")
+                with open(path, "wb") as f:
+                    f.write(cut)
+                got = []
+                try:
+                    for line in iter_dump_lines(path):
+                        got.append(line)
+                except DumpReadError:
+                    pass
+                complete += must
+                kept += sum(1 for a, b in zip(got[:must], lines[:must]) if a == b)
+            failed |= kept != complete
+            print(f"{suffix:14} {cuts:>5} {complete:>15,} {kept:>9,} {complete - kept:>6,}")
+    return failed
+
+
+# -- bombs and floods, each in a fresh process ----------------------------------------------------
+
+GiB = 1 << 30
+
+
+def _zeros_zst(path: str, line: bytes, total: int) -> None:
+    import zstandard
+
+    params = zstandard.ZstdCompressionParameters.from_level(3, window_log=31, write_content_size=False)
+    block = line * ((1 << 24) // len(line))
+    with open(path, "wb") as out, zstandard.ZstdCompressor(compression_params=params).stream_writer(out) as writer:
+        for _ in range(total // len(block)):
+            writer.write(block)
+
+
+def _gz_stream(path: str, block: bytes, total: int) -> None:
+    import zlib
+
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)
+    with open(path, "wb") as out:
+        for _ in range(total // len(block)):
+            out.write(packer.compress(block))
+        out.write(packer.flush())
+
+
+def bomb_path(name: str, folder: str) -> str:
+    suffix = {"zst-window31": "RS_bomb.zst", "zst-newlines": "RS_flood.zst", "manifest-63m": "wet.paths.gz",
+              "manifest-nl": "wet.paths.gz", "br-body": "br.warc", "html-45mb": "page.html"}[name]
+    return os.path.join(folder, suffix)
+
+
+def build_bomb(name: str, folder: str, scale: float) -> None:
+    path = bomb_path(name, folder)
+    if name.startswith("zst-"):
+        line = b"\n" if name == "zst-newlines" else b'{"url": "https://a.example/", "created_utc": 1500000000}\n'
+        _zeros_zst(path, line, int(4 * GiB * scale))
+    elif name.startswith("manifest"):
+        block = b"a\n" * (1 << 20) if name == "manifest-63m" else b"\n" * (1 << 21)
+        _gz_stream(path, block, int((126_000_000 if name == "manifest-63m" else 255 << 20) * scale))
+    elif name == "br-body":
+        import brotli
+
+        body = brotli.compress(b"\0" * int((256 << 20) * scale), quality=5)
+        http = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Encoding: br\r\n\r\n" + body
+        record = (b"WARC/1.0\r\nWARC-Type: response\r\nWARC-Target-URI: http://bomb.example/\r\n"
+                  b"WARC-Date: 2019-04-18T12:41:33Z\r\nContent-Type: application/http; msgtype=response\r\n"
+                  b"Content-Length: %d\r\n\r\n" % len(http)) + http + b"\r\n\r\n"
+        with open(path, "wb") as f:
+            f.write(record)
+    else:
+        with open(path, "w") as f:
+            f.write("<html><body>" + "<div><p>A paragraph of page text here.</p></div>" * int(45_000_000 * scale / 48) + "</body></html>")
+
+
+def read_bomb(name: str, folder: str) -> str:
+    """Read the case's file the way the jobs do, and say what happened."""
+    from corpus.inputs import InputError, read_manifest
+    from corpus.reddit import DumpReadError, iter_dump_lines
+
+    path = bomb_path(name, folder)
+    size = f"{os.path.getsize(path):,} B file"
+    if name.startswith("zst-"):
+        read = 0
+        try:
+            for _ in iter_dump_lines(path):
+                read += 1
+            outcome = "read to the end"
+        except DumpReadError as exc:
+            outcome = str(exc).split(": ", 1)[-1][:80]
+        return f"{size}; {read:,} lines, then: {outcome}"
+    if name.startswith("manifest"):
+        try:
+            return f"{size}; {len(read_manifest(path, folder)):,} entries"
+        except InputError as exc:
+            return f"{size}; refused: {str(exc).split(': ', 1)[-1][:60]}"
+    if name == "br-body":
+        from corpus.warc import read_archive
+
+        items = [type(item).__name__ + (f" {item.reason}" if hasattr(item, "reason") else "") for item in read_archive(path)]
+        return f"{size}; " + ", ".join(items)
+    from corpus.extract import MainTextExtractor
+
+    with open(path) as f:
+        html = f.read()
+    with MainTextExtractor() as extractor:
+        result = extractor.extract(html, "http://big.example/")
+    return f"{len(html):,} characters; {result.outcome}"
+
+
+BOMB_CASES = ("br-body", "zst-window31", "zst-newlines", "manifest-63m", "manifest-nl", "html-45mb")
+
+
+def peak_rss_mb() -> float:
+    """This process's peak RSS (VmHWM: unlike ru_maxrss, not carried over from the parent)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def bombs_table(scale: float) -> None:
+    import subprocess
+    import tempfile
+
+    print(f"\n{'bomb':13} {'peak RSS':>9} {'seconds':>8}  what happened (files at {scale:g}x size)")
+    for name in BOMB_CASES:
+        with tempfile.TemporaryDirectory() as folder:
+            built = subprocess.run([sys.executable, __file__, "--build", name, "--folder", folder, "--scale", str(scale)],
+                                   capture_output=True, text=True)
+            start = time.perf_counter()
+            done = subprocess.run([sys.executable, __file__, "--case", name, "--folder", folder], capture_output=True, text=True)
+            seconds = time.perf_counter() - start
+        if built.returncode or done.returncode:
+            print(f"{name:13} {'-':>9} {seconds:>8.1f}  failed: {(built.stderr + done.stderr).strip().splitlines()[-1:]}")
+            continue
+        peak, said = done.stdout.strip().split("\t", 1)
+        print(f"{name:13} {float(peak):>6.0f} MB {seconds:>8.1f}  {said}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--variants", type=int, default=50, help="variants per kind (default 50)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--quick", action="store_true", help="5 variants per kind, bombs at 1/16 size")
+    parser.add_argument("--build", choices=BOMB_CASES, help=argparse.SUPPRESS)  # one bomb's file, in this process
+    parser.add_argument("--case", choices=BOMB_CASES, help=argparse.SUPPRESS)  # one bomb read, in this process
+    parser.add_argument("--folder", help=argparse.SUPPRESS)
+    parser.add_argument("--scale", type=float, default=1.0, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.build:
+        build_bomb(args.build, args.folder, args.scale)
+        return 0
+    if args.case:
+        said = read_bomb(args.case, args.folder)
+        print(f"{peak_rss_mb():.0f}\t{said}")
+        return 0
+    if args.quick:
+        args.variants = 5
     data_dir = Path(os.environ.get("CORPUSFORGE_TEST_DATA", REPO.parent / "shared" / "data"))
     warc = (data_dir / "warc/resiliparse/warcfile.warc.gz").read_bytes()
     wet = (data_dir / "warc/ccscalatools/filter_test_1.wet.gz").read_bytes()
@@ -117,8 +374,11 @@ def main() -> int:
                 print(f"  {kind} {name}: lost {len(set(must) - got)} of {len(must)}" + (", raised" if e else ""))
         print(f"{kind:11} {len(rows):>8} {required:>9} {kept:>6} {100 * kept / max(required, 1):5.1f}% {exc:>6} {t_ours:>7.2f} "
               f"{kept_w:>6} {100 * kept_w / max(required, 1):5.1f}% {exc_w:>8} {t_w:>9.2f}")
+    failed |= resync_table(warc, args.seed, n)
+    failed |= truncated_dump_table(args.seed, 3 if args.quick else 10, 20_000 if args.quick else 200_000)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak RSS of this process: {peak:.0f} MB (target < 300 MB)")
+    bombs_table(1 / 16 if args.quick else 1.0)
     print("target: ours keeps 100% of required records with 0 exceptions:", "NOT MET" if failed else "met")
     return 1 if failed else 0
 

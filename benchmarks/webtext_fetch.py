@@ -12,7 +12,7 @@ together; "2 cores" is two processes each fetching half the URLs. Rows:
                   in full mode: C4's WARC extraction)
   fetch+webtext   fetch_many, then corpus.webtext.extract_text: WebText's default extraction
                   (trafilatura, fast mode with favor_recall)
-  fetch+combined  fetch_many, then corpus.webtext.extract_text(..., "combined"): WebText's
+  fetch+combined  fetch_many, then corpus.webtext.extract_combined: the rule of the retired
                   --extractor combined (newspaper3k where trafilatura's text is too short)
 
 Baseline: ``fetch`` on 1 core, ratio = pages/s over the baseline's. Target: ``fetch``
@@ -120,11 +120,10 @@ def worker(mode: str, urls: list[str], config: FetchConfig, barrier, out, cpu: i
     elif mode == "fetch+webtext":
         from corpus.webtext import extract_text as extract
     elif mode == "fetch+combined":
-        from functools import partial
+        from corpus.webtext import extract_combined
 
-        from corpus.webtext import COMBINED, extract_text
-
-        extract = partial(extract_text, extractor=COMBINED)
+        def extract(html, url):
+            return extract_combined(html, url)[0]
     barrier.wait()
     start = time.monotonic()
     ok = chars = 0

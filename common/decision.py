@@ -4,7 +4,7 @@ A rule in ``corpus/`` or ``dedup/`` is a plain function ``rule(record) -> Decisi
 Beam step (``pipelines/steps.py``) that runs it adds ``counts`` to the stage's counters,
 samples ``dropped`` per reason into stats.json and passes ``record`` on when it is not
 None. ``units`` declares what each counter counts (``pages``, ``lines``, ``spans``,
-``links``, ...; ``other`` for a tally that is no decision), so the counter table's shares
+``links``, ``submissions``, ...; ``other`` for a tally that is no decision), so the counter table's shares
 are computed within one unit and never guessed from a counter's name.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-PAGES, LINES, SPANS, LINKS, DOCUMENTS, OTHER = "pages", "lines", "spans", "links", "documents", "other"
+PAGES, LINES, SPANS, LINKS, SUBMISSIONS, DOCUMENTS, OTHER = "pages", "lines", "spans", "links", "submissions", "documents", "other"
 # The counters of what a stage keeps and drops, as the C4 reference (TFDS c4_utils) names them
 PASSED, FILTERED = "passed", "filtered"
 

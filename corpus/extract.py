@@ -58,6 +58,11 @@ import multiprocessing
 import re
 import signal
 import threading
+
+try:
+    import resource
+except ImportError:  # pragma: no cover - Windows has no resource module; the child runs uncapped
+    resource = None
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
@@ -77,7 +82,18 @@ EXTRACTED = "extracted"
 EMPTY = "empty"
 CRASHED = "crashed"
 TIMED_OUT = "timed_out"
-OUTCOMES = (EXTRACTED, EMPTY, CRASHED, TIMED_OUT)
+TOO_LARGE = "html_too_large"
+OUTCOMES = (EXTRACTED, EMPTY, CRASHED, TIMED_OUT, TOO_LARGE)
+
+# Extraction needs about 40 bytes of memory per character of HTML (lxml's tree, trafilatura's
+# copies: a 45 MB page took the child to 1.77 GB), so a page is measured before it is sent:
+# a longer one is ``html_too_large`` (trafilatura's own downloader stops at 20 MB; real
+# article pages are under 2 MB).
+MAX_EXTRACT_HTML_CHARS = 10 << 20
+# The extraction child's data segment (heap and anonymous maps: what its RSS is made of),
+# set with RLIMIT_DATA where the OS has it: past it, the page fails with MemoryError
+# (``crashed``) and the next page gets a fresh child.
+MAX_EXTRACTION_MEMORY_BYTES = 1 << 30
 
 MAX_DETAIL_CHARS = 200
 # How long a new child may take to say it is ready (the first one also starts the fork
@@ -141,9 +157,20 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"[:MAX_DETAIL_CHARS]
 
 
-def _serve(conn, extract_fn: ExtractFn) -> None:
+def _limit_memory(max_bytes: int | None) -> None:
+    """Cap this process's data segment at ``max_bytes`` (never above a lower cap already set)."""
+    if not max_bytes or resource is None or not hasattr(resource, "RLIMIT_DATA"):
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    cap = max_bytes if hard == resource.RLIM_INFINITY else min(max_bytes, hard)
+    if soft == resource.RLIM_INFINITY or soft > cap:
+        resource.setrlimit(resource.RLIMIT_DATA, (cap, hard))
+
+
+def _serve(conn, extract_fn: ExtractFn, max_memory_bytes: int | None = None) -> None:
     """The child's loop: answer ``(html, url)`` requests until the pipe closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's business
+    _limit_memory(max_memory_bytes)
     try:
         conn.send(_READY)
     except (OSError, ValueError):
@@ -198,8 +225,12 @@ class MainTextExtractor:
         *,
         extract_fn: ExtractFn = extract_main_text,
         start_method: str | None = None,
+        max_html_chars: int = MAX_EXTRACT_HTML_CHARS,
+        max_memory_bytes: int | None = MAX_EXTRACTION_MEMORY_BYTES,
     ) -> None:
-        """``extract_fn`` must be picklable (a module-level function) unless ``start_method`` is ``fork``."""
+        """``extract_fn`` must be picklable (a module-level function) unless ``start_method`` is ``fork``.
+        A page over ``max_html_chars`` is ``html_too_large`` without reaching the child; the
+        child's data segment is capped at ``max_memory_bytes`` (None: no cap)."""
         if not timeout_s > 0:
             raise ValueError(f"timeout_s must be positive, not {timeout_s!r}")
         methods = multiprocessing.get_all_start_methods()
@@ -208,6 +239,7 @@ class MainTextExtractor:
         self.timeout_s = float(timeout_s)
         self.extract_fn = extract_fn
         self.start_method = start_method or _default_start_method()
+        self.max_html_chars, self.max_memory_bytes = int(max_html_chars), max_memory_bytes
         self._init_runtime()
 
     def _init_runtime(self) -> None:
@@ -218,7 +250,8 @@ class MainTextExtractor:
     # -- pickling: settings only; the child is started again where the copy is used --
 
     def __getstate__(self) -> dict:
-        return {"timeout_s": self.timeout_s, "extract_fn": self.extract_fn, "start_method": self.start_method}
+        return {"timeout_s": self.timeout_s, "extract_fn": self.extract_fn, "start_method": self.start_method,
+                "max_html_chars": self.max_html_chars, "max_memory_bytes": self.max_memory_bytes}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
@@ -259,7 +292,7 @@ class MainTextExtractor:
             _preload_in_forkserver(context)
         parent_conn, child_conn = context.Pipe(duplex=True)
         process = context.Process(
-            target=_serve, args=(child_conn, self.extract_fn), name="trafilatura-extractor", daemon=True
+            target=_serve, args=(child_conn, self.extract_fn, self.max_memory_bytes), name="trafilatura-extractor", daemon=True
         )
         process.start()
         child_conn.close()  # the child holds its own copy; EOF now reaches us when it dies
@@ -294,6 +327,8 @@ class MainTextExtractor:
 
     def extract(self, html: str, url: str | None = None) -> Extraction:
         """Extract one page within the time limit; never raises for anything about the page."""
+        if len(html or "") > self.max_html_chars:
+            return Extraction("", TOO_LARGE, f"{len(html):,} characters of HTML, over the {self.max_html_chars:,} limit")
         with self._lock:
             return self._extract_locked(html or "", url)
 

@@ -22,10 +22,13 @@ The deadline
 A socket timeout is not a deadline: a server that drips a byte a second never trips
 one. Each page gets one wall-clock deadline (``deadline_s``) that covers every
 redirect hop, retry and backoff, connecting and reading the body. It is armed when the
-page's first request gets its politeness slot (time queued behind other pages of the same
-host is not the page's fault), and when it passes the page's task is cancelled wherever
-it is waiting, and the page becomes ``deadline``. A retry is not started when its
-backoff would end after the deadline. Connecting also has its own ``connect_timeout_s``.
+page's first request gets its politeness slot, and stopped while a later request of the
+page (a redirect hop, a retry) waits for its slot again: time queued behind other pages of
+the same host is not the page's fault. Such a later request goes ahead of every page of the
+host not started yet (``HostGate.slot(urgent=True)``), politeness delay kept. When the
+deadline passes, the page's task is cancelled wherever it is waiting, and the page becomes
+``deadline``. A retry is not started when its backoff would end after the deadline.
+Connecting also has its own ``connect_timeout_s``.
 
 Retries
 -------
@@ -180,20 +183,35 @@ def _now_iso() -> str:
 
 
 class _Deadline:
-    """Cancels one task at a wall-clock time; armed when the page's first request may start."""
+    """Cancels one task when the page has spent ``seconds`` on its own work.
+
+    Started when the page's first request gets its host slot; stopped (``pause``) while a
+    later request of the page (a redirect hop, a retry) waits for a slot again, so time
+    queued behind other pages of the host is never the page's.
+    """
 
     def __init__(self, seconds: float):
         self.seconds = seconds
-        self.when: float | None = None
+        self.remaining = seconds
+        self.when: float | None = None  # loop time it fires at, while running
+        self.started = False
         self.fired = False
         self._task = asyncio.current_task()
         self._handle: asyncio.TimerHandle | None = None
 
     def arm(self) -> None:
+        """Start the clock, or restart it after ``pause``."""
         if self.when is None:
             loop = asyncio.get_running_loop()
-            self.when = loop.time() + self.seconds
+            self.started = True
+            self.when = loop.time() + self.remaining
             self._handle = loop.call_at(self.when, self._fire)
+
+    def pause(self) -> None:
+        if self.when is not None and not self.fired:
+            self.remaining = max(0.0, self.when - asyncio.get_running_loop().time())
+            self.disarm()
+            self.when = None
 
     def _fire(self) -> None:
         self.fired = True
@@ -201,7 +219,7 @@ class _Deadline:
 
     def left(self) -> float:
         if self.when is None:
-            return self.seconds
+            return self.remaining
         return self.when - asyncio.get_running_loop().time()
 
     def check(self) -> None:
@@ -212,6 +230,7 @@ class _Deadline:
     def disarm(self) -> None:
         if self._handle is not None:
             self._handle.cancel()
+            self._handle = None
 
 
 @contextlib.asynccontextmanager
@@ -500,7 +519,9 @@ class AsyncFetcher:
 
     async def _request(self, target: RequestTarget, addresses: list[str], deadline: _Deadline, purpose: str) -> _Exchange:
         request = self._request_bytes(target, purpose)
-        async with self._gate(target.host):
+        started = deadline.started  # a redirect hop or retry: ahead of new pages, clock stopped while queued
+        deadline.pause()
+        async with self._gate(target.host).slot(urgent=started):
             async with self._global:
                 deadline.arm()
                 conn = self._pool.get(target.key)

@@ -79,8 +79,12 @@ def join_base(base: str, relative: str, *, allow_any: bool = True) -> str:
     return os.path.join(base, relative)
 
 
-# A manifest is a list of paths: Common Crawl's largest (warc.paths.gz) is ~100k lines.
-MAX_MANIFEST_BYTES = 256 << 20
+# A manifest is a list of paths: Common Crawl's largest (warc.paths.gz) is ~100k lines of
+# ~140 characters (14 MB). Past any of these caps a manifest is refused before its lines are
+# split (63 million one-character entries took ``inspect`` past 6 GB; 255 MiB of newlines, 2.8 GB).
+MAX_MANIFEST_BYTES = 64 << 20
+MAX_MANIFEST_LINES = 1 << 20  # every line counts, empty ones too
+MAX_MANIFEST_LINE_CHARS = 4096  # longer than any URL a server accepts
 
 
 def read_manifest(path: str, base: str = COMMON_CRAWL_BASE_URL, *, allow_any_path: bool = False) -> list[str]:
@@ -88,17 +92,25 @@ def read_manifest(path: str, base: str = COMMON_CRAWL_BASE_URL, *, allow_any_pat
 
     Every entry must stay under ``base`` unless ``allow_any_path``; the first that does not
     is refused (``ManifestPathError``, with its line number and an escaped excerpt) before
-    any file is opened.
+    any file is opened. A manifest over ``MAX_MANIFEST_BYTES`` (decompressed),
+    ``MAX_MANIFEST_LINES`` lines or with a line over ``MAX_MANIFEST_LINE_CHARS`` is refused
+    (``InputError``) the same way.
     """
     with open_input(path) as raw:
         data = raw.read(MAX_MANIFEST_BYTES + 1)
     if data[:2] == b"\x1f\x8b":
         data = _gunzip_capped(data, MAX_MANIFEST_BYTES + 1)
     if len(data) > MAX_MANIFEST_BYTES:
-        raise InputError(f"{path}: a manifest over {MAX_MANIFEST_BYTES} bytes is not a list of crawl paths")
+        raise InputError(f"{path}: a manifest over {MAX_MANIFEST_BYTES:,} bytes is not a list of crawl paths")
+    lines = data.count(b"\n") + 1
+    if lines > MAX_MANIFEST_LINES:
+        raise InputError(f"{path}: a manifest of {lines:,} lines (over {MAX_MANIFEST_LINES:,}) is not a list of crawl paths")
     files = []
-    for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
-        line = line.strip()
+    for number, line in enumerate(data.split(b"\n"), 1):
+        if len(line) > MAX_MANIFEST_LINE_CHARS:
+            raise InputError(f"{path}, line {number}: {len(line):,} bytes, over the {MAX_MANIFEST_LINE_CHARS:,}-byte limit "
+                             f"of a manifest line: {excerpt(line)}")
+        line = line.decode("utf-8", "replace").strip()
         if not line or line.startswith("#"):
             continue
         try:

@@ -28,12 +28,12 @@ import bz2
 import codecs
 import datetime as dt
 import functools
-import gzip
 import json
 import lzma
 import math
 import os
 import urllib.parse
+import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,7 +44,7 @@ import pyarrow.parquet as pq
 import zstandard
 
 from common import storage
-from common.decision import LINKS, PASSED, Decision
+from common.decision import LINKS, PASSED, SUBMISSIONS, Decision
 from corpus.inputs import is_remote, open_input
 from corpus.shards import utf8_safe
 from corpus.urls import WWW_LABEL, canonical_host, canonical_url, url_key
@@ -58,6 +58,17 @@ READ_CHUNK_BYTES = 1 << 20
 # (a 197 KB file of 2 GiB of lines is read with bounded memory).
 ZSTD_READ_BYTES = 1 << 20
 ZSTD_FEED_BYTES = 2 << 10
+# gzip/bz2/xz get the same small feeds, and each call may return at most this many bytes:
+# a stream cut or corrupted part-way loses only what its last feed would have decoded to.
+DECODE_PIECE_BYTES = 1 << 20
+# Every codec's output is capped at this many times the compressed bytes read so far (after
+# a first DECOMPRESSED_FLOOR_BYTES): real dumps compress 5-15x; a 131 KB frame of 4 GiB
+# (which would also fill a 2**31 zstd window, 2.5 GB of memory) is a decompression bomb.
+MAX_DECOMPRESSION_RATIO = 1000
+DECOMPRESSED_FLOOR_BYTES = 128 << 20
+# More empty lines than this in a row end the dump (``DumpReadError``): a file of newlines
+# only would otherwise be read one empty line at a time for hours.
+MAX_EMPTY_LINE_RUN = 1 << 16
 # The longest dump line kept (Pushshift submissions are a few KiB; selftext at most 40k
 # characters): a longer one is skipped as ``line_too_long`` without being held whole.
 MAX_LINE_CHARS = 4 << 20
@@ -114,18 +125,38 @@ def dump_compression(path: str | os.PathLike) -> str:
     return COMPRESSION_SUFFIXES.get(os.path.splitext(name)[1].lower(), "plain")
 
 
-def _decompressing(raw: BinaryIO, compression: str) -> BinaryIO:
-    if compression == "bz2":
-        return bz2.BZ2File(raw)  # reads every bz2 stream of a multi-stream file
-    if compression == "xz":
-        return lzma.LZMAFile(raw)
-    if compression == "gz":
-        return gzip.GzipFile(fileobj=raw)
-    return raw
+class _Budget:
+    """Counts compressed bytes in and decompressed bytes out; raises past the ratio cap."""
+
+    def __init__(self, name: str):
+        self.name, self.read, self.written = name, 0, 0
+
+    def took(self, size: int) -> None:
+        self.read += size
+
+    def gave(self, piece: bytes) -> Iterator[bytes]:
+        """``piece`` as far as the cap allows; past it, ``DumpReadError``."""
+        allowed = max(DECOMPRESSED_FLOOR_BYTES, MAX_DECOMPRESSION_RATIO * self.read) - self.written
+        if piece[:allowed]:
+            yield piece[:allowed] if allowed < len(piece) else piece
+        self.written += len(piece)
+        if allowed < len(piece):
+            raise DumpReadError(
+                f"{self.name}: {self.read:,} compressed bytes decompress to more than {self.written:,} "
+                f"(over {MAX_DECOMPRESSION_RATIO}x: a decompression bomb)")
+
+
+def _feeds(raw: BinaryIO, budget: _Budget) -> Iterator[bytes]:
+    """The compressed bytes of ``raw`` in slices of ``ZSTD_FEED_BYTES``, counted."""
+    while chunk := raw.read(ZSTD_READ_BYTES):
+        for start in range(0, len(chunk), ZSTD_FEED_BYTES):
+            data = chunk[start:start + ZSTD_FEED_BYTES]
+            budget.took(len(data))
+            yield data
 
 
 def _zstd_pieces(raw: BinaryIO, name: str) -> Iterator[bytes]:
-    """Decompress a .zst stream frame by frame, ``ZSTD_READ_BYTES`` compressed bytes at a time.
+    """Decompress a .zst stream frame by frame, ``ZSTD_FEED_BYTES`` compressed bytes at a time.
 
     A frame-by-frame decompressor is used rather than ``ZstdDecompressor.stream_reader``
     because the stream reader ends quietly at the end of a truncated file, where this
@@ -135,24 +166,82 @@ def _zstd_pieces(raw: BinaryIO, name: str) -> Iterator[bytes]:
     decompressor = zstandard.ZstdDecompressor(max_window_size=PUSHSHIFT_MAX_WINDOW)
     frame = decompressor.decompressobj()
     in_frame = False
-    while chunk := raw.read(ZSTD_READ_BYTES):
-        for start in range(0, len(chunk), ZSTD_FEED_BYTES):
-            data = chunk[start:start + ZSTD_FEED_BYTES]
-            while data:
-                in_frame = True
-                try:
-                    piece = frame.decompress(data)
-                except zstandard.ZstdError as exc:
-                    raise DumpReadError(f"{name}: zstd: {exc}") from exc
-                if piece:
-                    yield piece
-                if not frame.eof:
-                    break
-                data = frame.unused_data  # the next frame (or padding) begins in this slice
-                frame = decompressor.decompressobj()
-                in_frame = False
+    budget = _Budget(name)
+    for data in _feeds(raw, budget):
+        while data:
+            in_frame = True
+            try:
+                piece = frame.decompress(data)
+            except zstandard.ZstdError as exc:
+                raise DumpReadError(f"{name}: zstd: {exc}") from exc
+            if piece:
+                yield from budget.gave(piece)
+            if not frame.eof:
+                break
+            data = frame.unused_data  # the next frame (or padding) begins in this slice
+            frame = decompressor.decompressobj()
+            in_frame = False
     if in_frame:
         raise DumpReadError(f"{name}: the file ends inside a zstd frame (truncated?)")
+
+
+# One decompressor per gzip member / bz2 stream / xz stream (a file may hold several).
+_STREAM_DECOMPRESSORS = {
+    "gz": lambda: zlib.decompressobj(zlib.MAX_WBITS | 16),
+    "bz2": bz2.BZ2Decompressor,
+    "xz": lzma.LZMADecompressor,
+}
+_STREAM_ERRORS = (zlib.error, OSError, EOFError, lzma.LZMAError)
+
+
+def _drain(decompressor, data: bytes) -> Iterator[bytes]:
+    """Everything ``data`` decodes to now, ``DECODE_PIECE_BYTES`` at most per call."""
+    if isinstance(decompressor, type(zlib.decompressobj())):
+        while True:
+            piece = decompressor.decompress(data, DECODE_PIECE_BYTES)
+            yield piece
+            data = decompressor.unconsumed_tail
+            if decompressor.eof or (not data and len(piece) < DECODE_PIECE_BYTES):
+                return
+    piece = decompressor.decompress(data, max_length=DECODE_PIECE_BYTES)
+    yield piece
+    while not decompressor.eof and not decompressor.needs_input:
+        yield decompressor.decompress(b"", max_length=DECODE_PIECE_BYTES)
+
+
+def _stream_pieces(raw: BinaryIO, name: str, compression: str) -> Iterator[bytes]:
+    """Decompress a .gz/.bz2/.xz file with incremental decompressors fed small slices.
+
+    ``gzip.GzipFile`` and friends decode a whole ``read`` before returning it, so a file
+    cut or corrupted part-way lost everything that read had decoded (up to 2,712 lines);
+    here each slice's output is handed on before the next slice is read. Several members
+    or streams follow one another; zero bytes between or after them are padding. A stream
+    still open at the end of the file raises ``DumpReadError`` after its bytes.
+    """
+    new = _STREAM_DECOMPRESSORS[compression]
+    decompressor, in_stream = new(), False
+    budget = _Budget(name)
+    for data in _feeds(raw, budget):
+        while data:
+            if not in_stream:
+                data = data.lstrip(b"\0")
+                if not data:
+                    break
+            in_stream = True
+            try:
+                for piece in _drain(decompressor, data):
+                    if piece:
+                        yield from budget.gave(piece)
+            except DumpReadError:
+                raise
+            except _STREAM_ERRORS as exc:
+                raise DumpReadError(f"{name}: {compression}: {exc}") from exc
+            if not decompressor.eof:
+                break
+            data = decompressor.unused_data
+            decompressor, in_stream = new(), False
+    if in_stream:
+        raise DumpReadError(f"{name}: the file ends inside a {compression} stream (truncated?)")
 
 
 def _rechunk(pieces: Iterable[bytes], size: int) -> Iterator[bytes]:
@@ -186,22 +275,19 @@ def iter_dump_chunks(path: str | os.PathLike, chunk_size: int = READ_CHUNK_BYTES
     with open_input(name) as raw:
         if compression == "zst":
             yield from _rechunk(_zstd_pieces(raw, name), chunk_size)
-            return
-        stream = _decompressing(raw, compression)
-        try:
-            while chunk := stream.read(chunk_size):  # bz2/xz/gz may return fewer bytes; any size is fine
+        elif compression == "plain":
+            while chunk := raw.read(chunk_size):
                 yield chunk
-        except (EOFError, OSError, lzma.LZMAError) as exc:
-            raise DumpReadError(f"{name}: {compression}: {exc}") from exc
-        finally:
-            stream.close()
+        else:
+            yield from _rechunk(_stream_pieces(raw, name, compression), chunk_size)
 
 
 class TooLongLine(str):
     """Stands for a line longer than ``MAX_LINE_CHARS``, dropped while it was read."""
 
 
-def decode_lines(chunks: Iterable[bytes], max_line_chars: int = MAX_LINE_CHARS) -> Iterator[str]:
+def decode_lines(chunks: Iterable[bytes], max_line_chars: int = MAX_LINE_CHARS,
+                 max_empty_run: int = MAX_EMPTY_LINE_RUN) -> Iterator[str]:
     """Lines of UTF-8 text cut into arbitrary byte pieces, without their line ends.
 
     An incremental decoder carries a character split across two pieces over to the next
@@ -211,12 +297,14 @@ def decode_lines(chunks: Iterable[bytes], max_line_chars: int = MAX_LINE_CHARS) 
     line without a line end is still yielded, an empty one after the final ``\\n`` is not.
     When ``chunks`` raises ``DumpReadError``, the partial line read so far is yielded first.
     A line over ``max_line_chars`` is never held whole: it comes out as a ``TooLongLine``.
+    More than ``max_empty_run`` empty lines in a row raise ``DumpReadError`` (a flood).
     """
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     partial: list[str] = []  # the pieces of a line that has not ended yet
     held = 0  # characters in partial
     too_long = False
     first = True
+    empty_run = 0  # empty lines in a row
     try:
         for chunk in chunks:
             text = decoder.decode(chunk)
@@ -227,9 +315,14 @@ def decode_lines(chunks: Iterable[bytes], max_line_chars: int = MAX_LINE_CHARS) 
             while (end := text.find("\n", start)) >= 0:
                 if too_long or held + end - start > max_line_chars:
                     yield TooLongLine("")
+                    empty_run = 0
                 else:
                     partial.append(text[start:end])
-                    yield _line("".join(partial))
+                    line = _line("".join(partial))
+                    empty_run = 0 if line else empty_run + 1
+                    if empty_run > max_empty_run:
+                        raise DumpReadError(f"more than {max_empty_run:,} empty lines in a row (an empty-line flood)")
+                    yield line
                 partial, held, too_long = [], 0, False
                 start = end + 1
             if start < len(text) and not too_long:
@@ -536,11 +629,11 @@ def filter_submission(line: str, filt: LinkFilter) -> Decision:
     ``PARSE_PROBLEMS`` (the line sampled) or ``SUBMISSION_PROBLEMS`` (the URL sampled)."""
     sub = parse_submission(line)
     if isinstance(sub, str):
-        return Decision.drop(sub, line, LINKS)
+        return Decision.drop(sub, line, SUBMISSIONS)
     problem = submission_problem(sub, filt)
     if problem is not None:
-        return Decision.drop(problem, sub.url, LINKS)
-    return Decision.keep(sub, PASSED, LINKS)
+        return Decision.drop(problem, sub.url, SUBMISSIONS)
+    return Decision.keep(sub, PASSED, SUBMISSIONS)
 
 
 # --- links ------------------------------------------------------------------------------

@@ -552,14 +552,27 @@ def _starts_with_warc(framer: _Framer) -> bool:
     return framer.buf[framer.pos : framer.pos + 5] == b"WARC/"
 
 
+# Where reading resumes after damage: a ``WARC/`` line, or a record header anywhere, even
+# straight after junk with no line end (a junk gzip member, a clipped line before a record).
+_RESYNC = re.compile(rb"\nWARC/|" + _RECORD_HEAD.pattern)
+# Bytes kept across reads while searching, so a header split between two reads is found.
+_RESYNC_OVERLAP = 512
+
+
 def _skip_to_next_warc_line(framer: _Framer) -> None:
-    """Advance to the next ``WARC/`` at a line start, reading more as needed."""
+    """Advance to the next record start: ``WARC/`` right here or at a line start, or a
+    version line and a WARC header anywhere (reading more as needed)."""
+    while framer.available() < 5 and framer.fill():
+        pass
+    if framer.buf[framer.pos : framer.pos + 5] == b"WARC/":
+        return  # e.g. after a block that declared more bytes than there were: the next record
     while True:
-        found = framer.buf.find(b"\nWARC/", framer.pos)
-        if found >= 0:
-            framer.consume(found + 1 - framer.pos)
+        found = _RESYNC.search(framer.buf, framer.pos)
+        if found is not None:
+            start = found.start() + (framer.buf[found.start()] == 0x0A)
+            framer.consume(start - framer.pos)
             return
-        keep = min(framer.available(), 5)
+        keep = min(framer.available(), _RESYNC_OVERLAP)
         framer.consume(framer.available() - keep)
         if not framer.fill():
             framer.consume(framer.available())
@@ -974,17 +987,28 @@ def decode_content(body: bytes, encoding: str, max_bytes: int = MAX_DECODED_BYTE
 
 
 def _brotli_capped(brotli, body: bytes, limit: int) -> bytes:
-    """Brotli in 1 KiB input steps, so at most one step's output passes the limit before
-    the check (brotli's own output limit needs brotli >= 1.2)."""
+    """Brotli with the decoder's own output limit (brotli >= 1.2): one call never returns
+    much more than the room left, so a 1,681-byte body of gigabytes stops at ``limit``.
+    An older brotli without the limit is given 64-byte steps, checked after each."""
     decompressor = brotli.Decompressor()
     out, size = [], 0
+
+    def keep(piece: bytes) -> None:
+        nonlocal size
+        size += len(piece)
+        if size > limit:
+            raise DecodedTooLarge(f"{len(body)} bytes decode to more than {limit} bytes")
+        out.append(piece)
+
     try:
-        for i in range(0, len(body), 1024):
-            piece = decompressor.process(body[i : i + 1024])
-            size += len(piece)
-            if size > limit:
-                raise DecodedTooLarge(f"{len(body)} bytes decode to more than {limit} bytes")
-            out.append(piece)
+        try:
+            keep(decompressor.process(body, output_buffer_limit=limit + 1))
+        except TypeError:  # brotli < 1.2: no output limit
+            for i in range(0, len(body), 64):
+                keep(decompressor.process(body[i : i + 64]))
+            return b"".join(out)
+        while not decompressor.is_finished() and not decompressor.can_accept_more_data():
+            keep(decompressor.process(b"", output_buffer_limit=limit + 1 - size))
     except brotli.error as exc:
         raise ValueError(str(exc)) from None
     return b"".join(out)

@@ -12,16 +12,17 @@ changing the record it was given.
 
 Extraction: ``extract_text(html, url, extractor="trafilatura")``
 -----------------------------------------------------------------
-Two settings (``EXTRACTOR_CHOICES``; the pipeline's ``--extractor``):
+One setting (``EXTRACTOR_CHOICES``; the pipeline's ``--extractor``):
 
 - ``trafilatura`` (the default, ``extract_trafilatura``): trafilatura with the settings of
   ``corpus.extract`` (no comments, no tables, no deduplication) plus ``fast`` (its own
   readability/jusText fallbacks skipped) and ``favor_recall``.
-- ``combined`` (``extract_combined``): the same trafilatura text, except on a page where it
-  has fewer than ``MIN_WORDS`` (50) words, which ``clean_webtext`` would drop as
-  ``too_short``: there newspaper3k is asked, and its text is taken when it has more words.
-  Nothing else is ever replaced or merged, so the combination can only add documents that
-  trafilatura alone would have dropped; the price is newspaper's time on those pages only.
+
+``combined`` (``extract_combined``: the same trafilatura text, except on a page where it
+has fewer than ``MIN_WORDS`` (50) words, where newspaper3k's text is taken when it has more
+words) was a setting until it was measured: it gives trafilatura's text on all 86 gold
+pages, and no rule fitted on a tuning half beat trafilatura on the held-out half (below). ``--extractor combined`` is refused
+with that reason (``RETIRED_EXTRACTORS``); the rule stays as the benchmarks' alternative.
 
 Measured by ``benchmarks/extract_quality.py`` on ``html_gold/trafilatura_eval_en`` (86 real
 English pages, 261 must-contain and 252 must-not-contain snippets; trafilatura 2.3.1,
@@ -134,7 +135,7 @@ import re
 import sys
 import unicodedata
 from dataclasses import replace
-from functools import lru_cache, partial
+from functools import lru_cache
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -169,8 +170,13 @@ if TYPE_CHECKING:  # corpus.records imports pyarrow, which the extraction child 
 TRAFILATURA = EXTRACTOR_NAME  # "trafilatura": Dragnet's stand-in (spec: Dragnet is unmaintained)
 NEWSPAPER = "newspaper"  # newspaper3k 0.2.8, the paper's second extractor
 EXTRACTORS = (TRAFILATURA, NEWSPAPER)  # whose text a document is (meta["extractor"])
-COMBINED = "combined"  # trafilatura, newspaper where trafilatura's text is too short to keep
-EXTRACTOR_CHOICES = (TRAFILATURA, COMBINED)  # the settings of extract_text (--extractor)
+COMBINED = "combined"  # trafilatura, newspaper where trafilatura's text is too short (retired)
+EXTRACTOR_CHOICES = (TRAFILATURA,)  # the settings of extract_text (--extractor)
+# Settings that were measured and removed, with why (the refusal says it).
+RETIRED_EXTRACTORS = {
+    COMBINED: "retired: on held-out gold pages no trafilatura+newspaper3k rule beat trafilatura alone, "
+              "and it gave trafilatura's text on all 86 gold pages (docs/webtext.md)",
+}
 DEFAULT_EXTRACTOR = TRAFILATURA  # measured: no newspaper rule beats it on held-out gold pages
 # trafilatura settings: those of corpus.extract, plus fast (its readability/jusText fallbacks
 # skipped: 1.7x the pages/s at the same gold score) and favor_recall
@@ -248,7 +254,9 @@ def extract_combined(html: str, url: str | None = None) -> tuple[str, str]:
     """``(text, extractor)``: trafilatura's text, or newspaper's where trafilatura's is too short.
 
     Newspaper is asked only when trafilatura's text has fewer than ``MIN_WORDS`` words (it
-    would be dropped as ``too_short``), and its text is taken when it has more words.
+    would be dropped as ``too_short``), and its text is taken when it has more words. The
+    rule of the retired ``--extractor combined`` (``RETIRED_EXTRACTORS``), kept as the
+    measured alternative of ``benchmarks/extract_quality.py`` and ``benchmarks/webtext_fetch.py``.
     """
     primary = extract_trafilatura(html, url)
     if _word_count(primary) >= MIN_WORDS or not html or html.isspace():
@@ -279,7 +287,10 @@ class ExtractedText(str):
         return str(self), self.extractor
 
 
-def _check_extractor(extractor: str) -> str:
+def check_extractor(extractor: str) -> str:
+    """``extractor`` when it is one of ``EXTRACTOR_CHOICES``; else ``ValueError`` saying why."""
+    if extractor in RETIRED_EXTRACTORS:
+        raise ValueError(f"extractor {extractor!r} was {RETIRED_EXTRACTORS[extractor]}")
     if extractor not in EXTRACTOR_CHOICES:
         raise ValueError(f"extractor must be one of {EXTRACTOR_CHOICES}, not {extractor!r}")
     return extractor
@@ -288,11 +299,9 @@ def _check_extractor(extractor: str) -> str:
 def extract_text(html: str, url: str | None = None, extractor: str = DEFAULT_EXTRACTOR) -> ExtractedText:
     """The page's WebText text as one ``str`` (an ``ExtractedText``), for ``MainTextExtractor``.
 
-    ``extractor`` is one of ``EXTRACTOR_CHOICES``: ``trafilatura`` (``extract_trafilatura``) or
-    ``combined`` (``extract_combined``).
+    ``extractor`` is one of ``EXTRACTOR_CHOICES``: ``trafilatura`` (``extract_trafilatura``).
     """
-    if _check_extractor(extractor) == COMBINED:
-        return ExtractedText(*extract_combined(html, url))
+    check_extractor(extractor)
     return ExtractedText(extract_trafilatura(html, url), TRAFILATURA)
 
 
@@ -303,9 +312,8 @@ def extractor_of(text: str) -> str:
 
 def webtext_extractor(timeout_s: float = EXTRACTION_TIMEOUT_S, extractor: str = DEFAULT_EXTRACTOR) -> MainTextExtractor:
     """A ``MainTextExtractor`` running ``extract_text`` with ``extractor`` (time limit and crash isolation per page)."""
-    if _check_extractor(extractor) == DEFAULT_EXTRACTOR:
-        return MainTextExtractor(timeout_s, extract_fn=extract_text)
-    return MainTextExtractor(timeout_s, extract_fn=partial(extract_text, extractor=extractor))
+    check_extractor(extractor)
+    return MainTextExtractor(timeout_s, extract_fn=extract_text)
 
 
 def extract_webtext_from_page(page: "HtmlPage", extractor: MainTextExtractor) -> tuple["Document | None", Extraction]:

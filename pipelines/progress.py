@@ -82,12 +82,17 @@ def _interval() -> float:
         return DEFAULT_INTERVAL_S
 
 
-def describe(counts: Counter, files: int | None) -> str:
-    parts = [f"{counts.get('files', 0):,}" + (f"/{files:,}" if files is not None else "") + " files"]
-    if counts.get("records"):
-        parts.append(f"{counts['records']:,} records")
-    if counts.get("written"):
-        parts.append(f"{counts['written']:,} documents written")
+# How the tallies the readers and writers keep are named on the progress line.
+_LABELS = {"records": "records", "written": "documents written"}
+
+
+def describe(counts: Counter, files: int | None, unit: str = "files") -> str:
+    """``3/10 files, 2,500 records, ...``: the tally ``unit`` (out of ``files`` when known),
+    then every other tally under its own name, so a job says what it counts."""
+    parts = [f"{counts.get(unit, 0):,}" + (f"/{files:,}" if files is not None else "") + f" {unit}"]
+    for name in [*_LABELS, *sorted(set(counts) - set(_LABELS))]:
+        if name != unit and counts.get(name):
+            parts.append(f"{counts[name]:,} {_LABELS.get(name, name)}")
     return ", ".join(parts)
 
 
@@ -107,32 +112,34 @@ def in_process(options: PipelineOptions) -> bool:
 class _Display(threading.Thread):
     """Shows the tally: a tqdm line on a terminal, a log line every interval elsewhere."""
 
-    def __init__(self, desc: str, files: int | None):
+    def __init__(self, desc: str, files: int | None, unit: str = "files"):
         super().__init__(daemon=True, name="corpusforge-progress")
-        self.desc, self.files = desc, files
+        self.desc, self.files, self.unit = desc, files, unit
         self.done = threading.Event()
         self.tty = sys.stderr.isatty()
 
     def run(self) -> None:
         started = time.monotonic()
         if self.tty:
-            with tqdm(total=self.files, desc=self.desc, unit="file", leave=False, file=sys.stderr) as bar:
+            with tqdm(total=self.files, desc=self.desc, unit=" " + self.unit, leave=False, file=sys.stderr) as bar:
                 while not self.done.wait(0.5):
                     counts = snapshot()
-                    bar.n = counts.get("files", 0)
-                    bar.set_postfix_str(describe(counts, None).split(", ", 1)[-1] if len(counts) > 1 else "", refresh=True)
+                    bar.n = counts.get(self.unit, 0)
+                    rest = describe(counts, None, self.unit).split(", ", 1)
+                    bar.set_postfix_str(rest[1] if len(rest) > 1 else "", refresh=True)
             return
         while not self.done.wait(_interval()):
-            log.info("%s: %s (%.0f s)", self.desc, describe(snapshot(), self.files), time.monotonic() - started)
+            log.info("%s: %s (%.0f s)", self.desc, describe(snapshot(), self.files, self.unit), time.monotonic() - started)
 
 
-def run_pipeline(pipeline, desc: str, files: int | None = None):
-    """Run ``pipeline`` to the end with progress on stderr; the finished ``PipelineResult``."""
+def run_pipeline(pipeline, desc: str, files: int | None = None, unit: str = "files"):
+    """Run ``pipeline`` to the end with progress on stderr; the finished ``PipelineResult``.
+    ``files`` is how many of the tally ``unit`` (input files, dumps) the job has in all."""
     options = pipeline.options
     local = in_process(options)
     with _lock:
         _tally.clear()
-    display = _Display(desc, files) if enabled and local else None
+    display = _Display(desc, files, unit) if enabled and local else None
     if display:
         display.start()
     quiet = starts_local_workers(options) and not logging.getLogger().isEnabledFor(logging.DEBUG)
@@ -147,7 +154,7 @@ def run_pipeline(pipeline, desc: str, files: int | None = None):
             display.done.set()
             display.join()
     if enabled and local:
-        log.info("%s: %s", desc, describe(snapshot(), files))
+        log.info("%s: %s", desc, describe(snapshot(), files, unit))
     return result
 
 

@@ -10,7 +10,7 @@ The steps (GPT-2 paper, section 2.1; spec ``webtext.md``), each a pure function 
 
     read dumps -> per-submission filters -> GroupByKey by url_key -> merge (max/sum karma)
     -> karma >= 3 -> link table -> pages (safe fetch into WARC, or Common Crawl join)
-    -> trafilatura [--extractor combined: + newspaper3k] -> Wikipedia / stubs / English / length -> exact dedup
+    -> trafilatura -> Wikipedia / stubs / English / length -> exact dedup
     -> MinHash LSH + Jaccard near-dup dedup -> [3-sentence span dedup] -> shards
 """
 
@@ -41,7 +41,7 @@ from corpus.sentences import require_punkt
 from corpus.shards import FORMATS, shard_index
 from corpus.urls import url_key
 from corpus.warc import read_archive
-from corpus.webtext import (DEFAULT_EXTRACTOR, EXTRACTOR_CHOICES, MIN_ENGLISH_PROBABILITY, MIN_WORDS, capture_of_link,
+from corpus.webtext import (DEFAULT_EXTRACTOR, EXTRACTOR_CHOICES, MIN_ENGLISH_PROBABILITY, MIN_WORDS, capture_of_link, check_extractor,
                             clean_webtext, doc_id, extract_document, fetched_page, text_hash, webtext_extractor)
 from dedup import minhash
 from pipelines import progress
@@ -53,7 +53,7 @@ from pipelines.steps import Steps, Tally, collect_examples, count, format_counte
 
 log = logging.getLogger(__name__)
 
-LINKS = "webtext-links"  # one decision per submission line
+SUBMISSIONS = "webtext-submissions"  # one decision per submission line (unit: submissions)
 LINK_KARMA = "webtext-karma"  # one decision per merged link
 FETCH = "webtext-fetch"  # one outcome per link (live mode)
 CRAWL_JOIN = "webtext-crawl-join"  # one outcome per link (Common Crawl mode)
@@ -61,20 +61,30 @@ EXTRACT = "webtext-extract"
 CLEAN = "webtext-clean"
 EXACT_DEDUP = "webtext-exact-dedup"
 NEAR_DEDUP = "webtext-near-dedup"
-SUMMARY_STAGES = (LINKS, LINK_KARMA, FETCH, CRAWL_JOIN, EXTRACT, CLEAN, EXACT_DEDUP, NEAR_DEDUP, "dedupe-spans")
+# The progress line's tallies (pipelines.progress): what each one counts, in its name.
+DUMPS_READ, SUBMISSIONS_READ, LINKS_FETCHED, PAGES_EXTRACTED = "dumps", "submissions read", "links fetched", "pages extracted"
+SUMMARY_STAGES = (SUBMISSIONS, LINK_KARMA, FETCH, CRAWL_JOIN, EXTRACT, CLEAN, EXACT_DEDUP, NEAR_DEDUP, "dedupe-spans")
 PAGE_SOURCES = ("fetch", "crawl")
 
 
 # --- links -------------------------------------------------------------------------------
 def _read_dump(path):
     """A dump file -> its lines; a dump that stops decompressing part-way keeps the lines
-    before the damage and goes to ``errors`` (counted ``error:unreadable_dump``)."""
+    before the damage and goes to ``errors`` (counted ``error:unreadable_dump``). The
+    progress line counts dumps and submission lines read."""
+    read = 0
     try:
-        yield from iter_dump_lines(path)
+        for read, line in enumerate(iter_dump_lines(path), 1):
+            if read % progress.RECORDS_PER_TALLY == 0:
+                progress.tally(SUBMISSIONS_READ, progress.RECORDS_PER_TALLY)
+            yield line
     except DumpReadError as exc:
-        count(LINKS, {"error:unreadable_dump": 1}, OTHER)
+        count(SUBMISSIONS, {"error:unreadable_dump": 1}, OTHER)
         log.warning("%s: %s (lines before it are kept)", path, exc)
         yield beam.pvalue.TaggedOutput("errors", {"source": path, "offset": 0, "reason": "unreadable_dump", "detail": str(exc)[:300]})
+    finally:
+        progress.tally(SUBMISSIONS_READ, read % progress.RECORDS_PER_TALLY)
+        progress.tally(DUMPS_READ)
 
 
 class WriteLinkTable(beam.PTransform):
@@ -126,6 +136,7 @@ class _FetchShardFn(beam.DoFn):
         target = storage.join(self.out_dir, "fetch", f"shard-{shard:05d}")
         with _local_folder(target) as folder:
             fetch_links([link.url for link in links], self.config, folder)
+            progress.tally(LINKS_FETCHED, len(links))
             yield from _logged_pages(links, folder)
 
 
@@ -193,6 +204,7 @@ class _ExtractFn(beam.DoFn):
 
     def process(self, item):
         decision = extract_document(item, self.extractor, self.page_source)
+        progress.tally(PAGES_EXTRACTED)
         self.tally.add(decision)
         if decision.record is not None:
             yield decision.record
@@ -267,7 +279,7 @@ def build(pipeline: beam.Pipeline, dumps: list[str], crawl_files: list[str], arg
         | "Spread dumps" >> beam.Reshuffle()
         | "Read dump lines" >> beam.FlatMap(_read_dump).with_outputs("errors", main="lines")
     )
-    subs = run_step(lines.lines, "Filter submissions", LINKS, functools.partial(filter_submission, filt=link_filter))
+    subs = run_step(lines.lines, "Filter submissions", SUBMISSIONS, functools.partial(filter_submission, filt=link_filter))
     grouped = subs | "Key by URL key" >> beam.Map(lambda sub: (url_key(sub.url), sub)) | "Group by URL key" >> beam.GroupByKey()
     links = (run_step.keyed(grouped, "Merge and karma", LINK_KARMA, functools.partial(merge_link, filt=link_filter))
              | "Links" >> beam.Values())
@@ -323,6 +335,13 @@ def build(pipeline: beam.Pipeline, dumps: list[str], crawl_files: list[str], arg
     run_step.write_examples(args.output)
 
 
+def _extractor_choice(value: str) -> str:
+    try:
+        return check_extractor(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     p = parser.add_argument_group("links")
     p.add_argument("--submissions", nargs="+", required=True, help="Pushshift submission dumps (.zst, .bz2, .xz, .gz, NDJSON), globs or folders")
@@ -354,9 +373,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     p = parser.add_argument_group("text and dedup")
     p.add_argument("--extract_timeout", type=positive_float, default=10.0, help="seconds allowed per page for extraction")
-    p.add_argument("--extractor", choices=EXTRACTOR_CHOICES, default=DEFAULT_EXTRACTOR,
-                   help="main-text extraction: trafilatura (default), or combined = trafilatura, with newspaper3k's text "
-                        f"where trafilatura's has fewer than {MIN_WORDS} words and newspaper3k's more")
+    p.add_argument("--extractor", type=_extractor_choice, default=DEFAULT_EXTRACTOR,
+                   help=f"main-text extraction: {', '.join(EXTRACTOR_CHOICES)} (default {DEFAULT_EXTRACTOR}); "
+                        "combined was retired by measurement (docs/webtext.md)")
     p.add_argument("--min_words", type=non_negative_int, default=MIN_WORDS, help=f"drop pages with fewer words (default {MIN_WORDS})")
     p.add_argument("--min_english_probability", type=unit_fraction, default=MIN_ENGLISH_PROBABILITY, help="langdetect probability of en to keep a page")
     p.add_argument("--near_dup_threshold", type=unit_fraction, default=minhash.DEFAULT_THRESHOLD, help="Jaccard of word 5-gram sets above which pages are near duplicates")
@@ -416,7 +435,7 @@ def run(argv: list[str] | None = None) -> dict:
     # logs and WARCs under fetch/ (kept). Crawl mode refuses a full folder unless --overwrite.
     begin_job(args.output, "webtext", args.overwrite or args.pages == "fetch", keep=("fetch/",) if args.pages == "fetch" else ())
     build(pipeline, dumps, crawl_files, args, link_filter, fetch_config)
-    result = progress.run_pipeline(pipeline, "webtext", files=len(crawl_files) if crawl_files else None)
+    result = progress.run_pipeline(pipeline, "webtext", files=len(dumps), unit=DUMPS_READ)
     stats = {"pages": args.pages, "dumps": len(dumps), "crawl_files": len(crawl_files), "counters": counters_of(result),
              "units": units_of(result), "examples": collect_examples(args.output)}
     finish_job(args.output, "webtext", stats)

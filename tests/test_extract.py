@@ -19,6 +19,7 @@ from corpus.extract import (
     EXTRACTED,
     EXTRACTION_TIMEOUT_S,
     TIMED_OUT,
+    TOO_LARGE,
     Extraction,
     MainTextExtractor,
     extract_main_text,
@@ -62,6 +63,14 @@ def die_on_marker(html: str, url: str | None) -> str:
     """An extraction whose process dies on pages holding DIE, as in a segfault in C code."""
     if "DIE" in html:
         os.kill(os.getpid(), signal.SIGKILL)
+    return extract_main_text(html, url)
+
+
+def allocate_on_marker(html: str, url: str | None) -> str:
+    """An extraction that asks for 600 MB on pages holding HOG (as lxml does on a huge page)."""
+    if "HOG" in html:
+        hog = bytearray(600 << 20)
+        return str(len(hog))
     return extract_main_text(html, url)
 
 
@@ -315,3 +324,25 @@ def test_page_to_document(extractor):
     )
     empty = HtmlPage(**{**page.__dict__, "html": "  "})
     assert extract_text_from_page(empty, extractor) == (None, Extraction("", EMPTY, ""))
+
+
+# -- memory: the page is measured before the child gets it, the child's heap is capped ------
+
+
+def test_a_page_over_the_html_limit_never_reaches_the_child():
+    with MainTextExtractor(extract_fn=die_on_marker, max_html_chars=10_000) as extractor:
+        huge = "<html><body><p>DIE</p>" + "<p>filler text</p>" * 2000 + "</body></html>"
+        result = extractor.extract(huge, "http://huge.example/")
+        assert result.outcome == TOO_LARGE and "characters of HTML" in result.detail
+        assert extractor.worker_pid is None  # no child was needed, none was started
+        assert extractor.extract(ORDINARY_PAGE, None).text.split("\n") == ORDINARY_LINES
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_DATA caps the heap on Linux")
+def test_a_page_past_the_memory_cap_fails_alone_and_the_next_page_extracts():
+    with MainTextExtractor(extract_fn=allocate_on_marker, max_memory_bytes=400 << 20) as extractor:
+        result = extractor.extract("<html><body><p>HOG</p></body></html>", None)
+        assert result.outcome == CRASHED and "MemoryError" in result.detail
+        assert extractor.extract(ORDINARY_PAGE, None).text.split("\n") == ORDINARY_LINES
+    with MainTextExtractor(extract_fn=allocate_on_marker, max_memory_bytes=None) as uncapped:
+        assert uncapped.extract("<html><body><p>HOG</p></body></html>", None) == Extraction(str(600 << 20), EXTRACTED, "")

@@ -66,6 +66,7 @@ class Site:
         self.sent: Counter = Counter()  # body bytes written per path
         self.active = 0
         self.max_active = 0
+        self.order: list[str] = []  # paths in the order they were asked for
         self.lock = threading.Lock()
         site = self
 
@@ -78,6 +79,7 @@ class Site:
             def do_GET(self):
                 with site.lock:
                     site.hits[self.path] += 1
+                    site.order.append(self.path)
                     site.active += 1
                     site.max_active = max(site.max_active, site.active)
                     count = site.hits[self.path]
@@ -162,6 +164,8 @@ class Site:
                 self.send(h, 200, page_html("after-redirects"))
             else:
                 self.send(h, 302, b"", None, {"Location": f"/redirect/{left - 1}"})
+        elif path.startswith("/moved/"):
+            self.send(h, 301, b"", None, {"Location": "/page/" + path.rsplit("/", 1)[1]})
         elif path == "/to-127.0.0.2":
             self.send(h, 302, b"", None, {"Location": f"http://127.0.0.2:{self.port}/page/elsewhere"})
         elif path == "/to-localhost-other-port":
@@ -399,6 +403,51 @@ def test_redirect_limits_and_targets(site):
     assert len(results[site.url("/redirect/7")].redirects) == 5
     assert results[site.url("/redirect/7")].final_url == site.url("/redirect/2")
     assert site.hits["/redirect/1"] == 1  # by /redirect/5 only: the sixth redirect of /redirect/7 was not followed
+
+
+def test_a_redirect_hop_goes_ahead_of_the_hosts_new_pages_with_default_politeness(site):
+    """40 links on one host, the first a 301: its hop waits for the next slot, not for the 39
+    other pages (at one start a second, it used to wait ~40 s and miss its 30 s deadline)."""
+    defaults = FetchConfig()
+    urls = [site.url("/moved/first")] + [site.url(f"/page/p{i}") for i in range(39)]
+    config = config_for(site, per_host_delay_s=defaults.per_host_delay_s, per_host_concurrency=defaults.per_host_concurrency,
+                        deadline_s=defaults.deadline_s)
+    with Fetcher(config) as fetcher:
+        results = {r.url: r for r in fetcher.fetch_many(urls)}
+    assert Counter(r.outcome for r in results.values()) == {OK: 40}
+    moved = results[site.url("/moved/first")]
+    assert moved.final_url == site.url("/page/first") and moved.redirects[0]["status"] == 301
+    pages = [path for path in site.order if path != "/robots.txt"]
+    assert len(pages) == 41 and pages.index("/page/first") <= 3  # right after the pages already in flight
+
+
+def test_host_gate_serves_urgent_requests_first_and_survives_cancelled_waiters():
+    import asyncio
+
+    from corpus.fetch_policy import HostGate
+
+    async def scenario():
+        gate, order = HostGate(1, 0.0), []
+
+        async def request(name, urgent):
+            async with gate.slot(urgent):
+                order.append(name)
+                await asyncio.sleep(0.01)
+
+        holder = asyncio.create_task(request("first", False))
+        await asyncio.sleep(0)
+        waiting = [asyncio.create_task(request(f"new{i}", False)) for i in range(3)]
+        await asyncio.sleep(0)
+        gone = asyncio.create_task(request("cancelled", True))
+        hop = asyncio.create_task(request("hop", True))
+        await asyncio.sleep(0)
+        gone.cancel()
+        await asyncio.gather(holder, hop, *waiting)
+        return order, gate.active, gate.users
+
+    order, active, users = asyncio.run(scenario())
+    assert order == ["first", "hop", "new0", "new1", "new2"]  # the hop ahead of every new page, new pages in order
+    assert (active, users) == (0, 0)  # the cancelled waiter left no slot taken
 
 
 # -- retries -------------------------------------------------------------------------------

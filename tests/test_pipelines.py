@@ -121,3 +121,27 @@ def test_a_manifest_of_concatenated_gzip_members_lists_every_entry(inputs, tmp_p
     manifest = tmp_path / "wet.paths.gz"
     manifest.write_bytes(gzip.compress(b"a-good.wet.gz\n") + gzip.compress(b"b-whirlwind.wet.gz\n"))
     assert read_manifest(str(manifest), str(inputs)) == [str(inputs / "a-good.wet.gz"), str(inputs / "b-whirlwind.wet.gz")]
+
+
+@pytest.mark.parametrize("name, body", [
+    ("entries", b"a\n" * (1 << 20)),  # a million one-character entries: over the line count
+    ("newlines", b"\n" * (2 << 20)),  # nothing but line ends
+    ("long-line", b"a-good.wet.gz\n" + b"x" * 10_000 + b"\n"),
+    ("huge", b"y" * (65 << 20)),  # one line over the byte cap
+])
+def test_a_manifest_past_its_caps_is_refused_in_one_line_before_work(inputs, tmp_path, name, body):
+    import subprocess
+    import sys
+
+    from corpus.inputs import InputError, read_manifest
+
+    manifest = tmp_path / f"{name}.paths.gz"
+    manifest.write_bytes(gzip.compress(body, compresslevel=9, mtime=0))
+    assert manifest.stat().st_size < 200_000
+    with pytest.raises(InputError, match="manifest"):
+        read_manifest(str(manifest), str(inputs))
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-m", "pipelines.cli", "read", "--input", str(manifest), "--base_url", str(inputs),
+                           "--output", str(out)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "manifest" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert not out.exists()

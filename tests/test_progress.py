@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 from apache_beam.metrics.execution import MetricKey, MetricResult
 from apache_beam.metrics.metricbase import MetricName
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -46,6 +48,12 @@ def test_the_tally_counts_files_and_records_in_steps():
     assert progress.snapshot() == {"files": 1, "records": 2500, "written": 7}
     assert progress.describe(progress.snapshot(), 4) == "1/4 files, 2,500 records, 7 documents written"
     progress._tally.clear()
+
+
+def test_a_job_counting_other_things_says_what_they_are():
+    counts = Counter({"dumps": 2, "submissions read": 150_000, "links fetched": 40, "files": 3})
+    assert progress.describe(counts, 5, "dumps") == "2/5 dumps, 3 files, 40 links fetched, 150,000 submissions read"
+    assert progress.describe(Counter(), None, "dumps") == "0 dumps"
 
 
 def test_filtered_stderr_drops_worker_start_up_lines_and_keeps_the_rest(capfd):

@@ -9,6 +9,7 @@ import itertools
 import json
 import lzma
 import os
+import zlib
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -18,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
-from common.decision import LINKS, Decision
+from common.decision import LINKS, SUBMISSIONS, Decision
 from corpus import reddit
 from corpus.inputs import SUBMISSION_DUMPS, InputError, expand_inputs
 from corpus.reddit import (
@@ -719,11 +720,11 @@ def test_a_zstd_bomb_is_read_in_bounded_pieces(tmp_path):
 def test_filter_submission_keeps_a_link_and_samples_each_problem():
     kept = filter_submission(record(), LinkFilter())
     assert isinstance(kept, Decision) and kept.record == parse_submission(record())
-    assert kept.counts == (("passed", 1),) and kept.units == (("passed", LINKS),) and kept.dropped == ()
+    assert kept.counts == (("passed", 1),) and kept.units == (("passed", SUBMISSIONS),) and kept.dropped == ()
     bad = filter_submission("{not json", LinkFilter())
     assert bad.record is None and bad.counts == (("malformed_json", 1),) and bad.dropped == (("malformed_json", "{not json"),)
     self_post = filter_submission(record(is_self=True), LinkFilter())
-    assert self_post.dropped == (("self_post", "https://example.com/a"),) and self_post.units == (("self_post", LINKS),)
+    assert self_post.dropped == (("self_post", "https://example.com/a"),) and self_post.units == (("self_post", SUBMISSIONS),)
 
 
 def test_merge_link_merges_then_judges_the_karma():
@@ -760,3 +761,119 @@ def test_submission_dumps_expand_like_the_webtext_cli(tmp_path):
     (tmp_path / "empty").mkdir()  # a folder without RS_ files
     with pytest.raises(InputError, match=r"no submission dump found for \['.*empty'\]"):
         expand_inputs([str(tmp_path / "empty")], kind=SUBMISSION_DUMPS)
+
+
+# --- truncation, bombs and floods (issue 25, items 3 and 4) -------------------------------------
+
+def _numbered_lines(count: int) -> list[str]:
+    return [json.dumps({"url": f"https://site{i % 97}.example/page/{i}", "created_utc": 1500000000 + i,
+                        "score": i % 50, "title": f"line {i} " + "w" * (i % 300)}) for i in range(count)]
+
+
+def _xz_two_streams(data: bytes) -> bytes:
+    return lzma.compress(data[: len(data) // 2]) + lzma.compress(data[len(data) // 2:])
+
+
+@pytest.mark.parametrize("suffix, compress", [
+    (".gz", lambda data: gzip.compress(data, mtime=0)),
+    (".xz", lzma.compress),
+    (".xz", _xz_two_streams),
+    (".zst", lambda data: zstandard.ZstdCompressor().compress(data)),
+])
+@pytest.mark.parametrize("cut_fraction", [0.6, 0.97])
+def test_a_cut_dump_keeps_every_complete_line_before_the_cut(tmp_path, suffix, compress, cut_fraction):
+    lines = _numbered_lines(20_000)
+    data = "".join(line + "\n" for line in lines).encode()
+    whole = compress(data)
+    cut = whole[: int(len(whole) * cut_fraction)]
+    # What any decoder can get out of the cut bytes: everything the streaming library decodes.
+    if suffix == ".gz":
+        readable = zlib.decompressobj(31).decompress(cut)
+    elif suffix == ".xz":
+        readable, rest = b"", cut
+        while rest:
+            inflater = lzma.LZMADecompressor()
+            readable += inflater.decompress(rest)
+            rest = inflater.unused_data if inflater.eof else b""
+    else:
+        readable = zstandard.ZstdDecompressor().decompressobj().decompress(cut)
+    complete = readable.count(b"\n")
+    assert 0 < complete < len(lines)
+    path = tmp_path / f"RS_cut{suffix}"
+    path.write_bytes(cut)
+    read = []
+    with pytest.raises(DumpReadError, match="truncated"):
+        for line in iter_dump_lines(path):
+            read.append(line)
+    assert read[:complete] == lines[:complete]
+
+
+def test_a_cut_bz2_dump_keeps_every_block_before_the_cut(tmp_path):
+    lines = _numbered_lines(30_000)
+    data = "".join(line + "\n" for line in lines).encode()
+    whole = bz2.compress(data, compresslevel=1)  # 100 kB blocks: several of them
+    cut = whole[: int(len(whole) * 0.8)]
+    readable = bz2.BZ2Decompressor().decompress(cut)
+    complete = readable.count(b"\n")
+    assert 0 < complete < len(lines)
+    path = tmp_path / "RS_cut.bz2"
+    path.write_bytes(cut)
+    read = []
+    with pytest.raises(DumpReadError):
+        for line in iter_dump_lines(path):
+            read.append(line)
+    assert read[:complete] == lines[:complete]
+
+
+def test_a_gzip_dump_corrupted_mid_stream_keeps_the_lines_before_the_damage(tmp_path):
+    lines = _numbered_lines(20_000)
+    data = "".join(line + "\n" for line in lines).encode()
+    damaged = bytearray(gzip.compress(data, mtime=0))
+    at = len(damaged) // 2
+    damaged[at:at + 64] = bytes(64)
+    readable = b""
+    inflater = zlib.decompressobj(31)
+    try:
+        for start in range(0, at, 256):
+            readable += inflater.decompress(bytes(damaged[start:min(start + 256, at)]))
+    except zlib.error:
+        pass
+    complete = readable.count(b"\n")
+    path = tmp_path / "RS_flip.gz"
+    path.write_bytes(bytes(damaged))
+    read = []
+    with pytest.raises(DumpReadError):
+        for line in iter_dump_lines(path):
+            read.append(line)
+    assert complete > 1000 and read[:complete] == lines[:complete]
+
+
+@pytest.mark.parametrize("suffix", [".zst", ".gz", ".bz2", ".xz"])
+def test_a_decompression_bomb_stops_at_the_ratio_cap(tmp_path, monkeypatch, suffix):
+    monkeypatch.setattr(reddit, "DECOMPRESSED_FLOOR_BYTES", 4 << 20)
+    monkeypatch.setattr(reddit, "MAX_DECOMPRESSION_RATIO", 200)  # gzip cannot pass 1032x; 200x is plenty here
+    line = b'{"url": "https://a.com/", "created_utc": 1500000000}\n'
+    data = line * 400_000  # 21 MB that compress far more than 200x (zstd: window_log 31, no size)
+    compress = {".zst": pushshift_zst, ".gz": lambda d: gzip.compress(d, mtime=0), ".bz2": bz2.compress, ".xz": lzma.compress}[suffix]
+    path = tmp_path / f"RS_bomb{suffix}"
+    path.write_bytes(compress(data))
+    assert len(data) > reddit.MAX_DECOMPRESSION_RATIO * path.stat().st_size
+    read = 0
+    with pytest.raises(DumpReadError, match="decompression bomb"):
+        for chunk in iter_dump_chunks(path):
+            read += len(chunk)
+    assert 4 << 20 <= read < len(data)
+
+
+def test_an_empty_line_flood_ends_the_dump_quickly(tmp_path):
+    good = json.dumps({"url": "https://a.com/", "created_utc": 1500000000})
+    path = tmp_path / "RS_flood.zst"
+    path.write_bytes(pushshift_zst((good + "\n" + "\n" * 50_000 + good + "\n").encode()
+                                   + b"\n" * (reddit.MAX_EMPTY_LINE_RUN + 10) + good.encode() + b"\n"))
+    read = []
+    with pytest.raises(DumpReadError, match="empty-line flood"):
+        for line in iter_dump_lines(path):
+            read.append(line)
+    # A run under the cap passes (each empty line counted by the parser); the flood ends the file.
+    assert read.count(good) == 2 and len(read) == 2 + 50_000 + reddit.MAX_EMPTY_LINE_RUN
+    assert parse_submission("") == "malformed_json"

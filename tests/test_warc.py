@@ -426,3 +426,83 @@ def test_a_warc_header_given_twice_keeps_its_first_value(tmp_path):
         (item,) = iter_records(io.BytesIO(data), "twice")
         assert item.get("warc-target-uri") == "http://first.example/"
         assert item.get("warc-date") == "2019-04-18T12:41:33Z"
+
+
+# -- decoders capped (issue 25, item 3) ---------------------------------------------------
+
+
+def test_a_brotli_bomb_body_stops_at_the_limit_without_decoding_it_whole(tmp_path):
+    import tracemalloc
+
+    brotli = pytest.importorskip("brotli")
+    from corpus.warc import DecodedTooLarge, decode_content
+
+    body = brotli.compress(b"\0" * (64 << 20), quality=5)  # about 100 bytes
+    assert len(body) < 2000
+    tracemalloc.start()
+    try:
+        with pytest.raises(DecodedTooLarge):
+            decode_content(body, "br", max_bytes=1 << 20)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 << 20  # the limit and one step past it, never the 64 MiB
+    assert decode_content(brotli.compress(b"<p>small page</p>"), "br") == b"<p>small page</p>"
+
+    # In a WARC record: the page is an error (decoded_too_large); the next record comes out.
+    bomb = html_response("http://bomb.example/", body, extra_http="Content-Encoding: br\r\n")
+    good = html_response("http://good.example/", b"<html><p>Fine.</p></html>")
+    _, pages, errors, stats = read_all(write(tmp_path, "br.warc.gz", members(bomb, good)), max_record_bytes=1 << 20)
+    assert [p.url for p in pages] == ["http://good.example/"]
+    assert stats.errors() == {"decoded_too_large": 1}
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate"])
+def test_gzip_and_deflate_bodies_stop_at_the_limit(encoding):
+    import zlib
+
+    from corpus.warc import DecodedTooLarge, decode_content
+
+    raw = b"<p>" + b"a" * (8 << 20)
+    body = gzip.compress(raw, mtime=0) if encoding == "gzip" else zlib.compress(raw)
+    with pytest.raises(DecodedTooLarge):
+        decode_content(body, encoding, max_bytes=1 << 20)
+    assert decode_content(body, encoding) == raw
+
+
+# -- resync after junk with no line end (issue 25, item 6) --------------------------------
+
+
+def test_a_record_after_junk_members_with_no_line_end_is_kept(tmp_path):
+    first, last = conversion("http://first.example/", "First.\n"), conversion("http://last.example/", "Last.\n")
+    junk = [b"\x00\x01binary junk", b"no newline at all", b"x" * 70_000]
+    data = members(first) + b"".join(gzip.compress(j, mtime=0) for j in junk) + members(last)
+    docs, _, errors, stats = read_all(write(tmp_path, "junk-members.wet.gz", data))
+    assert [d.url for d in docs] == ["http://first.example/", "http://last.example/"]
+    assert stats.errors() == {"garbage_between_records": 1} and len(errors) == 1
+
+
+def test_a_record_straight_after_junk_in_a_plain_file_is_kept(tmp_path):
+    first, last = conversion("http://first.example/", "First.\n"), conversion("http://last.example/", "Last.\n")
+    data = first + b"junk without a line end" + last + b"tail junk" + conversion("http://tail.example/", "Tail.\n")
+    docs, _, _, stats = read_all(write(tmp_path, "junk.wet", data))
+    assert [d.url for d in docs] == ["http://first.example/", "http://last.example/", "http://tail.example/"]
+    assert stats.errors() == {"garbage_between_records": 2}
+
+
+def test_a_record_after_a_long_single_junk_line_is_kept(tmp_path):
+    line = b"y" * (9 << 20)  # one line of 9 MiB, over several reads and pieces, no newline
+    data = members(conversion("http://a.example/", "A.\n")) + gzip.compress(line, mtime=0) + members(conversion("http://b.example/", "B.\n"))
+    docs, _, _, stats = read_all(write(tmp_path, "long-line.wet.gz", data))
+    assert [d.url for d in docs] == ["http://a.example/", "http://b.example/"]
+    assert stats.errors() == {"garbage_between_records": 1}
+
+
+@pytest.mark.parametrize("compressed", [True, False])
+def test_a_record_after_an_empty_block_that_declares_more_bytes_is_kept(tmp_path, compressed):
+    empty = b"WARC/1.0\r\nWARC-Type: conversion\r\nWARC-Target-URI: http://empty.example/\r\nContent-Length: 5000\r\n\r\n"
+    last = conversion("http://last.example/", "Last.\n")
+    data = members(conversion("http://a.example/", "A.\n"), empty, last) if compressed else conversion("http://a.example/", "A.\n") + empty + last
+    docs, _, _, stats = read_all(write(tmp_path, "empty-block.wet" + (".gz" if compressed else ""), data))
+    assert [d.url for d in docs] == ["http://a.example/", "http://last.example/"]
+    assert stats.errors() == {"clipped_record": 1}

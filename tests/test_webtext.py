@@ -173,7 +173,7 @@ def test_gold_quality_of_the_default_and_the_combination_is_not_below_trafilatur
 
 
 def test_the_default_is_trafilatura_alone(gold_pages, gold_texts):
-    assert DEFAULT_EXTRACTOR == TRAFILATURA and EXTRACTOR_CHOICES == (TRAFILATURA, COMBINED)
+    assert DEFAULT_EXTRACTOR == TRAFILATURA and EXTRACTOR_CHOICES == (TRAFILATURA,)
     assert gold_texts["default"] == gold_texts["trafilatura"]
     assert webtext.TRAFILATURA_OPTIONS["fast"] and webtext.TRAFILATURA_OPTIONS["favor_recall"]
     assert not webtext.TRAFILATURA_OPTIONS["include_comments"] and not webtext.TRAFILATURA_OPTIONS["deduplicate"]
@@ -211,7 +211,6 @@ def test_gold_page_where_trafilatura_falls_short_takes_newspapers_text(gold_page
     text, name = extract_combined(html, url)
     assert name == NEWSPAPER and text == extract_newspaper(html, url)
     assert page_f1(page, text) == 1.0 and page_f1(page, first_line) == 0.0
-    assert extract_text(html, url, COMBINED).extractor == NEWSPAPER
     assert extract_text(html, url).extractor == TRAFILATURA  # the default does not ask newspaper
 
 
@@ -287,7 +286,7 @@ def test_a_failing_second_opinion_leaves_trafilaturas_text(monkeypatch):
 def test_pages_without_text(html):
     assert extract_combined(html, None) == ("", TRAFILATURA)
     assert extract_newspaper(html, None) == ""
-    assert extract_text(html, None) == "" and extract_text(html, None, COMBINED) == ""
+    assert extract_text(html, None) == ""
 
 
 def test_an_unknown_extractor_is_refused():
@@ -295,6 +294,12 @@ def test_an_unknown_extractor_is_refused():
         extract_text(article_page(2), None, "dragnet")
     with pytest.raises(ValueError, match="extractor must be one of"):
         webtext_extractor(extractor="dragnet")
+
+
+def test_the_combined_extractor_is_retired_with_its_reason():
+    for call in (lambda: extract_text(article_page(2), None, COMBINED), lambda: webtext_extractor(extractor=COMBINED)):
+        with pytest.raises(ValueError, match="was retired: on held-out gold pages no trafilatura\\+newspaper3k rule beat trafilatura alone"):
+            call()
 
 
 def test_newspaper_on_a_page_declaring_a_language_it_has_no_stopwords_for():
@@ -309,14 +314,14 @@ def raise_on_marker(html: str, url: str | None) -> str:
     """``extract_text`` that fails on pages holding BOOM (module level: the child unpickles it)."""
     if "BOOM" in html:
         raise RuntimeError("boom on purpose")
-    return extract_text(html, url, COMBINED)
+    return extract_text(html, url)
 
 
 def stall_on_marker(html: str, url: str | None) -> str:
     """``extract_text`` that hangs on pages holding STALL, as a pathological page does."""
     if "STALL" in html:
         time.sleep(60)
-    return extract_text(html, url, COMBINED)
+    return extract_text(html, url)
 
 
 def test_extracted_text_is_a_str_that_keeps_its_extractor_through_pickle():
@@ -336,10 +341,9 @@ def test_main_text_extractor_runs_each_setting_and_the_name_comes_back(gold_page
             assert result.text == gold_texts["default"][i] and extractor_of(result.text) == TRAFILATURA
         plain = extractor.extract(example_page.html, example_page.url)
     assert extractor_of(plain.text) == TRAFILATURA
-    with webtext_extractor(extractor=COMBINED) as extractor:
-        combined = pickle.loads(pickle.dumps(extractor)).extract(example_page.html, example_page.url)
-    assert combined.outcome == EXTRACTED and extractor_of(combined.text) == NEWSPAPER
-    assert combined.text == extract_newspaper(example_page.html, example_page.url) != plain.text
+    with webtext_extractor() as extractor:
+        again = pickle.loads(pickle.dumps(extractor)).extract(example_page.html, example_page.url)
+    assert again.outcome == EXTRACTED and extractor_of(again.text) == TRAFILATURA and again.text == plain.text
 
 
 def test_crashes_and_timeouts_are_still_counted_with_the_webtext_extraction():

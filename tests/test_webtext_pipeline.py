@@ -6,6 +6,7 @@ from __future__ import annotations
 import http.server
 import io
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -91,7 +92,7 @@ def expected_survivors(urls: list[str]) -> set[str]:
     return {min(urls, key=lambda u: minhash.keep_key(url_key(u)))}
 
 
-def test_common_crawl_join_builds_deduplicated_webtext(real_data, site, tmp_path):
+def test_common_crawl_join_builds_deduplicated_webtext(real_data, site, tmp_path, caplog):
     base, wiki = "http://news.example.com", "https://en.m.wikipedia.org/wiki/Story_E"
     pages = {f"{base}{path}": html for path, html in site.items() if path != "/story-e"}
     pages[wiki] = site["/story-e"]
@@ -102,13 +103,18 @@ def test_common_crawl_join_builds_deduplicated_webtext(real_data, site, tmp_path
     dump.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
     out = tmp_path / "out"
-    stats = webtext_pipeline.run(["--submissions", str(dump), "--pages", "crawl", "--warc", str(tmp_path / "crawl-00000.warc.gz"),
-                                  "--output", str(out), "--format", "parquet", "jsonl"])
+    with caplog.at_level(logging.INFO, logger="pipelines.progress"):
+        stats = webtext_pipeline.run(["--submissions", str(dump), "--pages", "crawl", "--warc", str(tmp_path / "crawl-00000.warc.gz"),
+                                      "--output", str(out), "--format", "parquet", "jsonl"])
+    # The progress line says what it counts: dumps and their submission lines, crawl files, pages.
+    [final] = [r.getMessage() for r in caplog.records if r.name == "pipelines.progress" and r.getMessage().startswith("webtext: ")]
+    assert final.startswith("webtext: 1/1 dumps, ") and f"{len(lines)} submissions read" in final
+    assert "1 files" in final and "pages extracted" in final
     counters = stats["counters"]
     kept_links, link_counts = select_links(lines, LinkFilter())
     # The Beam link stage counts exactly what the in-memory reference of corpus/reddit.py counts.
-    assert counters["webtext-links"]["passed"] == link_counts["kept_submissions"] == 7
-    assert counters["webtext-links"]["malformed_json"] == 1 and counters["webtext-links"]["reddit_internal"] == 1
+    assert counters["webtext-submissions"]["passed"] == link_counts["kept_submissions"] == 7
+    assert counters["webtext-submissions"]["malformed_json"] == 1 and counters["webtext-submissions"]["reddit_internal"] == 1
     assert counters["webtext-karma"] == {"passed": len(kept_links), "low_score": 1}
     assert counters["webtext-crawl-join"]["matched"] == 5
     assert counters["webtext-clean"]["wikipedia"] == 1
@@ -136,7 +142,7 @@ def test_common_crawl_join_builds_deduplicated_webtext(real_data, site, tmp_path
     assert {exact_loser.split()[0], near_loser.split()[0]} == {f"{base}/story-a", f"{base}/copy-of-a", f"{base}/near-a"} - {survivor}
     [wiki_example] = written["examples"]["webtext-clean"]["wikipedia"]
     assert wiki_example.startswith(f"{wiki} ")
-    assert written["units"]["webtext-links"]["passed"] == "links" and written["units"]["webtext-near-dedup"]["verified_pairs"] == "other"
+    assert written["units"]["webtext-submissions"]["passed"] == "submissions" and written["units"]["webtext-near-dedup"]["verified_pairs"] == "other"
 
     # --span_dedup adds C4's 3-sentence span dedup after the MinHash stage.
     spans = webtext_pipeline.run(["--submissions", str(dump), "--pages", "crawl", "--warc", str(tmp_path / "crawl-00000.warc.gz"),
@@ -326,11 +332,9 @@ def test_a_rerun_retries_transient_failures_only(slow_server, tmp_path):
     assert second["counters"]["webtext-fetch"] == {"ok": 3}  # (an ok page is never fetched twice: the resume tests)
 
 
-@pytest.mark.parametrize("extractor, whose", [("trafilatura", {"extractor:trafilatura": 1}),
-                                              ("combined", {"extractor:newspaper": 1})])
+@pytest.mark.parametrize("extractor, whose", [("trafilatura", {"extractor:trafilatura": 1})])
 def test_extractor_option_chooses_whose_text_a_page_gets(real_data, tmp_path, extractor, whose):
-    """The real example.com capture: trafilatura finds 28 words (under the 50-word floor),
-    newspaper3k 30, so only ``--extractor combined`` asks newspaper and takes its text."""
+    """The real example.com capture: trafilatura finds 28 words (under the 50-word floor)."""
     dump = tmp_path / "RS_2017-06.ndjson"
     dump.write_text(submission("x1", "http://example.com/", 12) + "\n", encoding="utf-8")
     stats = webtext_pipeline.run(["--submissions", str(dump), "--pages", "crawl", "--warc", str(real_data / "warc/warcio/example.warc.gz"),
@@ -339,3 +343,13 @@ def test_extractor_option_chooses_whose_text_a_page_gets(real_data, tmp_path, ex
     assert counters["webtext-crawl-join"]["matched"] == 1
     assert {k: v for k, v in counters["webtext-extract"].items() if k.startswith("extractor:")} == whose
     assert counters["webtext-clean"]["too_short"] == 1  # 28 or 30 words: under 50 either way
+
+
+def test_the_retired_combined_extractor_is_refused_in_one_line_before_work(tmp_path):
+    dump = tmp_path / "RS_2017-06.ndjson"
+    dump.write_text(submission("x1", "http://example.com/", 12) + "\n", encoding="utf-8")
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-m", "pipelines.cli", "webtext", "--submissions", str(dump), "--output", str(out),
+                           "--extractor", "combined"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and not out.exists()
+    assert "combined' was retired" in done.stderr and "docs/webtext.md" in done.stderr
