@@ -4,7 +4,7 @@
 #      (chunked vs full logits), the micro-batch (32 vs 64) with the better loss path; the best
 #      pair is picked from the printed tokens/s
 #   2. the real `corpusforge train` (pipelines.cli train) with that pair, 512k-token batches,
-#      16 steps, on a synthetic token-shard folder written with model.tokens.write_token_shard
+#      16 steps, on a synthetic token-shard folder (benchmarks/synthetic_tokens.py)
 #   3. train_step.py ours vs transformers' GPT2LMHeadModel, both compiled, with the torch.profiler
 #      top-kernels table; then both eager (micro-batch 16)
 #   4. if time is left: CUDA graphs (compile mode reduce-overhead), then max-autotune-no-cudagraphs
@@ -55,17 +55,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=c
 $PY -c "import torch, transformers; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'transformers', transformers.__version__, torch.cuda.get_device_name())" 2>&1 | tee -a "$SUMMARY"
 
 DATA=$WORK/tokens
-$PY - "$DATA" <<'EOF' 2>&1 | tee -a "$SUMMARY"
-import os, sys
-import numpy as np
-from model.tokens import shard_name, write_token_shard
-folder = sys.argv[1]
-os.makedirs(folder, exist_ok=True)
-rng = np.random.default_rng(0)
-tokens = (rng.zipf(1.2, 8_500_000) - 1) % 50257  # a Zipf-like unigram stream: the loss falls from ~10.8
-n = write_token_shard(os.path.join(folder, shard_name("synthetic", "train", 0)), tokens)
-print(f"synthetic token shard: {n:,} tokens in {folder}")
-EOF
+$PY benchmarks/synthetic_tokens.py "$DATA" 2>&1 | tee -a "$SUMMARY"
 
 TS="$PY benchmarks/train_step.py $MODEL_ARGS --warmup 3 --steps 4 --rounds 3"
 # 1. levers (ours alone, compiled)
