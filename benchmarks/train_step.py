@@ -134,7 +134,7 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--threads", type=int, help="torch.set_num_threads (CPU)")
     p.add_argument("--compile", action="store_true", help="torch.compile both models")
-    p.add_argument("--compile-mode", default="default", choices=COMPILE_MODES, help="torch.compile mode (ours and baseline)")
+    p.add_argument("--compile-mode", default="default", choices=COMPILE_MODES + ("reduce-overhead",), help="torch.compile mode (ours and baseline)")
     p.add_argument("--loss", default=GPT.loss_impl, choices=LOSS_IMPLS, help="our training loss path (GPT.loss_impl)")
     p.add_argument("--pad-vocab-multiple", type=int, default=GPTConfig.pad_vocab_multiple,
                    help="our embedding rows rounded up to this multiple (1 = unpadded)")
