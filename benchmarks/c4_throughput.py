@@ -361,6 +361,7 @@ def main() -> int:
             for name, r, steps in (("ours", ours_run, OURS_STEPS), (args.peer, peer, DATATROVE_STEPS)):
                 print(f"{name:12} {r['docs']:>10} {r['kept']:>7} {r['cpu']:>8.2f} {r['docs'] / r['cpu']:>12.1f} "
                       f"{(ours_run['docs'] / ours_run['cpu']) / (r['docs'] / r['cpu']):>10.2f}x  {' -> '.join(steps)}")
+            print("ours, seconds by stage: " + ", ".join(f"{k} {v:.2f}" for k, v in ours_run["stages"].items()))
         if args.beam:
             from corpus.sentences import require_punkt
 
