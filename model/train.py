@@ -33,6 +33,7 @@ on CPU it is n/a.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import logging
 import math
@@ -112,7 +113,7 @@ class TrainConfig:
     device: str = "auto"
     dtype: str = "auto"  # auto (bf16 on a bf16 GPU, else fp32), bf16, fp32
     compile: bool | None = None  # default: on for CUDA (the compiled step is about twice as fast), off elsewhere
-    compile_mode: str = "default"  # torch.compile mode: default, reduce-overhead (CUDA graphs), max-autotune, ...
+    compile_mode: str = "default"  # torch.compile mode (COMPILE_MODES)
     loss_impl: str = "chunked"  # model.gpt.LOSS_IMPLS: the training loss path
     peak_tflops: float | None = None
     resume: bool = False
@@ -556,7 +557,10 @@ def setup_run(cfg: TrainConfig) -> Run:
 
     raw_model.loss_impl = cfg.loss_impl
     use_compile = cfg.compile if cfg.compile is not None else device.type == "cuda"
-    if dist_info.master and cfg.compile is None and use_compile:
+    if cfg.compile is None and use_compile and importlib.util.find_spec("triton") is None:
+        use_compile = False  # the default falls back; an explicit --compile is left to fail loudly
+        log.warning("torch.compile off: it is the default on CUDA but Triton is not installed; running eagerly")
+    elif dist_info.master and cfg.compile is None and use_compile:
         log.info("torch.compile on (the default on CUDA; --no_compile runs eagerly), mode %s", cfg.compile_mode)
     model = torch.compile(raw_model, mode=cfg.compile_mode) if use_compile else raw_model
     train_model = model
