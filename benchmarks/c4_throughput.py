@@ -1,7 +1,7 @@
 """C4 chain throughput: corpusforge against the reference (TFDS c4_utils), same input, same run.
 
     .venv/bin/python benchmarks/c4_throughput.py [--pages 2000 | --input WET... | --scale PAGES] [--data ../shared/data]
-        [--beam [--repeat 3] [--jobs_only]]
+        [--beam [--repeat 3] [--jobs_only]] [--peer datatrove]
 
 Each side runs in its own fresh child process (so each gets its own peak RSS) on one
 core: WET files -> length -> URL dedup -> clean_page -> line dedup -> langdetect -> bad
@@ -21,6 +21,11 @@ under any complete job, which bounds the ratio on small inputs.
 ``--input`` takes any WET files instead of the sample crawl; ``--scale PAGES`` builds (once,
 cached) ``benchmarks/c4_scale.py``'s Common Crawl-shaped set of that many pages from the
 shared real prose; ``--jobs_only`` skips the in-memory chain.
+``--peer datatrove`` also runs datatrove's closest offline chain (its WARC/WET reader,
+``C4QualityFilter``, ``C4BadWordsFilter`` on the same local bad-words list, its JSONL writer)
+on the same files in its own child process, and prints pages read per CPU-second for it and
+for ours, with the steps each side ran (the chains differ: datatrove has no URL dedup, line
+dedup or language id; with ``--jobs_only`` the reference chain is skipped).
 Numbers: docs/s (WET pages read), MB/s of compressed input per core, peak RSS, ratio.
 """
 
@@ -36,6 +41,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
@@ -138,6 +144,62 @@ def reference(paths: list[str], badwords: list[str]) -> tuple[list[dict], dict]:
     return [{"url": p.url, "text": p.text, "timestamp": p.timestamp} for p in kept], {"docs": read, "stages": timings}
 
 
+DATATROVE_STEPS = ("WarcReader (WET records)", "C4QualityFilter (defaults)", "C4BadWordsFilter (en, the local list)",
+                   "JsonlWriter (gzip)")
+OURS_STEPS = ("WET reader", "length", "URL dedup (newest capture)", "clean_page", "line dedup + 3-sentence floor",
+              "langdetect (en >= 0.99)", "bad words")
+
+
+def datatrove_side(paths: list[str], badwords_path: str) -> Callable[[], tuple[list[dict], dict]]:
+    """datatrove's closest offline C4 chain, its own pipeline steps chained the way its executor
+    chains them (each step a generator over the previous one), one task on this core:
+    WarcReader -> C4QualityFilter -> C4BadWordsFilter -> JsonlWriter. Its bad-words filter
+    downloads the LDNOOBW list on first use; here its asset download is pointed at the same
+    local list our side reads. It has no URL dedup, line dedup or language id step. Returns the
+    chain to time, its filters built and warmed up (spaCy's English tokenizer, the bad-words
+    regular expression) as our side warms its language profiles up before the clock starts."""
+    from datatrove.data import Document
+    from datatrove.pipeline.filters import C4BadWordsFilter, C4QualityFilter, c4_filters
+    from datatrove.pipeline.readers import WarcReader
+    from datatrove.pipeline.writers import JsonlWriter
+
+    c4_filters.cached_asset_path_or_download = lambda *args, **kwargs: badwords_path  # the local list, no network
+    quality, badwords = C4QualityFilter(), C4BadWordsFilter()
+    warm = "This is a warm-up line of text. It has two sentences in it.\n" * 3
+    quality.filter(Document(text=warm, id="warm-up"))
+    badwords.filter(Document(text=warm, id="warm-up"))
+    return lambda: _datatrove_chain(paths, quality, badwords, WarcReader, JsonlWriter)
+
+
+def _datatrove_chain(paths, quality, badwords, WarcReader, JsonlWriter) -> tuple[list[dict], dict]:
+    timings: dict[str, float] = {}
+    lap = stopwatch(timings)
+    with tempfile.TemporaryDirectory() as work:
+        inputs = Path(work, "in")
+        inputs.mkdir()
+        for index, path in enumerate(paths):  # one folder for its reader: links named after the inputs
+            (inputs / f"{index:04d}_{Path(path).name}").symlink_to(path)
+        read, kept = [0], []
+
+        def counted(docs):
+            for doc in docs:
+                read[0] += 1
+                yield doc
+
+        def collected(docs):
+            for doc in docs:
+                kept.append({"url": doc.metadata.get("url"), "text": doc.text})
+                yield doc
+
+        pipe = counted(WarcReader(str(inputs))(None, 0, 1))
+        pipe = quality(pipe, 0, 1)
+        pipe = collected(badwords(pipe, 0, 1))
+        for _ in JsonlWriter(str(Path(work, "out")))(pipe, 0, 1):
+            pass
+        lap("whole chain")
+    return kept, {"docs": read[0], "stages": timings}
+
+
 def child(side: str, paths: list[str], badwords_path: str) -> None:
     """Run one side and print one JSON line: seconds, docs, stage times, peak RSS, output hash."""
     from corpus.c4 import parse_badwords
@@ -148,16 +210,19 @@ def child(side: str, paths: list[str], badwords_path: str) -> None:
 
     langid.detect_langs("warm the language profiles up before the clock starts")
     badwords = parse_badwords(Path(badwords_path).read_text(encoding="utf-8"))
-    started = time.perf_counter()
+    peer = datatrove_side(paths, badwords_path) if side == "datatrove" else None
+    started, cpu_started = time.perf_counter(), time.process_time()
     if side == "reference":
         kept, info = reference(paths, badwords)
+    elif peer is not None:
+        kept, info = peer()
     else:
         kept, info = ours(paths, badwords, "fast" if side == "ours" else "reference")
-    seconds = time.perf_counter() - started
-    kept = sorted(kept, key=lambda r: r["url"])
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+    kept = sorted(kept, key=lambda r: r["url"] or "")
     digest = hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"seconds": seconds, "docs": info["docs"], "kept": len(kept), "stages": info["stages"], "peak_mb": peak, "digest": digest}))
+    print(json.dumps({"seconds": seconds, "cpu": cpu, "docs": info["docs"], "kept": len(kept), "stages": info["stages"], "peak_mb": peak, "digest": digest}))
 
 
 def run_side(side: str, paths: list[str], badwords: str) -> dict:
@@ -240,8 +305,10 @@ def main() -> int:
     parser.add_argument("--input", nargs="+", metavar="WET", help="these WET files instead of the sample crawl and the shared files")
     parser.add_argument("--scale", type=int, metavar="PAGES",
                         help="instead: benchmarks/c4_scale.py's Common Crawl-shaped WET set of PAGES pages from the shared real prose")
-    parser.add_argument("--jobs_only", action="store_true", help="with --beam: time the complete jobs only, not the in-memory chain")
+    parser.add_argument("--jobs_only", action="store_true", help="skip the in-memory chain against the reference (with --beam: time the complete jobs only)")
     parser.add_argument("--repeat", type=int, default=1, help="--beam: runs of each job (min-max reported)")
+    parser.add_argument("--peer", choices=["datatrove"],
+                        help="also run a peer library's C4 chain on the same input: pages/s per CPU-second, both sides")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--badwords", help=argparse.SUPPRESS)
     parser.add_argument("paths", nargs="*", help=argparse.SUPPRESS)
@@ -286,6 +353,15 @@ def main() -> int:
                 print(f"{stage:28} " + " ".join(f"{results[s]['stages'][stage]:>26.3f}" for s in results))
             same = len({r["digest"] for r in results.values()}) == 1
             print(f"\nkept pages identical on every side: {same}")
+        if args.peer:
+            ours_run = results["ours"] if not args.jobs_only else run_side("ours", paths, badwords)
+            peer = run_side(args.peer, paths, badwords)
+            print(f"\npeer: {args.peer}, same input, one process each on one core (not identical chains: see 'did')")
+            print(f"{'side':12} {'pages read':>10} {'kept':>7} {'CPU s':>8} {'pages/CPU-s':>12} {'ours vs it':>11}  did")
+            for name, r, steps in (("ours", ours_run, OURS_STEPS), (args.peer, peer, DATATROVE_STEPS)):
+                print(f"{name:12} {r['docs']:>10} {r['kept']:>7} {r['cpu']:>8.2f} {r['docs'] / r['cpu']:>12.1f} "
+                      f"{(ours_run['docs'] / ours_run['cpu']) / (r['docs'] / r['cpu']):>10.2f}x  {' -> '.join(steps)}")
+            print("ours, seconds by stage: " + ", ".join(f"{k} {v:.2f}" for k, v in ours_run["stages"].items()))
         if args.beam:
             from corpus.sentences import require_punkt
 

@@ -48,7 +48,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from model.gpt import GPT, GPTConfig  # noqa: E402
+from model.gpt import GPT, LOSS_IMPLS, GPTConfig  # noqa: E402
+from model.train import COMPILE_MODES  # noqa: E402
 from model.hf import hf_config_dict, to_hf_state_dict  # noqa: E402
 
 # Peak dense bf16 tensor-core FLOP/s (vendor datasheets; the spec's table)
@@ -86,8 +87,28 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize()
 
 
+def profile_steps(run_step, n: int, device: torch.device, rows: int = 15) -> None:
+    """``n`` steps under torch.profiler; the top kernels by device time, with their share of it."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    sync(device)
+    with profile(activities=activities) as prof:
+        for _ in range(n):
+            run_step()
+        sync(device)
+    events = [e for e in prof.key_averages() if e.device_type.name == "CUDA" or device.type == "cpu"]
+    key = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    total = sum(getattr(e, key) for e in events) or 1
+    print(f"profile: {n} steps of ours, top {rows} kernels by {'device' if device.type == 'cuda' else 'CPU'} time "
+          f"(total {total / 1e3 / n:.1f} ms/step)")
+    for e in sorted(events, key=lambda e: -getattr(e, key))[:rows]:
+        print(f"  {100 * getattr(e, key) / total:5.1f}%  {getattr(e, key) / 1e3 / n:8.2f} ms/step  {e.count // n:>4}x  "
+              f"{e.key[:110]}")
+
+
 def build_config(args) -> GPTConfig:
-    overrides = dict(vocab_size=args.vocab, dropout=0.0)
+    overrides = dict(vocab_size=args.vocab, dropout=0.0, pad_vocab_multiple=args.pad_vocab_multiple)
     if args.block_size:
         overrides["block_size"] = args.block_size
     if args.model != "small":
@@ -113,6 +134,13 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--threads", type=int, help="torch.set_num_threads (CPU)")
     p.add_argument("--compile", action="store_true", help="torch.compile both models")
+    p.add_argument("--compile-mode", default="default", choices=COMPILE_MODES + ("reduce-overhead",), help="torch.compile mode (ours and baseline)")
+    p.add_argument("--loss", default=GPT.loss_impl, choices=LOSS_IMPLS, help="our training loss path (GPT.loss_impl)")
+    p.add_argument("--pad-vocab-multiple", type=int, default=GPTConfig.pad_vocab_multiple,
+                   help="our embedding rows rounded up to this multiple (1 = unpadded)")
+    p.add_argument("--ours-only", action="store_true", help="time our model alone (a lever run: no baseline)")
+    p.add_argument("--profile", type=int, default=0, metavar="N",
+                   help="after timing, profile N of our steps (torch.profiler) and print the top kernels by device time")
     p.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                    help="'cpu': time by this process's CPU time (time.process_time), steadier on a shared "
                         "machine; with one thread it equals wall time on an idle one (CPU only)")
@@ -147,11 +175,13 @@ def main(argv=None) -> int:
         p.error("the baseline is GPT2LMHeadModel: pick a GPT-2 size")
     T = config.block_size
     ours = GPT(config).to(device)
+    ours.loss_impl = args.loss
     hf_cfg = {k: v for k, v in hf_config_dict(config).items() if k not in ("architectures", "model_type", "dtype")}
     hf_cfg["activation_function"] = args.baseline_activation
     baseline = GPT2LMHeadModel(GPT2Config(**hf_cfg, attn_implementation="sdpa"))
     baseline.load_state_dict(to_hf_state_dict(ours), strict=True)
-    baseline.to(device)
+    if not args.ours_only:
+        baseline.to(device)
     ours.train()
     baseline.train()
     n_ours, n_hf = ours.num_parameters(), baseline.num_parameters()
@@ -164,8 +194,8 @@ def main(argv=None) -> int:
     def autocast():  # bf16 autocast (matmuls in bf16, softmax / norms in fp32), as trainers run on GPUs
         return torch.autocast(device.type, dtype=torch.bfloat16) if dtype == "bf16" else contextlib.nullcontext()
 
-    ours_fwd = torch.compile(ours) if args.compile else ours
-    hf_fwd = torch.compile(baseline) if args.compile else baseline
+    ours_fwd = torch.compile(ours, mode=args.compile_mode) if args.compile else ours
+    hf_fwd = torch.compile(baseline, mode=args.compile_mode) if args.compile else baseline
 
     def ours_loss():
         return ours_fwd(x, y, return_logits=False)[1]
@@ -178,6 +208,8 @@ def main(argv=None) -> int:
                                                                   plain=args.baseline_optimizer == "default")),
         "corpusforge model.gpt.GPT": (ours_loss, make_optimizer(ours.parameters(), device)),
     }
+    if args.ours_only:
+        del sides["transformers GPT2LMHeadModel"]
 
     def step(loss_fn, optimizer) -> float:
         with autocast():
@@ -217,11 +249,14 @@ def main(argv=None) -> int:
           f"clock {args.clock}{' (tokens per CPU-second)' if args.clock == 'cpu' else ''}")
     print(f"model: {args.model} n_layer={config.n_layer} n_head={config.n_head} n_embd={config.n_embd} "
           f"vocab={config.vocab_size} T={T} B={batch}; parameters {n_ours:,} (both sides)")
-    base_opt = sides["transformers GPT2LMHeadModel"][1]
+    base_opt = sides.get("transformers GPT2LMHeadModel", (None, None))[1]
+    base_desc = "none (--ours-only)" if base_opt is None else (
+        f"{type(base_opt).__name__}({'fused' if base_opt.defaults.get('fused') else 'foreach' if base_opt.defaults.get('foreach') else 'default'}, "
+        f"betas {base_opt.defaults['betas']}, weight decay {base_opt.defaults['weight_decay']})")
     print(f"optimizer: ours {opt}({'fused' if fused else 'foreach'}, betas {BETAS}, weight decay {WEIGHT_DECAY}); "
-          f"baseline {type(base_opt).__name__}({'fused' if base_opt.defaults.get('fused') else 'foreach' if base_opt.defaults.get('foreach') else 'default'}, "
-          f"betas {base_opt.defaults['betas']}, weight decay {base_opt.defaults['weight_decay']}); "
-          f"{args.warmup} warmup steps, {args.rounds} alternating rounds of {args.steps} steps")
+          f"baseline {base_desc}; {args.warmup} warmup steps, {args.rounds} alternating rounds of {args.steps} steps")
+    print(f"ours: loss path {args.loss}, embedding rows {config.padded_vocab_size} (pad multiple "
+          f"{config.pad_vocab_multiple}); compile mode {args.compile_mode if args.compile else 'eager'}")
     print(f"attention: sdpa on both sides (baseline attn_implementation={baseline.config._attn_implementation!r}); "
           f"MLP activation: ours tanh GELU (one kernel), baseline {args.baseline_activation}; dropout 0 on both; "
           f"tied embeddings on both")
@@ -247,6 +282,10 @@ def main(argv=None) -> int:
     if device.type == "cuda":
         print(f"FLOPs/token 6N+12LCT = {flops / 1e6:,.1f}M; peak bf16 "
               f"{f'{peak / 1e12:.0f} TFLOP/s' if peak else 'unknown for this GPU (pass --peak-flops)'}")
+    if args.profile:
+        profile_steps(lambda: step(*sides["corpusforge model.gpt.GPT"]), args.profile, device)
+    if args.ours_only:
+        return 0
     ours_times, base_times = times["corpusforge model.gpt.GPT"], times["transformers GPT2LMHeadModel"]
     ratio = statistics.median(base_times) / statistics.median(ours_times)
     per_round = [b / o for b, o in zip(base_times, ours_times)]

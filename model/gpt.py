@@ -189,7 +189,9 @@ class _LinearCrossEntropy(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, x, weight, targets, vocab_size, ignore_index, chunk):
+    def forward(ctx, x, weight, targets, vocab_size, ignore_index, chunk, padded=False):
+        if padded:
+            return _LinearCrossEntropy.forward_padded(ctx, x, weight, targets, vocab_size, ignore_index, chunk)
         n = x.shape[0]
         w = weight[:vocab_size]
         valid = targets != ignore_index
@@ -258,6 +260,45 @@ class _LinearCrossEntropy(torch.autograd.Function):
         return total / count.to(total.dtype)  # NaN when every target is ignored, as F.cross_entropy
 
     @staticmethod
+    def forward_padded(ctx, x, weight, targets, vocab_size, ignore_index, chunk):
+        """The GPU / ``torch.compile`` form: each chunk's matmuls run over all ``V_padded`` rows
+        (a multiple of 64: aligned, tensor-core-friendly shapes) and the padding columns are
+        masked to ``-inf``, so they get probability 0 and are never predicted. The loss is
+        ``logsumexp - logit[target]``; the ``1 / count`` scale and ``- onehot`` are folded into
+        one elementwise pass that yields the ``[chunk, V_padded]`` gradient in the matmul dtype,
+        a pattern the compiler fuses into two kernels (a row reduction and a pointwise map)."""
+        n, padded_vocab = x.shape[0], weight.shape[0]
+        precise = torch.promote_types(x.dtype, torch.float32)
+        valid = targets != ignore_index
+        count = valid.sum()
+        scale = valid.to(precise) / count.clamp(min=1).to(precise)
+        safe = torch.where(valid, targets, torch.zeros_like(targets))
+        columns = torch.arange(padded_vocab, device=x.device)
+        real = columns < vocab_size
+        need_x, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        grads_x, grad_w = [], None
+        total = torch.zeros((), dtype=precise, device=x.device)
+        for start in range(0, n, chunk):
+            end = min(start + chunk, n)
+            xs, ts, ok, sc = x[start:end], safe[start:end, None], valid[start:end], scale[start:end, None]
+            logits = torch.where(real, torch.mm(xs, weight.t()).to(precise), float("-inf"))
+            lse = torch.logsumexp(logits, dim=1, keepdim=True)
+            row_loss = (lse - logits.gather(1, ts)).squeeze(1)
+            total = total + torch.where(ok, row_loss, torch.zeros_like(row_loss)).sum()
+            if not (need_x or need_w):
+                continue
+            g = ((torch.exp(logits - lse) - (columns == ts).to(precise)) * sc).to(x.dtype)  # scale * (softmax - onehot)
+            if need_x:
+                grads_x.append(torch.mm(g, weight))
+            if need_w:
+                part = torch.mm(g.t(), xs).to(precise)
+                grad_w = part if grad_w is None else grad_w + part
+        grad_x = (torch.cat(grads_x) if len(grads_x) > 1 else grads_x[0]) if need_x else None
+        ctx.save_for_backward(grad_x, grad_w)
+        ctx.weight_dtype = weight.dtype
+        return total / count.to(precise)
+
+    @staticmethod
     def backward(ctx, grad_output):
         grad_x, grad_w = ctx.saved_tensors
         if (grad_output.device.type == "cpu" and not torch.compiler.is_compiling()
@@ -267,29 +308,42 @@ class _LinearCrossEntropy(torch.autograd.Function):
         else:
             gx = grad_x * grad_output.to(grad_x.dtype) if grad_x is not None else None
             gw = (grad_w * grad_output).to(ctx.weight_dtype) if grad_w is not None else None
-        return gx, gw, None, None, None, None
+        return gx, gw, None, None, None, None, None
 
 
 def linear_cross_entropy(x: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, ignore_index: int = -1,
-                         chunk: int | None = None, vocab_size: int | None = None) -> torch.Tensor:
+                         chunk: int | None = None, vocab_size: int | None = None,
+                         padded: bool | None = None) -> torch.Tensor:
     """``F.cross_entropy(x @ weight[:vocab_size].T, targets, ignore_index=...)`` (mean, fp32), no full logits.
 
     ``x`` is ``[N, C]``, ``weight`` ``[V_padded, C]`` (rows past ``vocab_size`` get a zero
     gradient), ``targets`` ``[N]``. Under autocast the matmuls run in the autocast dtype and
-    the softmax in fp32, as ``F.linear`` + ``F.cross_entropy`` do.
+    the softmax in fp32, as ``F.linear`` + ``F.cross_entropy`` do. ``padded`` (default: on
+    CUDA) runs the matmuls over all ``V_padded`` rows with the padding columns masked
+    (``_LinearCrossEntropy.forward_padded``); off, over the real rows with reused buffers (CPU).
     """
     vocab_size = weight.shape[0] if vocab_size is None else vocab_size
     if chunk is None:
         chunk = LOSS_CHUNK_TOKENS_CUDA if x.is_cuda else LOSS_CHUNK_TOKENS
+    if padded is None:
+        padded = x.is_cuda
     device_type = x.device.type
     if torch.is_autocast_enabled(device_type):
         dtype = torch.get_autocast_dtype(device_type)
         x, weight = x.to(dtype), weight.to(dtype)
     with torch.autocast(device_type, enabled=False):
-        return _LinearCrossEntropy.apply(x, weight, targets, vocab_size, ignore_index, chunk)
+        return _LinearCrossEntropy.apply(x, weight, targets, vocab_size, ignore_index, chunk, padded)
+
+
+LOSS_IMPLS = ("chunked", "full")  # the training loss path: linear_cross_entropy, or padded logits + F.cross_entropy
 
 
 class GPT(nn.Module):
+    # "chunked": linear_cross_entropy (no [B*T, V] logits). "full": the logits over all
+    # V_padded rows (aligned matmul), cut to the real vocabulary, then F.cross_entropy: under
+    # torch.compile the slice, the cast and the loss fuse into the compiler's own kernels.
+    loss_impl = "chunked"
+
     def __init__(self, config: GPTConfig):
         super().__init__()
         self.config = config
@@ -363,6 +417,11 @@ class GPT(nn.Module):
         if targets is not None:
             if targets.shape != idx.shape:
                 raise ValueError(f"targets shape {tuple(targets.shape)} differs from idx shape {tuple(idx.shape)}")
+            if not return_logits and self.loss_impl == "full":
+                logits = F.linear(x, self.transformer.wte.weight)[..., : self.config.vocab_size]
+                loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1),
+                                       ignore_index=ignore_index)
+                return None, loss
             if not return_logits:
                 loss = linear_cross_entropy(x.reshape(-1, x.shape[-1]), self.transformer.wte.weight, targets.reshape(-1),
                                             ignore_index=ignore_index, vocab_size=self.config.vocab_size)

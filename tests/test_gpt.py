@@ -135,7 +135,8 @@ def test_fused_loss_gives_the_same_loss_and_gradients(arch):
     assert not model.transformer.wte.weight.grad[97:].any()  # padding rows get no gradient
 
 
-def test_linear_cross_entropy_chunks_and_edge_cases():
+@pytest.mark.parametrize("padded", [False, True])  # real-rows matmul with reused buffers (CPU) / padded + masked (GPU)
+def test_linear_cross_entropy_chunks_and_edge_cases(padded):
     g = torch.Generator().manual_seed(0)
     x = torch.randn(37, 8, generator=g, requires_grad=True)
     w = torch.randn(13, 8, generator=g, requires_grad=True)
@@ -143,7 +144,7 @@ def test_linear_cross_entropy_chunks_and_edge_cases():
     t[[3, 5]] = -1
     expected = F.cross_entropy(x @ w[:11].t(), t, ignore_index=-1)
     for chunk in (1, 5, 64):
-        got = linear_cross_entropy(x, w, t, chunk=chunk, vocab_size=11)
+        got = linear_cross_entropy(x, w, t, chunk=chunk, vocab_size=11, padded=padded)
         torch.testing.assert_close(got, expected)
         gx, gw = torch.autograd.grad(got, [x, w])
         ex, ew = torch.autograd.grad(expected, [x, w], retain_graph=True)
@@ -152,9 +153,28 @@ def test_linear_cross_entropy_chunks_and_edge_cases():
     # a target whose probability underflows float32 still gets its exact, finite loss
     far = torch.tensor([[300.0, -300.0]])
     eye = torch.eye(2)
-    assert linear_cross_entropy(far, eye, torch.tensor([1])).item() == pytest.approx(600.0)
+    assert linear_cross_entropy(far, eye, torch.tensor([1]), padded=padded).item() == pytest.approx(600.0)
     # every target ignored: NaN, as F.cross_entropy
-    assert math.isnan(linear_cross_entropy(x, w, torch.full((37,), -1)).item())
+    assert math.isnan(linear_cross_entropy(x, w, torch.full((37,), -1), padded=padded).item())
+
+
+@pytest.mark.parametrize("impl", ["full", "chunked"])
+def test_loss_paths_agree_and_never_score_padding_rows(impl):
+    torch.manual_seed(5)
+    config = GPTConfig(n_layer=1, n_head=2, n_embd=16, block_size=8, vocab_size=97)  # padded to 128 rows
+    model = GPT(config)
+    idx, y = torch.randint(0, 97, (3, 8)), torch.randint(0, 97, (3, 8))
+    y[0, 0] = -1
+    logits, expected = model(idx, y)
+    expected_grad = torch.autograd.grad(expected, model.transformer.wte.weight)[0]
+    model.loss_impl = impl
+    none, loss = model(idx, y, return_logits=False)
+    assert none is None and logits.shape[-1] == 97
+    torch.testing.assert_close(loss, expected)
+    loss.backward()
+    grad = model.transformer.wte.weight.grad
+    torch.testing.assert_close(grad, expected_grad)
+    assert grad.shape[0] == 128 and not grad[97:].any()  # the padding rows are never predicted
 
 
 def test_linear_cross_entropy_bf16_chunks_reuse_no_stale_rows():

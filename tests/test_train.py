@@ -233,6 +233,21 @@ def test_an_existing_run_is_not_overwritten_without_resume(pattern_data, tmp_pat
         train(tiny_config(pattern_data, tmp_path / "other", batch_tokens=100))
 
 
+def test_full_logits_loss_path_trains_like_the_chunked_one_and_unknown_modes_are_refused(pattern_data, tmp_path):
+    from model.train import TrainError
+
+    train(tiny_config(pattern_data, tmp_path / "chunked", max_steps=3))
+    train(tiny_config(pattern_data, tmp_path / "full", max_steps=3, loss_impl="full"))
+    chunked, full = train_losses(tmp_path / "chunked"), train_losses(tmp_path / "full")
+    assert len(chunked) == len(full) == 3 and chunked[-1] < chunked[0]
+    assert full == pytest.approx(chunked, rel=1e-4)
+    with pytest.raises(TrainError, match="--compile_mode must be one of default, max-autotune-no-cudagraphs"):
+        train(tiny_config(pattern_data, tmp_path / "bad", compile_mode="reduce-overhead"))
+    with pytest.raises(TrainError, match="--loss_impl must be one of chunked, full"):
+        train(tiny_config(pattern_data, tmp_path / "bad", loss_impl="fused"))
+    assert not (tmp_path / "bad").exists()
+
+
 # ---------------------------------------------------------------- checkpoints
 
 class NotAllowed:
