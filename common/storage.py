@@ -558,7 +558,8 @@ def begin_output(folder: str, job: str, *, overwrite: bool = False, keep: tuple[
                     folder, claim.get("job", "corpusforge"), claim.get("pid"), claim.get("started"))
         _take_over(folder, claim)
     _CLAIMS[folder] = job_id
-    staged = [p for p in _sizes_under(staging_path(folder)) if basename(p) != JOB_FILE]
+    # What a dead job staged goes; claims other jobs are writing now (``.job.json.tmp-*``) stay.
+    staged = [p for p in _sizes_under(staging_path(folder)) if not basename(p).startswith((JOB_FILE, "." + JOB_FILE))]
     delete([join(folder, SUCCESS_FILE)] + staged)
     return job_id
 
