@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import errno
 import glob as _glob
 import hashlib
 import json
@@ -52,6 +53,66 @@ COPY_CHUNK = 8 << 20
 
 class IncompleteOutputError(ValueError):
     """An output folder that a reader must not take as complete; the message says why."""
+
+
+# OS errors that mean "the disk (or the quota, or the file-size limit) is full": a job that
+# meets one stops with one line naming the path and the space, and commits nothing.
+DISK_FULL_ERRNOS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded",
+                    errno.EFBIG: "file too large for the file-size limit"}
+_ERRNO_TEXT = re.compile(r"\[Errno (\d+)\]")
+
+
+class DiskFullError(OSError):
+    """A write that ran out of space; ``needed``: the bytes the write needed, when known."""
+
+    def __init__(self, code: int, path: str, needed: int | None = None):
+        super().__init__(code, os.strerror(code), path)
+        self.needed = needed
+
+
+def disk_full_cause(exc: BaseException | None) -> OSError | None:
+    """The disk-full OSError behind ``exc`` (itself, its cause or context, or one a runner
+    re-raised as text, e.g. Beam's ``RuntimeError: OSError: [Errno 28] ...``), or None."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS:
+            return exc
+        match = _ERRNO_TEXT.search(str(exc)[:2000])
+        if match and int(match.group(1)) in DISK_FULL_ERRNOS:
+            return OSError(int(match.group(1)), os.strerror(int(match.group(1))))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def free_bytes(path: str) -> int | None:
+    """Free bytes on the local file system holding ``path`` (its nearest existing folder); None on an object store."""
+    if not is_local(path):
+        return None
+    folder = os.path.abspath(_local(path))
+    while not os.path.exists(folder) and os.path.dirname(folder) != folder:
+        folder = os.path.dirname(folder)
+    try:
+        return shutil.disk_usage(folder).free
+    except OSError:
+        return None
+
+
+def disk_full_message(error: OSError, path: str | None) -> str:
+    """One line: what ran out, where, the free space there and what the write needed."""
+    path = getattr(error, "filename", None) or path or "the output"
+    reason = DISK_FULL_ERRNOS.get(error.errno, error.strerror or "write failed")
+    free = free_bytes(path)
+    where = f"{free:,} bytes free there" if free is not None else "free space unknown"
+    needed = getattr(error, "needed", None)
+    if error.errno == errno.EFBIG:
+        ask = "raise the file-size limit (ulimit -f) or write elsewhere, and run it again"
+    elif needed:
+        short = max(needed - (free or 0), 0)
+        ask = f"this write needs {needed:,} bytes: free at least {short:,} more bytes, or write elsewhere"
+    else:
+        ask = "free more space than that (or write elsewhere) and run it again"
+    return f"{path}: {reason} ({where}); {ask}. Nothing partial was committed"
 
 
 # ---------------------------------------------------------------------------------------

@@ -42,7 +42,7 @@ import shutil
 
 import torch
 
-from common.storage import atomic_path, write_atomically
+from common.storage import DiskFullError, atomic_path, disk_full_cause, write_atomically
 from model.gpt import GPT, GPTConfig
 from model.hf import load_hf_dir
 
@@ -131,6 +131,17 @@ def verify_checksum(path: str) -> bool:
     return True
 
 
+def _state_bytes(state) -> int:
+    """About the bytes ``torch.save`` writes for ``state``: its tensors' storage."""
+    if isinstance(state, torch.Tensor):
+        return state.numel() * state.element_size()
+    if isinstance(state, dict):
+        return sum(_state_bytes(v) for v in state.values())
+    if isinstance(state, (list, tuple)):
+        return sum(_state_bytes(v) for v in state)
+    return 0
+
+
 def save_checkpoint(path: str | os.PathLike, state: dict, keep: int = 0) -> None:
     """Write ``state`` (tensors and plain Python only) atomically, then its checksum file;
     stamps ``format`` and ``version``. ``keep`` > 0 also keeps this checkpoint as
@@ -142,12 +153,18 @@ def save_checkpoint(path: str | os.PathLike, state: dict, keep: int = 0) -> None
         state["model"] = clean_state_dict(state["model"])
     path = os.fspath(path)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with atomic_path(path) as temporary:
-        with open(temporary, "wb") as f:
-            torch.save(state, f)
-            f.flush()
-            os.fsync(f.fileno())
-    _write_checksum(path, state.get("step"))
+    try:
+        with atomic_path(path) as temporary:
+            with open(temporary, "wb") as f:
+                torch.save(state, f)
+                f.flush()
+                os.fsync(f.fileno())
+        _write_checksum(path, state.get("step"))
+    except Exception as exc:  # torch reports a full disk as RuntimeError("... unexpected pos"), the OSError as its context
+        full = disk_full_cause(exc)
+        if full is None:
+            raise
+        raise DiskFullError(full.errno, path, needed=_state_bytes(state)) from exc
     if keep > 0 and isinstance(state.get("step"), int):
         _keep_copy(path, state["step"], keep)
 

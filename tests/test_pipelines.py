@@ -163,3 +163,22 @@ def test_an_empty_input_is_an_error_and_a_job_that_read_nothing_commits_nothing(
                                    b"Content-Length: 5\r\n\r\nhello\r\n\r\n"))
     assert cli.main(["-q", "read", "--input", str(good), "--output", str(out), "--overwrite", "--format", "jsonl"]) == 0
     assert [d.text for d in read_documents(str(out))] == ["hello"]
+
+
+def test_a_full_disk_ends_the_read_job_with_one_line_and_commits_nothing(real_data, tmp_path):
+    import subprocess
+    import sys
+
+    from full_disk import error_lines, small_disk
+
+    repo = Path(__file__).resolve().parents[1]
+    with small_disk(tmp_path / "disk", 64 << 10) as disk:
+        out = disk.folder / "out"
+        done = disk.run([sys.executable, "-m", "pipelines.cli", "-q", "read", "--input", str(real_data / "warc/ccscalatools/filter_test_1.wet.gz"),
+                         "--output", str(out), "--format", "jsonl"], cwd=repo)
+        assert done.returncode == 1, done.stderr[-3000:]
+        (line,) = error_lines(done.stderr)
+        assert f"{out}: {disk.reason} (" in line and "bytes free there" in line and "Nothing partial was committed" in line
+        assert "Traceback" not in done.stderr
+        assert not (out / "_SUCCESS").exists()
+        print(disk.kind, line)
