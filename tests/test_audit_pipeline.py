@@ -274,3 +274,19 @@ def test_the_cli_refuses_a_bad_filter_with_exit_2_and_one_line(filters, tmp_path
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert len(errors) == 1 and "refused" in errors[0].getMessage() and "\n" not in errors[0].getMessage()
     assert not errors[0].exc_info  # no traceback
+
+
+def test_a_full_disk_ends_the_audit_with_one_line_and_commits_nothing(filters, tmp_path):
+    import sys
+    from pathlib import Path
+
+    from full_disk import error_lines, small_disk
+
+    with small_disk(tmp_path / "disk", 16 << 10) as disk:
+        out = disk.folder / "out"
+        done = disk.run([sys.executable, "-m", "pipelines.cli", "-q", "audit", "--corpus", filters["corpora"]["a"], "--output", str(out),
+                         *filters["common"]], cwd=Path(__file__).resolve().parents[1])
+        assert done.returncode == 1, done.stderr[-3000:]
+        (line,) = error_lines(done.stderr)
+        assert f"{out}: {disk.reason} (" in line and "Nothing partial was committed" in line
+        assert "Traceback" not in done.stderr and not (out / "_SUCCESS").exists()

@@ -301,3 +301,16 @@ def test_two_c4_jobs_started_at_once_on_one_output_commit_one_complete_corpus(tm
         manifest = json.loads((out / "_SUCCESS").read_text())
         assert "c4-train.00000-of-00001.json.gz" in {f["name"] for f in manifest["files"]}
         assert len(list(read_documents(find_shards(str(out / "c4-train.*.json.gz"))))) > 0
+
+
+def test_a_full_disk_ends_the_c4_job_with_one_line_and_commits_nothing(tmp_path, real_data):
+    from full_disk import error_lines, small_disk
+
+    with small_disk(tmp_path / "disk", 32 << 10) as disk:
+        out = disk.folder / "out"
+        done = disk.run([sys.executable, "-m", "pipelines.cli", "-q", "c4", "--input", str(real_data / "warc/ccscalatools/filter_test_1.wet.gz"),
+                         "--output", str(out), "--badwords", str(real_data / "badwords" / "en"), "--format", "c4json"], cwd=REPO)
+        assert done.returncode == 1, done.stderr[-3000:]
+        (line,) = error_lines(done.stderr)
+        assert f"{out}: {disk.reason} (" in line and "Nothing partial was committed" in line
+        assert "Traceback" not in done.stderr and not (out / "_SUCCESS").exists()

@@ -518,3 +518,19 @@ def test_an_optimizer_state_of_another_shape_is_refused_before_load_state_dict(p
     save_checkpoint(run / "ckpt.pt", state)
     from model.train import main as train_main
     assert train_main(["--out", str(run), "--resume", "--max_steps", "6", "-q"]) == 2
+
+
+def test_a_checkpoint_save_on_a_full_disk_is_one_line_exit_1_and_keeps_nothing_partial(pattern_data, tmp_path):
+    from full_disk import error_lines, small_disk
+
+    with small_disk(tmp_path / "disk", 96 << 10) as disk:
+        run = disk.folder / "run"
+        done = disk.run([sys.executable, "-m", "pipelines.cli", "train", "--data", str(pattern_data), "--out", str(run), *TINY_FLAGS,
+                         "--batch_tokens", "256", "--micro_batch", "8", "--max_steps", "2", "--ckpt_interval", "1", "--no_hf_export", "-q"],
+                        cwd=REPO, env=subprocess_env())
+        assert done.returncode == 1, done.stderr[-3000:]
+        (line,) = error_lines(done.stderr)
+        assert f"{run / 'ckpt.pt'}: {disk.reason} (" in line and "Traceback" not in done.stderr
+        if disk.kind == "tmpfs":
+            assert "this write needs" in line
+        assert not [p.name for p in run.iterdir() if p.name.startswith((".ckpt", "ckpt"))]  # no partial checkpoint, no temporary
