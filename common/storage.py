@@ -504,8 +504,12 @@ _CLAIMS: dict[str, str] = {}
 
 
 def _claim_holder_gone(claim: dict) -> bool:
-    """Whether a claim was left by a process that no longer runs (on this host), or by this
-    very process (an earlier job of it that failed): only such a claim is taken over."""
+    """Whether a claim was left by a job that no longer runs: one that ended without a
+    commit (``abandon_output``), one whose process is gone (on this host) or is this very
+    process (an earlier job of it that failed), or a marker without a job id (written by
+    an older version, or garbage): only such a claim is taken over."""
+    if claim.get("failed") or not claim.get("id"):
+        return True
     if claim.get("host") != socket.gethostname() or not isinstance(claim.get("pid"), int):
         return False
     pid = claim["pid"]

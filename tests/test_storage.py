@@ -221,3 +221,18 @@ def test_of_many_jobs_claiming_one_folder_at_once_exactly_one_wins(tmp_path):
         said = [run.communicate(timeout=60)[0] for run in runs]
         assert sum(s.startswith("claimed") for s in said) == 1, said
         assert sum(s.startswith("refused") and "being written by another c4 job" in s for s in said) == 5, said
+
+
+def test_a_marker_without_a_job_id_or_marked_failed_is_taken_over(root):
+    out = storage.join(root, "out")
+    storage.write_atomically(storage.staging_path(out, storage.JOB_FILE), json.dumps({"job": "c4", "started": "2020-01-01"}) + "\n")
+    job_id = storage.begin_output(out, "read")  # an older version's marker: no id, no pid
+    assert storage.read_claim(out)["id"] == job_id
+    storage.abandon_output(out, "it read no record from any input file")
+    assert storage.read_claim(out)["failed"].startswith("it read no record")
+    with pytest.raises(storage.IncompleteOutputError, match="ended without a commit because it read no record"):
+        storage.check_output(out)
+    _foreign_claim(out, 1, host="elsewhere.example")
+    claim = json.loads(storage.read_text(storage.staging_path(out, storage.JOB_FILE)))
+    storage.write_atomically(storage.staging_path(out, storage.JOB_FILE), json.dumps(dict(claim, failed="disk full")) + "\n")
+    assert storage.begin_output(out, "read") != job_id  # a failed job elsewhere holds nothing
