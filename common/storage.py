@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import errno
 import glob as _glob
 import hashlib
 import json
@@ -34,7 +35,9 @@ import logging
 import os
 import re
 import shutil
+import socket
 import tempfile
+import time
 import urllib.parse
 import uuid
 from typing import BinaryIO, Iterable, Iterator
@@ -50,6 +53,66 @@ COPY_CHUNK = 8 << 20
 
 class IncompleteOutputError(ValueError):
     """An output folder that a reader must not take as complete; the message says why."""
+
+
+# OS errors that mean "the disk (or the quota, or the file-size limit) is full": a job that
+# meets one stops with one line naming the path and the space, and commits nothing.
+DISK_FULL_ERRNOS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded",
+                    errno.EFBIG: "file too large for the file-size limit"}
+_ERRNO_TEXT = re.compile(r"\[Errno (\d+)\]")
+
+
+class DiskFullError(OSError):
+    """A write that ran out of space; ``needed``: the bytes the write needed, when known."""
+
+    def __init__(self, code: int, path: str, needed: int | None = None):
+        super().__init__(code, os.strerror(code), path)
+        self.needed = needed
+
+
+def disk_full_cause(exc: BaseException | None) -> OSError | None:
+    """The disk-full OSError behind ``exc`` (itself, its cause or context, or one a runner
+    re-raised as text, e.g. Beam's ``RuntimeError: OSError: [Errno 28] ...``), or None."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS:
+            return exc
+        match = _ERRNO_TEXT.search(str(exc)[:2000])
+        if match and int(match.group(1)) in DISK_FULL_ERRNOS:
+            return OSError(int(match.group(1)), os.strerror(int(match.group(1))))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def free_bytes(path: str) -> int | None:
+    """Free bytes on the local file system holding ``path`` (its nearest existing folder); None on an object store."""
+    if not is_local(path):
+        return None
+    folder = os.path.abspath(_local(path))
+    while not os.path.exists(folder) and os.path.dirname(folder) != folder:
+        folder = os.path.dirname(folder)
+    try:
+        return shutil.disk_usage(folder).free
+    except OSError:
+        return None
+
+
+def disk_full_message(error: OSError, path: str | None) -> str:
+    """One line: what ran out, where, the free space there and what the write needed."""
+    path = getattr(error, "filename", None) or path or "the output"
+    reason = DISK_FULL_ERRNOS.get(error.errno, error.strerror or "write failed")
+    free = free_bytes(path)
+    where = f"{free:,} bytes free there" if free is not None else "free space unknown"
+    needed = getattr(error, "needed", None)
+    if error.errno == errno.EFBIG:
+        ask = "raise the file-size limit (ulimit -f) or write elsewhere, and run it again"
+    elif needed:
+        short = max(needed - (free or 0), 0)
+        ask = f"this write needs {needed:,} bytes: free at least {short:,} more bytes, or write elsewhere"
+    else:
+        ask = "free more space than that (or write elsewhere) and run it again"
+    return f"{path}: {reason} ({where}); {ask}. Nothing partial was committed"
 
 
 # ---------------------------------------------------------------------------------------
@@ -427,9 +490,113 @@ def existing_output(folder: str, keep: tuple[str, ...] = ()) -> list[str]:
     return sorted(n for n in names if not n.startswith((STAGING_DIR + "/", *keep)))
 
 
-def begin_output(folder: str, job: str, *, overwrite: bool = False, keep: tuple[str, ...] = ()) -> None:
-    """Mark ``folder`` as being written by ``job``: the old ``_SUCCESS`` goes first, so a
-    reader never takes a half-replaced set as the old complete one.
+class OutputClaimError(OutputExistsError):
+    """Another job holds the output folder (its ``_temporary/job.json`` claim), or took it over
+    while this job ran: this job writes nothing more and commits nothing."""
+
+
+# On an object store without a create-if-absent write, a claim is a lease taken in three
+# steps: absent -> write -> read back after this many seconds; a job whose id is not the one
+# read back lost the race. The claim is checked again before the commit.
+CLAIM_SETTLE_SECONDS = 1.0
+# Claims this process holds: output folder -> job id (what commit_output checks).
+_CLAIMS: dict[str, str] = {}
+
+
+def _claim_holder_gone(claim: dict) -> bool:
+    """Whether a claim was left by a job that no longer runs: one that ended without a
+    commit (``abandon_output``), one whose process is gone (on this host) or is this very
+    process (an earlier job of it that failed), or a marker without a job id (written by
+    an older version, or garbage): only such a claim is taken over."""
+    if claim.get("failed") or not claim.get("id"):
+        return True
+    if claim.get("host") != socket.gethostname() or not isinstance(claim.get("pid"), int):
+        return False
+    pid = claim["pid"]
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, OverflowError, ValueError):
+        return False
+    return False
+
+
+def read_claim(folder: str) -> dict | None:
+    """The folder's ``_temporary/job.json`` (a dict, ``{}`` when unreadable), or None when absent."""
+    path = staging_path(folder, JOB_FILE)
+    if not is_file(path):
+        return None
+    try:
+        text = read_text(path)
+    except FileNotFoundError:
+        return None
+    try:
+        claim = json.loads(text)
+    except ValueError:
+        return {}
+    return claim if isinstance(claim, dict) else {}
+
+
+def _describe_claim(folder: str, claim: dict) -> str:
+    return (f"{folder} is being written by another {claim.get('job', 'corpusforge')} job (id {claim.get('id', '?')}, "
+            f"pid {claim.get('pid', '?')} on {claim.get('host', '?')}, started {claim.get('started', '?')}): "
+            f"wait for it to finish, choose another --output, or remove {staging_path(folder)} if that job is no longer running")
+
+
+def _try_claim(folder: str, body: str) -> bool:
+    """Create ``_temporary/job.json`` if absent (atomically); whether this call created it."""
+    path = staging_path(folder, JOB_FILE)
+    if is_local(path):
+        local = _local(path)
+        os.makedirs(os.path.dirname(local), exist_ok=True)
+        temporary = temporary_path(local)
+        with open(temporary, "w", encoding="utf-8") as f:
+            f.write(body)
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(temporary, local)  # create-if-absent, with its content already complete
+            return True
+        except FileExistsError:
+            return False
+        finally:
+            os.remove(temporary)
+    if exists(path):
+        return False
+    write_atomically(path, body)
+    if not path.startswith("memory://"):  # one process's store: nobody else writes between
+        time.sleep(CLAIM_SETTLE_SECONDS)
+    return read_text(path) == body if exists(path) else False
+
+
+def _take_over(folder: str, stale: dict) -> None:
+    """Move a dead job's claim aside (only one job can), then its staged files."""
+    path = staging_path(folder, JOB_FILE)
+    if is_local(path):
+        aside = temporary_path(_local(path))
+        try:
+            os.rename(_local(path), aside)
+        except FileNotFoundError:
+            return  # another job moved it first
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(aside)
+        return
+    if read_claim(folder) == stale:
+        delete([path])
+
+
+def begin_output(folder: str, job: str, *, overwrite: bool = False, keep: tuple[str, ...] = ()) -> str:
+    """Claim ``folder`` for ``job`` and mark it as being written: returns the job id.
+
+    The claim is ``_temporary/job.json``, created only if absent (a hard link on a disk; on
+    an object store a write read back after ``CLAIM_SETTLE_SECONDS``), so of two jobs started
+    at once on one folder exactly one goes on; the other gets ``OutputClaimError`` before it
+    changes anything. A claim whose process is gone (same host) is taken over, with a
+    warning. Then the old ``_SUCCESS`` goes, so a reader never takes a half-replaced set as
+    the old complete one, and so do the files a dead job staged.
 
     A folder that already holds files (other than ``_temporary/`` and ``keep``, e.g. the
     fetch logs a WebText rerun resumes from) is refused with ``OutputExistsError`` unless
@@ -441,9 +608,38 @@ def begin_output(folder: str, job: str, *, overwrite: bool = False, keep: tuple[
         raise OutputExistsError(f"{folder} already holds {len(found)} file(s) ({found[0]}{', ...' if len(found) > 1 else ''}): "
                                 f"pass --overwrite to replace them with this {job} job's output, or choose another --output")
     makedirs(folder)
-    delete([join(folder, SUCCESS_FILE), staging_path(folder)])
+    job_id = uuid.uuid4().hex
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    write_atomically(staging_path(folder, JOB_FILE), json.dumps({"job": job, "started": started}) + "\n")
+    body = json.dumps({"job": job, "id": job_id, "host": socket.gethostname(), "pid": os.getpid(), "started": started}) + "\n"
+    for attempt in range(2):
+        if _try_claim(folder, body):
+            break
+        claim = read_claim(folder)
+        if claim is None and attempt == 0:
+            continue  # the holder committed or moved it in between: try once more
+        if claim is None or not _claim_holder_gone(claim) or attempt:
+            raise OutputClaimError(_describe_claim(folder, claim or {}))
+        log.warning("%s: taking over the claim of a %s job that is no longer running (pid %s, started %s)",
+                    folder, claim.get("job", "corpusforge"), claim.get("pid"), claim.get("started"))
+        _take_over(folder, claim)
+    _CLAIMS[folder] = job_id
+    # What a dead job staged goes; claims other jobs are writing now (``.job.json.tmp-*``) stay.
+    staged = [p for p in _sizes_under(staging_path(folder)) if not basename(p).startswith((JOB_FILE, "." + JOB_FILE))]
+    delete([join(folder, SUCCESS_FILE)] + staged)
+    return job_id
+
+
+def check_claim(folder: str) -> None:
+    """Raise ``OutputClaimError`` unless this process's claim on ``folder`` still stands."""
+    job_id = _CLAIMS.get(folder)
+    if job_id is None:
+        return  # not claimed by this process (a caller that manages the folder itself)
+    claim = read_claim(folder)
+    if not claim or claim.get("id") != job_id:
+        raise OutputClaimError(
+            f"{folder}: not committed: this job's claim ({staging_path(folder, JOB_FILE)}, id {job_id}) was removed or taken "
+            f"by {('another ' + str(claim.get('job')) + ' job (id ' + str(claim.get('id')) + ')') if claim else 'someone else'} "
+            "while it ran; its staged files cannot be trusted. Rerun it alone")
 
 
 def record_written(folder: str, label: str, infos: list[dict]) -> str:
@@ -453,15 +649,35 @@ def record_written(folder: str, label: str, infos: list[dict]) -> str:
     return path
 
 
-def commit_output(folder: str, job: str, extra_files: Iterable[str] = ()) -> dict:
+def abandon_output(folder: str, reason: str) -> None:
+    """End this process's job on ``folder`` without a commit: its claim stays, marked with
+    ``reason``, so readers refuse the folder and say why; the next job takes it over."""
+    claim = read_claim(folder) or {}
+    if claim.get("id") == _CLAIMS.pop(folder, None):
+        claim["failed"] = reason
+        write_atomically(staging_path(folder, JOB_FILE), json.dumps(claim) + "\n")
+
+
+class EmptyOutputError(IncompleteOutputError):
+    """A job that wrote documents found no shard recorded at its commit: nothing is committed."""
+
+
+def commit_output(folder: str, job: str, extra_files: Iterable[str] = (), *, expect_written: bool = False) -> dict:
     """Write ``_SUCCESS`` (the manifest of every file written) and remove ``_temporary/``.
 
     The manifest holds the entries the writers recorded with ``record_written`` and the
     ``extra_files`` (names relative to ``folder``, e.g. ``stats.json``) that exist, read
-    back for their size and sha256.
+    back for their size and sha256. The job's claim is checked first (``check_claim``);
+    with ``expect_written`` (the job's writers ran), a commit that finds no recorded
+    file is refused (``EmptyOutputError``) rather than taken as an empty set.
     """
+    check_claim(folder)
     entries: dict[str, dict] = {}
-    for path in glob(staging_path(folder, "written-*.json")):
+    recorded = glob(staging_path(folder, "written-*.json"))
+    if expect_written and not recorded:
+        raise EmptyOutputError(f"{folder}: not committed: no shard file was recorded under {staging_path(folder)} "
+                               "although the job's writers ran (its staging was removed while it ran?)")
+    for path in recorded:
         for info in json.loads(read_text(path)):
             entries[info["name"]] = info
     for name in extra_files:
@@ -474,8 +690,10 @@ def commit_output(folder: str, job: str, extra_files: Iterable[str] = ()) -> dic
         "finished": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "files": [entries[name] for name in sorted(entries)],
     }
+    check_claim(folder)
     write_atomically(join(folder, SUCCESS_FILE), json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
     delete([staging_path(folder)])
+    _CLAIMS.pop(folder, None)
     listed = set(entries)
     stale = [name for name in existing_output(folder) if name not in listed and _SHARD_NAME.search(name)]
     if stale:
@@ -526,9 +744,10 @@ def check_output(folder: str) -> list[str] | None:
                 job = json.loads(read_text(job_file))
             except ValueError:
                 job = {}
+            ended = f"ended without a commit because {job['failed']}" if job.get("failed") else "never finished"
             raise IncompleteOutputError(
                 f"{folder}: incomplete output: a {job.get('job', 'corpusforge')} job started "
-                f"{job.get('started', '')} into it and never finished (no {SUCCESS_FILE}; "
+                f"{job.get('started', '')} into it and {ended} (no {SUCCESS_FILE}; "
                 f"{STAGING_DIR}/{JOB_FILE} is still there). Rerun the job."
             )
         if folder not in _WARNED:

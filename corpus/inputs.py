@@ -65,7 +65,9 @@ def join_base(base: str, relative: str, *, allow_any: bool = True) -> str:
     """Join a manifest's relative path to a base URL or a local folder.
 
     With ``allow_any=False`` (how manifests are read) the path must stay under ``base``:
-    no ``..`` segment, no absolute path, no scheme of its own (``ManifestPathError``).
+    no ``..`` segment, no absolute path, no scheme of its own, and, for a local folder,
+    no symbolic link on the way that resolves outside it (``os.path.realpath``), all
+    ``ManifestPathError``.
     """
     escapes = (is_remote(relative) or os.path.isabs(relative) or relative.startswith(("/", "\\"))
                or ".." in relative.replace("\\", "/").split("/") or "\x00" in relative)
@@ -76,7 +78,15 @@ def join_base(base: str, relative: str, *, allow_any: bool = True) -> str:
         return relative
     if is_remote(base):
         return base.rstrip("/") + "/" + relative.lstrip("/")
-    return os.path.join(base, relative)
+    joined = os.path.join(base, relative)
+    if not allow_any:
+        root = os.path.realpath(base)
+        resolved = os.path.realpath(joined)
+        if os.path.commonpath([root, resolved]) != root:
+            raise ManifestPathError(f"{excerpt(relative)}: a manifest path must stay under the base {excerpt(base)}, and a "
+                                    f"symbolic link on its way resolves outside it (to {excerpt(resolved)}; pass "
+                                    "--allow_any_manifest_path to open it anyway)")
+    return joined
 
 
 # A manifest is a list of paths: Common Crawl's largest (warc.paths.gz) is ~100k lines of

@@ -81,6 +81,7 @@ BAD_CONTENT_ENCODING = "bad_content_encoding"
 RECORD_TOO_LARGE = "record_too_large"
 WRONG_LENGTH = "wrong_content_length"
 DECODED_TOO_LARGE = "decoded_too_large"
+EMPTY_FILE = "empty_file"  # not one WARC record and no other error: an empty or blank file
 
 
 @dataclass(frozen=True)
@@ -704,8 +705,10 @@ def read_archive(
         _note_error(error, stats, logged)
         yield error
         return
+    seen = False
     with raw:
         for item in iter_records(raw, source, max_record_bytes):
+            seen = True
             if isinstance(item, ReadError):
                 _note_error(item, stats, logged)
                 yield item
@@ -732,6 +735,10 @@ def read_archive(
                         log.warning("%s @%d: invalid UTF-8 in %s, bad bytes replaced with U+FFFD", source, item.offset, produced.url)
             if produced is not None:
                 yield produced
+    if not seen:
+        error = ReadError(source, 0, EMPTY_FILE, "the file holds no WARC record")
+        _note_error(error, stats, logged)
+        yield error
 
 
 def digest_matches(declared: str, data: bytes) -> bool | None:

@@ -634,8 +634,10 @@ class BloomFilter:
             raise fail(f"cannot read: {error}") from error
         try:
             meta = json.loads(bytes(header[FILE_HEADER.size : FILE_HEADER.size + meta_len]).decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as error:
-            raise fail(f"corrupt meta JSON: {error}") from error
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
+            raise fail(f"corrupt meta JSON: {type(error).__name__}: {str(error)[:80]}") from None
+        if not isinstance(meta, dict):
+            raise fail(f"corrupt meta JSON: a {type(meta).__name__}, not an object")
         if mmap:
             bits = np.memmap(path, dtype=np.uint8, mode="r", offset=header_size, shape=(m // 8,))
         else:

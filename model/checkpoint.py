@@ -42,7 +42,7 @@ import shutil
 
 import torch
 
-from common.storage import atomic_path, write_atomically
+from common.storage import DiskFullError, atomic_path, disk_full_cause, write_atomically
 from model.gpt import GPT, GPTConfig
 from model.hf import load_hf_dir
 
@@ -59,6 +59,18 @@ HF_DIR = "hf"  # a run folder's Hugging Face export
 HF_WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 TOKENIZER_FILE_SETS = (("vocab.json", "merges.txt"), ("encoder.json", "vocab.bpe"))
 WRAPPER_PREFIXES = ("_orig_mod.", "module.")  # torch.compile's and DDP's wrappers
+
+
+# A checksum file is one short JSON line; anything longer is not one (read at most this).
+MAX_CHECKSUM_BYTES = 4096
+# The largest model a checkpoint may describe, checked before anything is allocated: far
+# past GPT-3 (96 layers, 12,288 wide, 2,048 positions) and any tokenizer's vocabulary.
+MAX_MODEL_CONFIG = {"n_layer": 1024, "n_head": 1024, "n_embd": 1 << 16, "block_size": 1 << 20,
+                    "vocab_size": 1 << 22, "pad_vocab_multiple": 1 << 12}
+WEIGHT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
+# No trained weight comes near this; a larger one (3e38, say) overflows float32 activations
+# and turns sampling probabilities into NaN.
+MAX_WEIGHT_ABS = 1e6
 
 
 class CheckpointError(ValueError):
@@ -99,11 +111,16 @@ def verify_checksum(path: str) -> bool:
     if not os.path.isfile(sidecar):
         return False
     try:
-        with open(sidecar, encoding="utf-8") as f:
-            record = json.load(f)
+        with open(sidecar, "rb") as f:
+            data = f.read(MAX_CHECKSUM_BYTES + 1)
+        if len(data) > MAX_CHECKSUM_BYTES:
+            raise ValueError(f"over {MAX_CHECKSUM_BYTES} bytes")
+        record = json.loads(data.decode("utf-8"))
         expected, size = str(record["sha256"]), int(record["bytes"])
-    except (ValueError, KeyError, TypeError, OSError) as exc:
-        raise CheckpointError(f"{sidecar}: unreadable checksum file ({exc})") from None
+        if len(expected) != 64 or size < 0:
+            raise ValueError("not a sha256 and a size")
+    except (ValueError, KeyError, TypeError, OSError, RecursionError) as exc:
+        raise CheckpointError(f"{sidecar}: unreadable checksum file ({str(exc)[:120]})") from None
     actual_size = os.path.getsize(path)
     if actual_size != size:
         raise CheckpointError(f"{path}: {actual_size:,} bytes, but {size:,} were written (truncated or replaced?)")
@@ -112,6 +129,17 @@ def verify_checksum(path: str) -> bool:
         raise CheckpointError(f"{path}: sha256 {actual[:16]}... does not match the {expected[:16]}... it was written "
                               f"with: the file is corrupted")
     return True
+
+
+def _state_bytes(state) -> int:
+    """About the bytes ``torch.save`` writes for ``state``: its tensors' storage."""
+    if isinstance(state, torch.Tensor):
+        return state.numel() * state.element_size()
+    if isinstance(state, dict):
+        return sum(_state_bytes(v) for v in state.values())
+    if isinstance(state, (list, tuple)):
+        return sum(_state_bytes(v) for v in state)
+    return 0
 
 
 def save_checkpoint(path: str | os.PathLike, state: dict, keep: int = 0) -> None:
@@ -125,12 +153,18 @@ def save_checkpoint(path: str | os.PathLike, state: dict, keep: int = 0) -> None
         state["model"] = clean_state_dict(state["model"])
     path = os.fspath(path)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with atomic_path(path) as temporary:
-        with open(temporary, "wb") as f:
-            torch.save(state, f)
-            f.flush()
-            os.fsync(f.fileno())
-    _write_checksum(path, state.get("step"))
+    try:
+        with atomic_path(path) as temporary:
+            with open(temporary, "wb") as f:
+                torch.save(state, f)
+                f.flush()
+                os.fsync(f.fileno())
+        _write_checksum(path, state.get("step"))
+    except Exception as exc:  # torch reports a full disk as RuntimeError("... unexpected pos"), the OSError as its context
+        full = disk_full_cause(exc)
+        if full is None:
+            raise
+        raise DiskFullError(full.errno, path, needed=_state_bytes(state)) from exc
     if keep > 0 and isinstance(state.get("step"), int):
         _keep_copy(path, state["step"], keep)
 
@@ -224,7 +258,143 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
         raise CheckpointError(f"{path}: the checkpoint's 'model' entry is not a state dict of tensors")
     if not isinstance(state["model_config"], dict):
         raise CheckpointError(f"{path}: the checkpoint's 'model_config' entry is not a dict")
+    check_weights(state["model"], model_config_of(state["model_config"], path), path)
+    check_resume_entries(state, path)
     return state
+
+
+def model_config_of(config: dict, path: str = "the checkpoint") -> GPTConfig:
+    """The checkpoint's ``GPTConfig``, its sizes checked against ``MAX_MODEL_CONFIG`` first."""
+    for name, limit in MAX_MODEL_CONFIG.items():
+        value = config.get(name)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and not 0 < value <= limit:
+            raise CheckpointError(f"{path}: model_config {name}={value!r} is outside 1..{limit:,}: refused before building the model")
+    try:
+        return GPTConfig.from_dict(dict(config))
+    except (ValueError, TypeError) as exc:
+        raise CheckpointError(f"{path}: bad model_config: {str(exc)[:200]}") from None
+
+
+def _expected_shapes(config: GPTConfig) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
+    """Every entry of the model's state dict: (shape, dtype), from a model on the meta device
+    (shapes only: nothing is allocated, whatever the config says)."""
+    with torch.device("meta"):
+        model = GPT(config)
+    return {name: (tuple(t.shape), t.dtype) for name, t in model.state_dict().items()}
+
+
+def check_weights(weights: dict, config: GPTConfig, path: str = "the checkpoint") -> None:
+    """Every tensor the model needs is there, with its shape, a floating dtype, and only
+    finite values; nothing else is there. ``CheckpointError`` naming the first that is not."""
+    weights = clean_state_dict(weights)
+    expected = _expected_shapes(config)
+    missing = sorted(set(expected) - set(weights))
+    unexpected = sorted(set(weights) - set(expected))
+    if missing or unexpected:
+        raise CheckpointError(f"{path}: the weights do not fit its model config: missing {missing[:5]}, unexpected {unexpected[:5]}")
+    for name, (shape, dtype) in expected.items():
+        tensor = weights[name]
+        if tuple(tensor.shape) != shape:
+            raise CheckpointError(f"{path}: the weights do not fit its model config: {name} has shape {tuple(tensor.shape)}, the config needs {shape}")
+        if dtype.is_floating_point and tensor.dtype not in WEIGHT_DTYPES:
+            raise CheckpointError(f"{path}: {name} is {tensor.dtype}, not a floating-point weight")
+        if tensor.dtype.is_floating_point and tensor.numel():
+            if not bool(torch.isfinite(tensor).all()):
+                bad = int((~torch.isfinite(tensor)).sum())
+                raise CheckpointError(f"{path}: {name} holds {bad:,} NaN or infinite value(s)")
+            largest = float(tensor.abs().max())
+            if largest > MAX_WEIGHT_ABS:
+                raise CheckpointError(f"{path}: {name} holds a value of magnitude {largest:.3g}, over {MAX_WEIGHT_ABS:.0g}: not trained weights")
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _rng_problem(rng) -> str | None:
+    """What is wrong with one process's RNG states (as ``model.train.rng_state`` writes them), or None."""
+    if not isinstance(rng, dict):
+        return f"a {type(rng).__name__}, not a dict"
+    reference = torch.get_rng_state()
+    state = rng.get("torch")
+    if not isinstance(state, torch.Tensor) or state.dtype != torch.uint8 or state.shape != reference.shape:
+        return f"'torch' is not a {tuple(reference.shape)} uint8 tensor"
+    cuda = rng.get("cuda")
+    if cuda is not None and (not isinstance(cuda, torch.Tensor) or cuda.dtype != torch.uint8 or cuda.dim() != 1):
+        return "'cuda' is not a uint8 tensor"
+    numpy_state = rng.get("numpy")
+    if (not isinstance(numpy_state, dict) or numpy_state.get("name") != "MT19937"
+            or not isinstance(numpy_state.get("keys"), torch.Tensor) or tuple(numpy_state["keys"].shape) != (624,)
+            or not _is_int(numpy_state.get("pos")) or not 0 <= numpy_state["pos"] <= 624
+            or not _is_int(numpy_state.get("has_gauss")) or not isinstance(numpy_state.get("cached_gaussian"), (int, float))):
+        return "'numpy' is not an MT19937 state"
+    python_state = rng.get("python")
+    if (not isinstance(python_state, (tuple, list)) or len(python_state) != 3 or not _is_int(python_state[0])
+            or not isinstance(python_state[1], (tuple, list)) or len(python_state[1]) != 625
+            or not all(_is_int(v) and 0 <= v < 1 << 32 for v in python_state[1][:624]) or not _is_int(python_state[1][624])
+            or not (python_state[2] is None or isinstance(python_state[2], float))):
+        return "'python' is not a random.getstate() state"
+    return None
+
+
+def check_resume_entries(state: dict, path: str = "the checkpoint") -> None:
+    """The types of what a resume puts back (step, scheduler, RNG states, data cursor), when present."""
+    if "step" in state and not (_is_int(state["step"]) and state["step"] >= 0):
+        raise CheckpointError(f"{path}: 'step' is {excerpt_value(state['step'])}, not a count")
+    scheduler = state.get("scheduler")
+    if "scheduler" in state and not (isinstance(scheduler, dict) and _is_int(scheduler.get("step")) and scheduler["step"] >= 0):
+        raise CheckpointError(f"{path}: 'scheduler' is {excerpt_value(scheduler)}, not a schedule state with an integer step")
+    if "data" in state and not isinstance(state["data"], dict):
+        raise CheckpointError(f"{path}: 'data' is {excerpt_value(state['data'])}, not a data cursor")
+    if "rng" in state:
+        ranks = state["rng"] if isinstance(state["rng"], (list, tuple)) else [state["rng"]]
+        for rank, rng in enumerate(ranks):
+            problem = _rng_problem(rng)
+            if problem:
+                raise CheckpointError(f"{path}: the RNG state of process {rank} is unusable: {problem}")
+    if "optimizer" in state:
+        optimizer = state["optimizer"]
+        if (not isinstance(optimizer, dict) or not isinstance(optimizer.get("state"), dict)
+                or not isinstance(optimizer.get("param_groups"), list)
+                or not all(isinstance(g, dict) and isinstance(g.get("params"), list) for g in optimizer["param_groups"])):
+            raise CheckpointError(f"{path}: 'optimizer' is not an optimizer state (state + param_groups)")
+
+
+def excerpt_value(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def check_optimizer_state(saved: dict, optimizer: torch.optim.Optimizer, path: str = "the checkpoint") -> None:
+    """Before ``optimizer.load_state_dict(saved)``: the same groups, each of the same size,
+    and every saved per-parameter tensor (AdamW's moments) of its parameter's shape, dtype
+    class and finite. torch copies moments of another shape without checking, and the
+    next step writes past them (heap corruption), so this runs first."""
+    groups = saved["param_groups"]
+    if len(groups) != len(optimizer.param_groups):
+        raise CheckpointError(f"{path}: the optimizer state has {len(groups)} parameter group(s), the model {len(optimizer.param_groups)}")
+    by_id = {}
+    for index, (group, live) in enumerate(zip(groups, optimizer.param_groups)):
+        if len(group["params"]) != len(live["params"]):
+            raise CheckpointError(f"{path}: optimizer group {index} holds {len(group['params'])} parameter(s), the model {len(live['params'])}")
+        for key, param in zip(group["params"], live["params"]):
+            by_id[key] = param
+    for key, entry in saved["state"].items():
+        if key not in by_id or not isinstance(entry, dict):
+            raise CheckpointError(f"{path}: the optimizer state names parameter {excerpt_value(key)}, which the model has not")
+        param = by_id[key]
+        for name, value in entry.items():
+            if name == "step":
+                if not isinstance(value, (torch.Tensor, int, float)) or (isinstance(value, torch.Tensor) and value.numel() != 1):
+                    raise CheckpointError(f"{path}: optimizer parameter {key}: 'step' is not a number")
+                continue
+            if not isinstance(value, torch.Tensor):
+                raise CheckpointError(f"{path}: optimizer parameter {key}: {name!r} is not a tensor")
+            if tuple(value.shape) != tuple(param.shape) or not value.dtype.is_floating_point:
+                raise CheckpointError(f"{path}: optimizer parameter {key}: {name!r} is {value.dtype} {tuple(value.shape)}, "
+                                      f"the model's parameter is {tuple(param.shape)}")
+            if not bool(torch.isfinite(value).all()):
+                raise CheckpointError(f"{path}: optimizer parameter {key}: {name!r} holds NaN or infinite values")
 
 
 def is_hf_folder(path: str | os.PathLike) -> bool:

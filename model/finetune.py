@@ -52,7 +52,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from common.storage import atomic_path, write_atomically
-from model.checkpoint import (CHECKPOINT_FILE, HF_DIR, RUN_CONFIG_FILE, TOKENIZER_DIR, CheckpointError,
+from model.checkpoint import (CHECKPOINT_FILE, HF_DIR, RUN_CONFIG_FILE, TOKENIZER_DIR, CheckpointError, check_optimizer_state,
                               latest_good_checkpoint, load_model, save_checkpoint, tokenizer_folder)
 from model.contamination import ContaminationError
 from model.gpt import GPT, INIT_STD, GPTConfig, linear_cross_entropy
@@ -438,6 +438,7 @@ def run(cfg: FinetuneConfig) -> dict:
     eval_every = cfg.eval_interval or per_epoch
     step = 0
     if state is not None:
+        check_optimizer_state(state["optimizer"], optimizer)
         optimizer.load_state_dict(state["optimizer"])
         step = int(state["step"])
         set_rng_state(state["rng"], device)

@@ -78,6 +78,9 @@ def generate(model, idx: torch.Tensor, max_new_tokens: int, temperature: float =
             if top_p is not None:
                 logits = top_p_mask(logits, top_p)
             probs = torch.softmax(logits, dim=-1)
+            if not bool(torch.isfinite(probs).all()):
+                raise ValueError("the model's next-token probabilities are not finite (NaN or infinite logits): "
+                                 "its weights are not usable for sampling")
             if generator is not None and generator.device != probs.device:
                 next_id = torch.multinomial(probs.cpu(), 1, generator=generator).to(probs.device)
             else:
@@ -136,8 +139,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     generator = torch.Generator(device=device).manual_seed(args.seed)
     start = torch.tensor([prompt[-model.config.block_size:]] * args.num_samples, dtype=torch.long, device=device)
-    out = generate(model, start, args.max_new_tokens, args.temperature, args.top_k, args.top_p, generator,
-                   stop_token=None if args.keep_going else tokenizer.eot_id)
+    try:
+        out = generate(model, start, args.max_new_tokens, args.temperature, args.top_k, args.top_p, generator,
+                       stop_token=None if args.keep_going else tokenizer.eot_id)
+    except ValueError as exc:  # non-finite probabilities from weights that pass every check
+        log.error("%s: %s", args.model, exc)
+        return 2
     for n, row in enumerate(out.tolist()):
         new = row[start.shape[1]:]
         if not args.keep_going and tokenizer.eot_id in new:

@@ -55,7 +55,7 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 
 from common.storage import atomic_path, write_atomically
 from model.checkpoint import (CHECKPOINT_FILE, HF_DIR, RUN_CONFIG_FILE, TOKENIZER_DIR, CheckpointError, clean_state_dict,
-                              kept_checkpoints, latest_good_checkpoint, save_checkpoint)
+                              check_optimizer_state, kept_checkpoints, latest_good_checkpoint, save_checkpoint)
 from model.data import DataError, TokenLoader, TokenWindows, eval_indices, read_meta, split_paths, tokenizer_dir
 from model.gpt import GPT, GPT2_VOCAB, LOSS_IMPLS, GPTConfig
 from model.hf import save_hf_dir
@@ -500,6 +500,7 @@ def resume_state(cfg: TrainConfig) -> dict | None:
 def restore_state(state: dict, optimizer: torch.optim.Optimizer, schedule: WarmupCosine, loader: TokenLoader,
                   cfg: TrainConfig, dist_info: Dist, device: torch.device) -> int:
     """Put the optimizer, schedule, data cursor and this rank's RNG back where ``state`` left them; return its step."""
+    check_optimizer_state(state["optimizer"], optimizer)
     optimizer.load_state_dict(state["optimizer"])
     schedule.load_state_dict(state["scheduler"])
     loader.load_state_dict(state["data"])

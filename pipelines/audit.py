@@ -30,13 +30,14 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from common import storage
 from common.decision import DOCUMENTS, OTHER
+from corpus.inputs import InputError
 from corpus.records import Document
 from corpus.shards import FORMATS, read_documents, shard_files, shard_split
 from dedup.audit import benchmark_rows, build_indexes, load_benchmarks, merge_counters, own_train_overlap, scan_documents
-from dedup.bloom import BloomFilter, ngram_meta, split_by_part
+from dedup.bloom import BloomFileError, BloomFilter, ngram_meta, split_by_part
 from dedup.decontaminate import GPT3_MARGIN, GPT3_MAX_SPLITS, GPT3_MIN_PIECE, decontaminate, match_documents
 from dedup.ngrams import NgramConfig, ngram_hashes
-from dedup.partitioned import PartitionedBloom, part_capacity, part_path
+from dedup.partitioned import FILTER_MANIFEST, PartitionedBloom, corpus_fingerprint, part_capacity, part_path, write_filter_manifest
 from dedup.report import render_html, render_json, render_markdown
 from pipelines import progress
 from pipelines.options import add_overwrite_argument, non_negative_int, open_probability, positive_int, power_of_two, split_job_args, stage_setup_file, unit_fraction
@@ -88,7 +89,7 @@ def _hashes_by_part(path, config, parts):
 
 def _build_part(keyed, *, capacity, parts, error_rate, seed, meta, folder):
     index, arrays = keyed
-    bloom = BloomFilter(part_capacity(capacity, parts), error_rate, seed, meta)
+    bloom = BloomFilter(part_capacity(capacity, parts), error_rate, seed, dict(meta, part=index, parts=parts))
     for keys in arrays:
         if keys is not None and len(keys):
             bloom.add(keys)
@@ -116,7 +117,17 @@ def build_filter(files, config, args, folder, beam_args) -> dict:
         ((keyed, every) | "Merge parts" >> beam.Flatten() | "Group by part" >> beam.GroupByKey()
          | "Build and save part" >> beam.Map(_build_part, capacity=capacity, parts=parts, error_rate=args.error_rate,
                                                seed=args.seed, meta=meta, folder=folder))
+    write_filter_manifest(folder, parts, meta, corpus_fingerprint(files))
     return {"capacity": capacity, "parts": parts, "counters": counters_of(p.result)}
+
+
+def load_filter(folder: str, config: NgramConfig, files: list[str]) -> PartitionedBloom:
+    """The filter in ``folder`` if it is whole and was built with ``config`` from these
+    ``files`` (``dedup.partitioned``); ``InputError`` with the one-line reason otherwise."""
+    try:
+        return PartitionedBloom.load(folder, meta=ngram_meta(config), corpus=corpus_fingerprint(files))
+    except (BloomFileError, OSError) as exc:
+        raise InputError(f"--filter {folder}: refused: {exc}") from None
 
 
 # --- audit: the exact stream ---------------------------------------------------------------
@@ -188,15 +199,17 @@ def run_audit(argv: list[str] | None = None) -> dict:
     indexes = build_indexes(sets, config)
     own_train = own_train_overlap(args.own_train, indexes)
     storage.configure(beam_args)
+    bloom = evidence = exact = None
+    if args.filter and args.mode in ("both", "bloom"):
+        bloom = load_filter(args.filter, config, files)  # a filter that is not this corpus's is refused before work starts
     begin_job(args.output, "audit", args.overwrite)
     result = {"files": len(files), "benchmarks": [s.name for s in sets], "config": config.to_dict(), "mode": args.mode}
-    bloom = evidence = exact = None
     if args.mode in ("both", "bloom"):
         folder = args.filter or storage.join(args.output, "bloom")
         if not args.filter:
             log.info("building the Bloom filter (p=%g, %d part(s)) over %d shard(s)", args.error_rate, args.filter_parts, len(files))
             result["filter"] = build_filter(files, config, args, folder, beam_args)
-        bloom = PartitionedBloom.load(folder)
+            bloom = load_filter(folder, config, files)
         evidence = bloom.evidence(args.fp_queries)
         result["fp_evidence"] = evidence
     if args.mode in ("both", "exact"):
@@ -210,6 +223,7 @@ def run_audit(argv: list[str] | None = None) -> dict:
     written = ["audit.json", "report.json", "report.md", "report.html"]
     if args.mode in ("both", "bloom") and not args.filter:
         written += [f"bloom/{storage.basename(p)}" for p in storage.glob(storage.join(folder, "bloom-part-*-of-*.bin"))]
+        written.append(f"bloom/{FILTER_MANIFEST}")
     storage.commit_output(args.output, "audit", extra_files=written)
     return result
 

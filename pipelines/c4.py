@@ -313,7 +313,7 @@ def run(argv: list[str] | None = None) -> dict:
         result = progress.run_pipeline(pipeline, "c4", files=len(files))
         counted = {"counters": counters_of(result), "examples": collect_examples(args.output), "units": units_of(result)}
     stats = {"variant": args.variant, "dedup": args.dedup, "files": len(files), **counted}
-    finish_job(args.output, "c4", stats)
+    finish_job(args.output, "c4", stats, expect_written=True)
     return stats
 
 

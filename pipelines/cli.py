@@ -297,6 +297,8 @@ class _QuietBeamLines(logging.Filter):
         message = record.getMessage()
         if record.name.startswith("apache_beam") and message.startswith("KeyboardInterrupt"):
             return False  # the command reports the interrupt itself, in one line
+        if record.name.startswith("apache_beam") and storage.disk_full_cause(record.exc_info[1] if record.exc_info else None):
+            return False  # so does a full disk (the runner logs it once more, with its traceback)
         if record.name.startswith("apache_beam.runners.portability") and any(w in message for w in QUIET_WORKER_WORDS):
             return False
         return not message.startswith(QUIET_BEAM_LINES)
@@ -350,12 +352,28 @@ def _main(argv: list[str]) -> int:
         # A user's mistake (a path, an existing output): the cause in one line; -v adds the traceback.
         log.error("%s", exc, exc_info=args.verbose)
         return 2
-    except ModuleNotFoundError as exc:
-        if (exc.name or "").split(".")[0] not in MODEL_LIBRARIES:
+    except Exception as exc:  # noqa: BLE001  (only a full disk is handled here; anything else goes on up)
+        full = storage.disk_full_cause(exc)
+        if full is None:
+            if isinstance(exc, ModuleNotFoundError) and (exc.name or "").split(".")[0] in MODEL_LIBRARIES:
+                log.error("corpusforge %s needs %s, which is not installed: pip install 'corpusforge[model]' "
+                          "(the pins of requirements-model.txt)", args.command, exc.name)
+                return 2
             raise
-        log.error("corpusforge %s needs %s, which is not installed: pip install 'corpusforge[model]' "
-                  "(the pins of requirements-model.txt)", args.command, exc.name)
-        return 2
+        log.error("%s", storage.disk_full_message(full, _written_path(args)), exc_info=args.verbose)
+        return 1
+
+
+def _written_path(args: argparse.Namespace) -> str | None:
+    """Where the command writes (its --output, --out or --plot), for the disk-full line."""
+    argv = list(getattr(args, "sub_argv", None) or [])
+    for flag in ("--output", "--out"):
+        for n, arg in enumerate(argv):
+            if arg == flag and n + 1 < len(argv):
+                return argv[n + 1]
+            if arg.startswith(flag + "="):
+                return arg.split("=", 1)[1]
+    return getattr(args, "plot", None)
 
 
 if __name__ == "__main__":

@@ -9,23 +9,30 @@ import json
 
 from common import storage
 from pipelines.sources import ERRORS_FILE
-from pipelines.steps import EXAMPLES_PER_REASON
+from pipelines.steps import EXAMPLES_PER_REASON, read_nothing
 
 STATS_FILE = "stats.json"
 
 
-def begin_job(output: str, job: str, overwrite: bool = False, keep: tuple[str, ...] = ()) -> None:
+def begin_job(output: str, job: str, overwrite: bool = False, keep: tuple[str, ...] = ()) -> str:
     """Before a job writes into ``output``: refuse a non-empty folder unless ``overwrite``,
     drop the old ``_SUCCESS``, mark the job as started (``common.storage``'s output
     contract). Call after the pipeline object exists, so that FileSystems has the job's
     options (S3 endpoint, credentials), and before the pipeline runs."""
-    storage.begin_output(output, job, overwrite=overwrite, keep=keep)
+    return storage.begin_output(output, job, overwrite=overwrite, keep=keep)
 
 
-def finish_job(output: str, job: str, stats: dict, extra_files: tuple[str, ...] = ()) -> dict:
-    """After the pipeline finished: ``stats.json``, then the ``_SUCCESS`` manifest, last."""
+def finish_job(output: str, job: str, stats: dict, extra_files: tuple[str, ...] = (), *, expect_written: bool = False) -> dict | None:
+    """After the pipeline finished: ``stats.json``, then the ``_SUCCESS`` manifest, last.
+
+    A job that read not one record commits nothing (None): its folder keeps the claim,
+    marked with why, so readers refuse it. ``expect_written``: the job's shard writers
+    always record their files, so a commit that finds none is refused."""
+    if read_nothing(stats["counters"]):
+        storage.abandon_output(output, "it read no record from any input file")
+        return None
     write_json(storage.join(output, STATS_FILE), stats)
-    return storage.commit_output(output, job, extra_files=(STATS_FILE, ERRORS_FILE) + tuple(extra_files))
+    return storage.commit_output(output, job, extra_files=(STATS_FILE, ERRORS_FILE) + tuple(extra_files), expect_written=expect_written)
 
 
 def counters_of(result) -> dict[str, dict[str, int]]:

@@ -71,7 +71,7 @@ def run(argv: list[str] | None = None) -> dict:
         build(pipeline, files, args)
         counters = counters_of(progress.run_pipeline(pipeline, "read", files=len(files)))
     stats = {"files": len(files), "counters": counters, "examples": error_examples(args.output)}
-    finish_job(args.output, "read", stats)
+    finish_job(args.output, "read", stats, expect_written=True)
     return stats
 
 

@@ -145,3 +145,148 @@ def test_shard_split_reads_the_split_from_a_shard_name():
     assert shard_split("gs://b/c4/c4-validation.00003-of-01024.json.gz") == "validation"
     assert shard_split("webtext-train.00000-of-00001.parquet") == "train"
     assert shard_split("my-corpus.jsonl") is None
+
+
+@pytest.fixture(scope="module")
+def filters(real_data, tmp_path_factory):
+    """Two small corpora of LAMBADA passages and the Bloom filters the audit built of them."""
+    root = tmp_path_factory.mktemp("filters")
+    examples = load_benchmark(f"lambada:{real_data / 'lm_benchmarks' / 'lambada' / 'lambada_test.jsonl'}").examples
+    benchmark = root / "subset.jsonl"
+    benchmark.write_text("".join(json.dumps({"id": e.id, "text": e.text}) + "\n" for e in examples[:200]), encoding="utf-8")
+    corpora = {}
+    for name, chosen in (("a", examples[:200]), ("b", examples[200:400])):
+        write_shard([Document(text=e.text, url=f"http://{name}.example/{e.id}", timestamp="") for e in chosen],
+                    root / name / "copy-train.00000-of-00001.jsonl", "jsonl")
+        corpora[name] = str(root / name)
+    common = ["--benchmark", f"jsonl:{benchmark}:text", "--mode", "bloom", "--fp_queries", "1000", "--filter_parts", "2"]
+    built = {}
+    for label, corpus_name, extra in (("a", "a", []), ("b", "b", []), ("a13", "a", ["--n", "13"])):
+        result = audit.run_audit(["--corpus", corpora[corpus_name], "--output", str(root / f"audit-{label}")] + common + extra)
+        built[label] = (root / f"audit-{label}" / "bloom", result["rows"][0]["percent_found"])
+    return {"corpora": corpora, "common": common, "built": built}
+
+
+def _reuse(filters, folder, corpus="a", extra=()):
+    out = folder.parent / "reuse-out"
+    return audit.run_audit(["--corpus", filters["corpora"][corpus], "--output", str(out), "--filter", str(folder),
+                            *filters["common"], *extra])
+
+
+def _damaged(filters, tmp_path, label="a"):
+    import shutil
+
+    folder = tmp_path / "bloom"
+    shutil.copytree(filters["built"][label][0], folder)
+    return folder
+
+
+def _patch(path, offset, data):
+    raw = bytearray(path.read_bytes())
+    raw[offset:offset + len(data)] = data
+    path.write_bytes(bytes(raw))
+
+
+PART0, PART1 = "bloom-part-00000-of-00002.bin", "bloom-part-00001-of-00002.bin"
+
+
+def test_a_reused_filter_of_the_same_corpus_and_settings_gives_the_same_figures(filters, tmp_path):
+    folder = _damaged(filters, tmp_path)
+    assert filters["built"]["a"][1] == 100.0
+    assert _reuse(filters, folder)["rows"][0]["percent_found"] == 100.0
+    manifest = json.loads((folder / "bloom.json").read_text())
+    assert manifest["parts"] == 2 and [f["name"] for f in manifest["files"]] == [PART0, PART1]
+    assert manifest["meta"]["ngram_config"]["n"] == 8 and manifest["corpus"].startswith("sha256:")
+
+
+@pytest.mark.parametrize("damage, message", [
+    ("flip a bit", "checksum mismatch"),
+    ("flip the stored checksum", "a part swapped in from another build"),
+    ("truncate", "truncated, or replaced"),
+    ("remove a part", f"part {PART1} is missing"),
+    ("a part is a folder", f"part {PART1} is missing \\(or not a file\\)"),
+    ("an extra part", "part file\\(s\\) that bloom.json does not list"),
+    ("deep manifest JSON", "unreadable filter manifest \\(RecursionError"),
+    ("huge manifest", "over 1,048,576 bytes"),
+    ("m = 2^52", "truncated: .* bytes, expected"),
+    ("no manifest", "no bloom.json: not a complete corpusforge filter"),
+    ("empty folder", "no Bloom filter there"),
+    ("a part of another build", "another build"),
+])
+def test_a_corrupt_or_partial_filter_is_refused_in_one_line_before_work(filters, tmp_path, damage, message):
+    import shutil
+    import struct
+
+    folder = _damaged(filters, tmp_path)
+    part0, part1 = folder / PART0, folder / PART1
+    if damage == "flip a bit":
+        _patch(part0, part0.stat().st_size - 100, bytes([part0.read_bytes()[-100] ^ 0x10]))
+    elif damage == "flip the stored checksum":
+        _patch(part0, 64, bytes([part0.read_bytes()[64] ^ 1]))
+    elif damage == "truncate":
+        part1.write_bytes(part1.read_bytes()[:-4096])
+    elif damage == "remove a part":
+        part1.unlink()
+    elif damage == "a part is a folder":
+        part1.unlink()
+        part1.mkdir()
+    elif damage == "an extra part":
+        shutil.copy(part0, folder / "bloom-part-00002-of-00004.bin")
+    elif damage == "deep manifest JSON":
+        (folder / "bloom.json").write_text("[" * 100_000)
+    elif damage == "huge manifest":
+        (folder / "bloom.json").write_text(" " * (2 << 20))
+    elif damage == "m = 2^52":
+        _patch(part0, 16, struct.pack("<Q", 1 << 52))
+    elif damage == "no manifest":
+        (folder / "bloom.json").unlink()
+    elif damage == "empty folder":
+        shutil.rmtree(folder)
+        folder.mkdir()
+    elif damage == "a part of another build":
+        shutil.copy(filters["built"]["b"][0] / PART1, part1)
+    with pytest.raises(audit.InputError, match=f"--filter {folder}: refused: .*{message}"):
+        _reuse(filters, folder)
+    assert not (folder.parent / "reuse-out").exists()  # refused before the job began
+
+
+@pytest.mark.parametrize("label, corpus, message", [
+    ("a13", "a", r"other n-gram settings \(.*n=13.*\) than this audit's \(.*n=8"),
+    ("b", "a", "built from another corpus"),
+])
+def test_a_foreign_filter_is_refused_not_queried(filters, tmp_path, label, corpus, message):
+    folder = _damaged(filters, tmp_path, label)
+    with pytest.raises(audit.InputError, match=message):
+        _reuse(filters, folder, corpus)
+
+
+def test_the_cli_refuses_a_bad_filter_with_exit_2_and_one_line(filters, tmp_path, caplog):
+    import logging
+
+    from pipelines import cli
+
+    folder = _damaged(filters, tmp_path)
+    (folder / "bloom.json").write_text("[" * 100_000)
+    with caplog.at_level(logging.INFO):
+        code = cli.main(["-q", "audit", "--corpus", filters["corpora"]["a"], "--output", str(tmp_path / "out"), "--filter", str(folder),
+                         *filters["common"]])
+    assert code == 2
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1 and "refused" in errors[0].getMessage() and "\n" not in errors[0].getMessage()
+    assert not errors[0].exc_info  # no traceback
+
+
+def test_a_full_disk_ends_the_audit_with_one_line_and_commits_nothing(filters, tmp_path):
+    import sys
+    from pathlib import Path
+
+    from full_disk import error_lines, small_disk
+
+    with small_disk(tmp_path / "disk", 16 << 10) as disk:
+        out = disk.folder / "out"
+        done = disk.run([sys.executable, "-m", "pipelines.cli", "-q", "audit", "--corpus", filters["corpora"]["a"], "--output", str(out),
+                         *filters["common"]], cwd=Path(__file__).resolve().parents[1])
+        assert done.returncode == 1, done.stderr[-3000:]
+        (line,) = error_lines(done.stderr)
+        assert f"{out}: {disk.reason} (" in line and "Nothing partial was committed" in line
+        assert "Traceback" not in done.stderr and not (out / "_SUCCESS").exists()

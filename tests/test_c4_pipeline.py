@@ -282,3 +282,35 @@ def test_crawl_id_reads_its_manifest_from_a_mirror_and_max_files_takes_the_first
     assert stats["files"] == 2 and stats["counters"]["split-wet-file"]["wet-file"] == 2
     with pytest.raises(c4_pipeline.InputError, match="crawl id"):
         c4_pipeline.run(["--crawl", "2019", "--output", str(tmp_path / "bad")])
+
+
+def test_two_c4_jobs_started_at_once_on_one_output_commit_one_complete_corpus(tmp_path, real_data):
+    wet = str(real_data / "warc/ccscalatools/filter_test_1.wet.gz")
+    for trial in range(3):
+        out = tmp_path / f"out-{trial}"
+        args = [sys.executable, "-m", "pipelines.cli", "-q", "c4", "--input", wet, "--output", str(out),
+                "--badwords", str(real_data / "badwords" / "en"), "--format", "c4json"]
+        jobs = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO) for _ in range(2)]
+        done = [(job.wait(timeout=600), *job.communicate()) for job in jobs]
+        codes = sorted(code for code, _, _ in done)
+        assert codes == [0, 2], [err[-2000:] for _, _, err in done]
+        refused = next(err for code, _, err in done if code == 2)
+        errors = [line for line in refused.splitlines() if " ERROR " in line]
+        assert len(errors) == 1 and ("being written by another c4 job" in errors[0] or "already holds" in errors[0]), refused[-2000:]
+        assert "Traceback" not in refused
+        manifest = json.loads((out / "_SUCCESS").read_text())
+        assert "c4-train.00000-of-00001.json.gz" in {f["name"] for f in manifest["files"]}
+        assert len(list(read_documents(find_shards(str(out / "c4-train.*.json.gz"))))) > 0
+
+
+def test_a_full_disk_ends_the_c4_job_with_one_line_and_commits_nothing(tmp_path, real_data):
+    from full_disk import error_lines, small_disk
+
+    with small_disk(tmp_path / "disk", 32 << 10) as disk:
+        out = disk.folder / "out"
+        done = disk.run([sys.executable, "-m", "pipelines.cli", "-q", "c4", "--input", str(real_data / "warc/ccscalatools/filter_test_1.wet.gz"),
+                         "--output", str(out), "--badwords", str(real_data / "badwords" / "en"), "--format", "c4json"], cwd=REPO)
+        assert done.returncode == 1, done.stderr[-3000:]
+        (line,) = error_lines(done.stderr)
+        assert f"{out}: {disk.reason} (" in line and "Nothing partial was committed" in line
+        assert "Traceback" not in done.stderr and not (out / "_SUCCESS").exists()

@@ -194,3 +194,45 @@ def test_zlib_ng_reads_damage_exactly_as_zlib(monkeypatch, warc_bytes, wet_bytes
     with_zlib = [everything(v, s) for v in variants for s in (True, False)]
     assert with_ng == with_zlib
     assert sum(any(isinstance(i, ReadError) for i in items) for items, _ in with_zlib) >= 20
+
+
+# -- seeded damage to what a job writes and reads back (tests/damage.py) ----------------------
+
+
+def test_every_seeded_damage_to_a_bloom_filter_folder_is_refused(tmp_path):
+    from damage import build_filter_folder, filter_variants, write_folder
+    from dedup.bloom import BloomFileError, ngram_meta
+    from dedup.partitioned import PartitionedBloom
+
+    files = build_filter_folder(tmp_path / "one", seed=1)
+    other = build_filter_folder(tmp_path / "two", seed=2)
+    corpus = f"sha256:{1:064x}"
+    assert PartitionedBloom.load(str(tmp_path / "one"), meta=ngram_meta(), corpus=corpus).parts == 2
+    for number, (name, damaged) in enumerate(filter_variants(files, other, seed=3, count=27)):
+        folder = tmp_path / f"v{number}"
+        write_folder(folder, damaged)
+        with pytest.raises(BloomFileError):
+            PartitionedBloom.load(str(folder), meta=ngram_meta(), corpus=corpus)
+            pytest.fail(f"{name}: accepted")
+    with pytest.raises(BloomFileError, match="another corpus"):
+        PartitionedBloom.load(str(tmp_path / "two"), meta=ngram_meta(), corpus=corpus)
+
+
+def test_every_seeded_crafted_checkpoint_is_refused_by_resume_in_one_line(tmp_path, caplog):
+    import logging
+
+    from damage import checkpoint_variants, tiny_training_run
+    from model.checkpoint import load_checkpoint, save_checkpoint
+    from model.train import main as train_main
+
+    path = tiny_training_run(tmp_path)
+    state = load_checkpoint(path)
+    for kept in (tmp_path / "run").glob("ckpt-*.pt"):  # no intact checkpoint to fall back to
+        kept.unlink()
+    for name, crafted in checkpoint_variants(state, seed=4, count=24):
+        save_checkpoint(path, crafted)  # with a matching .sha256
+        caplog.clear()
+        with caplog.at_level(logging.ERROR):
+            assert train_main(["--out", str(tmp_path / "run"), "--resume", "--max_steps", "3", "-q"]) == 2, name
+        errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+        assert len(errors) == 1 and not errors[0].exc_info, name

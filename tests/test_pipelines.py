@@ -145,3 +145,63 @@ def test_a_manifest_past_its_caps_is_refused_in_one_line_before_work(inputs, tmp
                            "--output", str(out)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 2 and "manifest" in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert not out.exists()
+
+def test_a_symlink_inside_the_base_folder_that_points_outside_is_refused(inputs, tmp_path):
+    from corpus.inputs import ManifestPathError
+
+    base = tmp_path / "base"
+    base.mkdir()
+    (base / "inside.wet.gz").symlink_to(inputs / "a-good.wet.gz")  # points outside the base
+    (base / "sub").mkdir()
+    shutil.copy(inputs / "b-whirlwind.wet.gz", base / "sub" / "real.wet.gz")
+    (base / "alias.wet.gz").symlink_to(base / "sub" / "real.wet.gz")  # stays inside: fine
+    manifest = tmp_path / "wet.paths"
+    manifest.write_text("alias.wet.gz\ninside.wet.gz\n")
+    out = tmp_path / "out"
+    with pytest.raises(ManifestPathError, match=r"wet\.paths, line 2: inside\.wet\.gz: .*symbolic link .*resolves outside"):
+        run(["--input", str(manifest), "--base_url", str(base), "--output", str(out)])
+    assert not out.exists()
+    manifest.write_text("alias.wet.gz\n")
+    assert run(["--input", str(manifest), "--base_url", str(base), "--output", str(out), "--format", "jsonl"])["files"] == 1
+
+
+@pytest.mark.parametrize("name, data", [("empty.warc.gz", b""), ("empty.wet.gz", gzip.compress(b"")), ("empty.warc", b""),
+                                        ("blank.warc", b"\r\n\r\n")])
+def test_an_empty_input_is_an_error_and_a_job_that_read_nothing_commits_nothing(tmp_path, name, data, capsys):
+    from common import storage
+    from pipelines import cli
+
+    path = tmp_path / name
+    path.write_bytes(data)
+    errors = [e for e in read_archive(str(path)) if getattr(e, "reason", None)]
+    assert [e.reason for e in errors] == ["empty_file"] or name == "blank.warc"
+    out = tmp_path / "out"
+    assert cli.main(["-q", "read", "--input", str(path), "--output", str(out)]) == 1
+    assert not (out / "_SUCCESS").exists()
+    with pytest.raises(storage.IncompleteOutputError, match="without a commit because it read no record"):
+        read_documents(str(out)).__next__()
+    # the next job into the folder takes over the claim this one left
+    good = tmp_path / "good.wet.gz"
+    good.write_bytes(gzip.compress(b"WARC/1.0\r\nWARC-Type: conversion\r\nWARC-Target-URI: http://a.example/\r\n"
+                                   b"Content-Length: 5\r\n\r\nhello\r\n\r\n"))
+    assert cli.main(["-q", "read", "--input", str(good), "--output", str(out), "--overwrite", "--format", "jsonl"]) == 0
+    assert [d.text for d in read_documents(str(out))] == ["hello"]
+
+
+def test_a_full_disk_ends_the_read_job_with_one_line_and_commits_nothing(real_data, tmp_path):
+    import subprocess
+    import sys
+
+    from full_disk import error_lines, small_disk
+
+    repo = Path(__file__).resolve().parents[1]
+    with small_disk(tmp_path / "disk", 64 << 10) as disk:
+        out = disk.folder / "out"
+        done = disk.run([sys.executable, "-m", "pipelines.cli", "-q", "read", "--input", str(real_data / "warc/ccscalatools/filter_test_1.wet.gz"),
+                         "--output", str(out), "--format", "jsonl"], cwd=repo)
+        assert done.returncode == 1, done.stderr[-3000:]
+        (line,) = error_lines(done.stderr)
+        assert f"{out}: {disk.reason} (" in line and "bytes free there" in line and "Nothing partial was committed" in line
+        assert "Traceback" not in done.stderr
+        assert not (out / "_SUCCESS").exists()
+        print(disk.kind, line)

@@ -112,3 +112,22 @@ def test_empty_corpus_gives_zeros_and_a_no_documents_plot(tmp_path):
 def test_corpus_of_empty_documents_says_so():
     figure = length_histogram_figure(compute_stats([Document("", "http://a.org/", T)] * 3))
     assert [t.get_text() for t in figure.axes[0].texts] == ["all 3 documents are empty"]
+
+
+def test_stats_plot_on_a_full_disk_is_one_line_exit_1_and_no_png(tmp_path):
+    import sys
+    from pathlib import Path
+
+    from corpus.shards import write_shard
+    from full_disk import error_lines, small_disk
+
+    shard = tmp_path / "docs-train.00000-of-00001.jsonl"
+    write_shard(small_corpus() * 50, shard, "jsonl")
+    with small_disk(tmp_path / "disk", 8 << 10) as disk:
+        png = disk.folder / "lengths.png"
+        done = disk.run([sys.executable, "-m", "pipelines.cli", "stats", str(shard), "--plot", str(png)],
+                        cwd=Path(__file__).resolve().parents[1], env=dict(os.environ, MPLBACKEND="Agg"))
+        assert done.returncode == 1, done.stderr[-3000:]
+        (line,) = error_lines(done.stderr)
+        assert f"{png}: {disk.reason} (" in line and "Traceback" not in done.stderr
+        assert os.listdir(disk.folder) == []  # neither the PNG nor its temporary

@@ -5,12 +5,19 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from common import memfs, storage
 from corpus.records import Document
 from corpus.shards import find_shards, read_documents, write_shards
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(params=["local", "memory"])
@@ -150,3 +157,82 @@ def test_empty_and_large_objects_round_trip_through_memory():
     with open(local, "rb") as f:
         assert f.read() == big
     memfs.clear()
+
+
+def _foreign_claim(out: str, pid: int, host: str | None = None) -> None:
+    claim = {"job": "c4", "id": "0" * 32, "host": host or socket.gethostname(), "pid": pid, "started": "2026-01-01T00:00:00+00:00"}
+    storage.write_atomically(storage.staging_path(out, storage.JOB_FILE), json.dumps(claim) + "\n")
+
+
+def test_a_folder_claimed_by_a_running_job_is_refused_before_anything_changes(root):
+    out = storage.join(root, "out")
+    storage.begin_output(out, "read")
+    _commit(out, write_shards(docs(3), out, fmt="jsonl", name="t", num_shards=1))
+    with subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) as holder:
+        try:
+            _foreign_claim(out, holder.pid)
+            with pytest.raises(storage.OutputClaimError, match=rf"being written by another c4 job \(id 0+, pid {holder.pid} on "):
+                storage.begin_output(out, "read", overwrite=True)
+            _foreign_claim(out, holder.pid, host="elsewhere.example")
+            with pytest.raises(storage.OutputClaimError, match="on elsewhere.example"):
+                storage.begin_output(out, "read", overwrite=True)
+        finally:
+            holder.kill()
+    assert storage.read_success(out) is not None  # the complete set it held is untouched
+    # The holder is gone now: its claim is taken over, and the new job commits.
+    _foreign_claim(out, holder.pid)
+    storage.write_atomically(storage.staging_path(out, "stage", "left-by-the-dead-job.pkl.zst"), b"x")
+    storage.begin_output(out, "read", overwrite=True)
+    assert not storage.exists(storage.staging_path(out, "stage", "left-by-the-dead-job.pkl.zst"))
+    _commit(out, write_shards(docs(4), out, fmt="jsonl", name="t", num_shards=1))
+    assert len(list(read_documents(out))) == 4
+
+
+def test_a_job_whose_claim_was_taken_while_it_ran_does_not_commit(root):
+    out = storage.join(root, "out")
+    storage.begin_output(out, "c4")
+    paths = write_shards(docs(3), out, fmt="jsonl", name="t", num_shards=1)
+    _foreign_claim(out, 1, host="elsewhere.example")  # another job's claim replaced ours
+    with pytest.raises(storage.OutputClaimError, match=r"not committed: this job's claim .* was removed or taken by another c4 job"):
+        _commit(out, paths)
+    assert storage.read_success(out) is None
+    storage.delete([storage.staging_path(out)])  # our staging removed by someone else
+    with pytest.raises(storage.OutputClaimError, match="removed or taken by someone else"):
+        _commit(out, paths)
+
+
+def test_a_commit_that_finds_no_recorded_shard_is_refused_when_writers_ran(root):
+    out = storage.join(root, "out")
+    storage.begin_output(out, "c4")
+    with pytest.raises(storage.EmptyOutputError, match="no shard file was recorded"):
+        storage.commit_output(out, "c4", expect_written=True)
+    assert storage.read_success(out) is None
+
+
+def test_of_many_jobs_claiming_one_folder_at_once_exactly_one_wins(tmp_path):
+    out = str(tmp_path / "out")
+    script = ("import sys, time; from common import storage\n"  # the winner lives on while the others look
+              "try:\n    storage.begin_output(sys.argv[1], 'c4'); print('claimed', flush=True); time.sleep(3)\n"
+              "except storage.OutputClaimError as e:\n    print('refused', e)\n")
+    for _ in range(3):
+        storage.delete([out])
+        runs = [subprocess.Popen([sys.executable, "-c", script, out], stdout=subprocess.PIPE, text=True, cwd=REPO,
+                                 env=dict(os.environ, PYTHONPATH=str(REPO))) for _ in range(6)]
+        said = [run.communicate(timeout=60)[0] for run in runs]
+        assert sum(s.startswith("claimed") for s in said) == 1, said
+        assert sum(s.startswith("refused") and "being written by another c4 job" in s for s in said) == 5, said
+
+
+def test_a_marker_without_a_job_id_or_marked_failed_is_taken_over(root):
+    out = storage.join(root, "out")
+    storage.write_atomically(storage.staging_path(out, storage.JOB_FILE), json.dumps({"job": "c4", "started": "2020-01-01"}) + "\n")
+    job_id = storage.begin_output(out, "read")  # an older version's marker: no id, no pid
+    assert storage.read_claim(out)["id"] == job_id
+    storage.abandon_output(out, "it read no record from any input file")
+    assert storage.read_claim(out)["failed"].startswith("it read no record")
+    with pytest.raises(storage.IncompleteOutputError, match="ended without a commit because it read no record"):
+        storage.check_output(out)
+    _foreign_claim(out, 1, host="elsewhere.example")
+    claim = json.loads(storage.read_text(storage.staging_path(out, storage.JOB_FILE)))
+    storage.write_atomically(storage.staging_path(out, storage.JOB_FILE), json.dumps(dict(claim, failed="disk full")) + "\n")
+    assert storage.begin_output(out, "read") != job_id  # a failed job elsewhere holds nothing

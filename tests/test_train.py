@@ -463,3 +463,89 @@ def test_cuda_on_a_machine_without_a_gpu_is_a_one_line_error(pattern_data, tmp_p
     with pytest.raises(TrainError, match="not a device torch knows"):
         train(tiny_config(pattern_data, tmp_path / "run", device="gpu0"))
     assert not (tmp_path / "run" / "ckpt.pt").exists()
+
+
+def test_crafted_checkpoints_with_a_matching_checksum_are_refused_before_use(tmp_path):
+    config = GPTConfig.named("gpt2", n_layer=1, n_head=2, n_embd=16, block_size=8, vocab_size=40)
+    model = GPT(config)
+    path = tmp_path / "ckpt.pt"
+
+    def state(**changes):
+        base = {"model": {k: v.clone() for k, v in model.state_dict().items()}, "model_config": config.to_dict(), "step": 3}
+        base.update(changes)
+        return base
+
+    save_checkpoint(path, state())
+    Path(str(path) + ".sha256").write_text("[" * 200_000)
+    with pytest.raises(CheckpointError, match=r"ckpt.pt.sha256: unreadable checksum file \(over 4096 bytes\)"):
+        load_checkpoint(path)
+    for value, what in ((float("nan"), "NaN or infinite"), (float("inf"), "NaN or infinite"), (3e38, "magnitude 3e\\+38")):
+        weights = state()["model"]
+        weights["transformer.h.0.mlp.c_fc.weight"][0, 0] = value
+        save_checkpoint(path, state(model=weights))
+        with pytest.raises(CheckpointError, match=f"transformer.h.0.mlp.c_fc.weight holds .*{what}"):
+            load_model(path)
+    weights = state()["model"]
+    weights["transformer.wpe.weight"] = torch.zeros(9, 16)
+    save_checkpoint(path, state(model=weights))
+    with pytest.raises(CheckpointError, match=r"transformer.wpe.weight has shape \(9, 16\), the config needs \(8, 16\)"):
+        load_checkpoint(path)
+    weights = state()["model"]
+    del weights["transformer.ln_f.weight"]
+    save_checkpoint(path, state(model=weights))
+    with pytest.raises(CheckpointError, match=r"missing \['transformer.ln_f.weight'\]"):
+        load_checkpoint(path)
+    weights = state()["model"]
+    weights["transformer.ln_f.weight"] = weights["transformer.ln_f.weight"].to(torch.int64)
+    save_checkpoint(path, state(model=weights))
+    with pytest.raises(CheckpointError, match="torch.int64, not a floating-point weight"):
+        load_checkpoint(path)
+    # Sizes far past any model are refused from the config alone, before anything is built.
+    for name, value in (("block_size", 10_000_000), ("n_layer", 10_000), ("n_embd", 0)):
+        save_checkpoint(path, state(model_config=dict(config.to_dict(), **{name: value})))
+        with pytest.raises(CheckpointError, match=rf"model_config {name}={value} is outside 1\.\."):
+            load_checkpoint(path)
+    # What a resume puts back: RNG states, the schedule, the step.
+    for changes, message in (({"scheduler": {"step": None}}, "'scheduler' is .*not a schedule state"),
+                             ({"step": -1}, "'step' is -1, not a count"),
+                             ({"rng": [{"torch": torch.zeros(7, dtype=torch.uint8)}]}, "RNG state of process 0 is unusable: 'torch'"),
+                             ({"rng": ["seven b"]}, "RNG state of process 0 is unusable: a str"),
+                             ({"optimizer": {"state": []}}, "'optimizer' is not an optimizer state")):
+        save_checkpoint(path, state(**changes))
+        with pytest.raises(CheckpointError, match=message):
+            load_checkpoint(path)
+
+
+def test_an_optimizer_state_of_another_shape_is_refused_before_load_state_dict(pattern_data, tmp_path):
+    run = tmp_path / "run"
+    train(tiny_config(pattern_data, run, max_steps=4, ckpt_interval=2))
+    state = load_checkpoint(run / "ckpt.pt")
+    moments = state["optimizer"]["state"][0]
+    moments["exp_avg"] = torch.zeros(moments["exp_avg"].shape[0] + 1, *moments["exp_avg"].shape[1:])
+    save_checkpoint(run / "ckpt.pt", state)
+    # In a fresh process: before this check, torch's step wrote past the short tensor (SIGABRT).
+    result = corpusforge("train", "--out", str(run), "--resume", "--max_steps", "6", "-q", check=False)
+    assert result.returncode == 2, result.stderr[-2000:]
+    errors = [line for line in result.stderr.splitlines() if " ERROR " in line]
+    assert len(errors) == 1 and "optimizer parameter 0: 'exp_avg' is torch.float32" in errors[0], result.stderr[-2000:]
+    assert "Traceback" not in result.stderr
+    state["optimizer"]["param_groups"][0]["params"].append(999)
+    save_checkpoint(run / "ckpt.pt", state)
+    from model.train import main as train_main
+    assert train_main(["--out", str(run), "--resume", "--max_steps", "6", "-q"]) == 2
+
+
+def test_a_checkpoint_save_on_a_full_disk_is_one_line_exit_1_and_keeps_nothing_partial(pattern_data, tmp_path):
+    from full_disk import error_lines, small_disk
+
+    with small_disk(tmp_path / "disk", 96 << 10) as disk:
+        run = disk.folder / "run"
+        done = disk.run([sys.executable, "-m", "pipelines.cli", "train", "--data", str(pattern_data), "--out", str(run), *TINY_FLAGS,
+                         "--batch_tokens", "256", "--micro_batch", "8", "--max_steps", "2", "--ckpt_interval", "1", "--no_hf_export", "-q"],
+                        cwd=REPO, env=subprocess_env())
+        assert done.returncode == 1, done.stderr[-3000:]
+        (line,) = error_lines(done.stderr)
+        assert f"{run / 'ckpt.pt'}: {disk.reason} (" in line and "Traceback" not in done.stderr
+        if disk.kind == "tmpfs":
+            assert "this write needs" in line
+        assert not [p.name for p in run.iterdir() if p.name.startswith((".ckpt", "ckpt"))]  # no partial checkpoint, no temporary
