@@ -10,8 +10,8 @@ truncation that fits a long context into the model's window with the task's prom
                   Rows are left-padded to one length; padding is never attended to and positions
                   count real tokens only, so a row in a batch decodes as it would alone.
     stop rules    ``StopRule("newline")``, ``StopRule("sentences", n)`` (the first n sentences,
-                  punkt), ``StopRule("tokens")`` (only ``max_new_tokens``); end-of-text always
-                  stops a row. A batch stops when every row has stopped.
+                  punkt; ``first_line=True``: of the first line only), ``StopRule("tokens")``
+                  (only ``max_new_tokens``); end-of-text always stops a row. A batch stops when every row has stopped.
 
 The draws match ``transformers``' ``generate(do_sample=True, top_k=k)`` token for token when
 its global generator has the same seed (``tests/test_generate.py``).
@@ -39,6 +39,7 @@ class GenerationError(ValueError):
 class StopRule:
     kind: str = "tokens"
     count: int = 1  # sentences: how many
+    first_line: bool = False  # sentences: read only the first line (a translation ends at its line break)
 
     def __post_init__(self):
         if self.kind not in STOP_KINDS:
@@ -51,6 +52,8 @@ class StopRule:
         if self.kind == "newline":
             return "\n" in text.lstrip("\n")
         if self.kind == "sentences":
+            if self.first_line and "\n" in text.lstrip("\n"):
+                return True
             stripped = text.strip()
             # n sentences are done once the (n+1)-th begins, or a line ends after the n-th
             return bool(stripped) and (len(split_sentences(stripped)) > self.count or
@@ -62,19 +65,23 @@ class StopRule:
         if self.kind == "newline":
             return text.lstrip("\n").split("\n", 1)[0].strip()
         if self.kind == "sentences":
+            text = text.lstrip("\n").split("\n", 1)[0] if self.first_line else text
             return " ".join(split_sentences(text.strip().replace("\n", " "))[:self.count]).strip()
         return text.strip()
 
 
 def fit_prompt(body: list[int], tail: list[int], window: int) -> tuple[list[int], bool]:
     """``(body + tail, cut)`` with the body's oldest tokens dropped so that it fits ``window``;
-    the tail (the task's prompt) is always kept whole."""
-    if len(tail) > window:
-        raise GenerationError(f"the task prompt alone is {len(tail)} tokens, longer than the {window} the window leaves")
+    the tail (the task's prompt) is kept whole, unless it alone is longer than the window:
+    then its own last ``window`` tokens are kept (the end of the prompt, where the answer starts)."""
+    if window < 1:
+        raise GenerationError(f"no room for a prompt in a window of {window} tokens")
+    if len(tail) >= window:
+        return tail[len(tail) - window:], bool(body) or len(tail) > window
     room = window - len(tail)
     if len(body) <= room:
         return body + tail, False
-    return (body[len(body) - room:] if room else []) + tail, True
+    return body[len(body) - room:] + tail, True
 
 
 @dataclass

@@ -100,8 +100,8 @@ def test_fit_prompt_cuts_the_body_from_the_left_and_keeps_the_task_prompt():
     assert fit_prompt([1, 2, 3], [9], 10) == ([1, 2, 3, 9], False)
     assert fit_prompt(list(range(20)), [98, 99], 6) == ([16, 17, 18, 19, 98, 99], True)
     assert fit_prompt([1, 2], [7, 8, 9], 3) == ([7, 8, 9], True)
-    with pytest.raises(GenerationError, match="task prompt alone"):
-        fit_prompt([1], [1, 2, 3, 4], 3)
+    assert fit_prompt([1], [1, 2, 3, 4], 3) == ([2, 3, 4], True)  # a prompt longer than the window: its end
+    assert fit_prompt([], [5, 6], 2) == ([5, 6], False)
     gpt = _gpt(block=16)
     with pytest.raises(GenerationError, match="exceeds the model's context"):
         generate_batch(gpt, [list(range(1, 14))], 4)
