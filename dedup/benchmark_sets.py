@@ -28,6 +28,12 @@ text8      one long line of lower-case words       a chunk of ``chunk_words`` wo
 text       any UTF-8 text file                     a line (default) or, with ``paragraph``, a
                                                    blank-line-separated paragraph
 jsonl      one JSON object a line                  a line's ``field`` (default ``text``)
+coqa       official CoQA JSON (``data[]``)          a question; text = its story (document)
+cnn_dm     ``test.source``/``test.target`` or       an article; text = the article
+           ``.story`` files
+wmt14      newstest2014 SGML, ``FOLDER:fr-en`` or   a segment; text = the source sentence
+           ``FOLDER:en-fr``
+nq         NQ-open JSONL (``question``/``answer``)  a question; text = the question
 ========== ======================================= =============================================
 
 Text is kept as written: loaders never detokenize (the harness does that) and never
