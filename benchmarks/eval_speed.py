@@ -20,6 +20,22 @@ does not depend on the vocabulary's contents; the model keeps GPT-2's 50,257 out
 
     python benchmarks/eval_speed.py [--data ../shared/data] [--tokens 8192] [--stride 512]
         [--config gpt2] [--batch-size 8] [--device cpu] [--repeat 2] [--threads N]
+
+With ``--generation``, it measures decoding instead:
+
+    baseline   transformers ``generate`` (greedy, its own KV cache) on GPT2LMHeadModel with the
+               same weights, a batch of left-padded prompts with their attention mask
+    ours       ``model.generate.generate_batch`` (greedy, our preallocated KV cache) on our GPT
+
+Both decode --new-tokens tokens for each of --batch-size prompts (64 to 128 tokens of the
+text); the table gives new tokens per second (best of --repeat) and the ratio, and the run
+checks that both chose the same tokens (exit 1 if not). Then, with --data, each GPT-2
+generative task (coqa on the test fixture, cnn_dm, wmt14 both directions, nq) is scored on
+--task-examples examples by ``model.generative.score_generative`` and its examples per
+second printed (a model of the --config shape with the trained tokenizer's vocabulary, so
+that every generated id decodes).
+
+    python benchmarks/eval_speed.py --generation [--new-tokens 64] [--batch-size 8] [--task-examples 4]
 """
 
 from __future__ import annotations
@@ -99,6 +115,83 @@ def baseline_nlls(hf, sm: ScoringModel, ids: list[int], stride: int, device) -> 
     return torch.cat(out).numpy()
 
 
+def generation_speed(args, model, tok, hf, text: str, device) -> int:
+    from model.generate import generate_batch
+
+    ids = tok.encode(text)
+    lengths = [64 + (64 * i) // max(1, args.batch_size - 1) for i in range(args.batch_size)]
+    prompts, start = [], 0
+    for length in lengths:
+        prompts.append(ids[start:start + length])
+        start += length
+    longest = max(lengths)
+    pad = torch.tensor([[0] * (longest - len(p)) + p for p in prompts], device=device)
+    mask = torch.tensor([[0] * (longest - len(p)) + [1] * len(p) for p in prompts], device=device)
+    new = args.new_tokens
+    model.to(device)
+
+    def baseline():
+        with torch.no_grad():
+            out = hf.generate(input_ids=pad, attention_mask=mask, max_new_tokens=new, min_new_tokens=new,
+                              do_sample=False, pad_token_id=0, eos_token_id=None)
+        return out[:, longest:].tolist()
+
+    def ours():
+        return [g.tokens for g in generate_batch(model, prompts, new)]
+
+    sides = {"baseline": baseline, "ours": ours}
+    for run in sides.values():  # warm-up
+        run()
+    best, outputs = {name: float("inf") for name in sides}, {}
+    for _ in range(args.repeat):
+        for name, run in sides.items():
+            sync(device)
+            started = time.perf_counter()
+            outputs[name] = run()
+            sync(device)
+            best[name] = min(best[name], time.perf_counter() - started)
+    params = model.num_parameters()
+    print(f"model {params / 1e6:.1f}M params, batch {len(prompts)} prompts of {min(lengths)}-{longest} tokens, "
+          f"{new} new tokens each (greedy), device {device}, threads {torch.get_num_threads()}")
+    rate = {name: len(prompts) * new / seconds for name, seconds in best.items()}
+    labels = {"baseline": "transformers generate, KV cache (baseline)", "ours": "model.generate.generate_batch, KV cache"}
+    print(f"{'side':<46} {'seconds':>9} {'new tok/s':>11} {'x baseline':>11}")
+    for name in sides:
+        print(f"{labels[name]:<46} {best[name]:>9.3f} {rate[name]:>11.1f} {rate[name] / rate['baseline']:>11.2f}")
+    same = outputs["baseline"] == outputs["ours"]
+    print(f"outputs: {'the same' if same else 'DIFFERENT'} {len(prompts)} x {new} tokens")
+    if args.data is not None and args.task_examples:
+        task_speed(args, tok, device)
+    return 0 if same else 1
+
+
+def task_speed(args, tok, device) -> None:
+    from dedup.benchmark_sets import load_benchmark
+    from model.generative import score_generative
+    from model.gpt import GPT, GPTConfig
+
+    lm = args.data / "lm_benchmarks"
+    fixture = Path(__file__).resolve().parents[1] / "tests/fixtures/coqa/coqa-dev-schema.json"
+    specs = [f"coqa:{fixture}", f"cnn_dm:{lm / 'cnn_dm'}", f"wmt14:{lm / 'wmt14_fren'}:fr-en",
+             f"wmt14:{lm / 'wmt14_fren'}:en-fr", f"nq:{lm / 'nq_open/NQ-open.dev.jsonl'}"]
+    torch.manual_seed(0)
+    overrides = {"n_layer": args.layers} if args.layers else {}
+    model = GPT(GPTConfig.named(args.config, vocab_size=tok.vocab_size, **overrides)).eval().to(device)
+    print(f"per task: {args.task_examples} examples each, a {model.num_parameters() / 1e6:.1f}M model "
+          f"(vocabulary {tok.vocab_size}), batch {args.batch_size}")
+    print(f"{'task':<14} {'examples':>9} {'seconds':>9} {'examples/s':>11} {'new tokens':>11}")
+    for spec in specs:
+        bench = load_benchmark(spec)
+        examples = bench.examples[:args.task_examples]
+        sync(device)
+        started = time.perf_counter()
+        scores, _, _ = score_generative(model, tok, bench, examples, batch_size=args.batch_size)
+        sync(device)
+        seconds = time.perf_counter() - started
+        print(f"{bench.name:<14} {len(examples):>9} {seconds:>9.2f} {len(examples) / seconds:>11.2f} "
+              f"{sum(s.tokens for s in scores):>11}")
+
+
 def sync(device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize()
@@ -118,6 +211,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--tol", type=float, default=1e-4)
+    parser.add_argument("--generation", action="store_true", help="measure greedy decoding instead (see above)")
+    parser.add_argument("--new-tokens", type=int, default=64, help="--generation: new tokens per prompt")
+    parser.add_argument("--task-examples", type=int, default=4, help="--generation: examples per task (0: none)")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -125,6 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     text = load_text(args.data)
     model, tok = build(args, text)
     hf = hf_twin(model).to(device)
+    if args.generation:
+        return generation_speed(args, model, tok, hf, text, device)
     sm = ScoringModel(model, tok, device=device, context_length=args.context, batch_size=args.batch_size)
     stride = args.stride or sm.default_stride()
     ids = tok.encode(text)[:args.tokens]

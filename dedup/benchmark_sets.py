@@ -28,6 +28,12 @@ text8      one long line of lower-case words       a chunk of ``chunk_words`` wo
 text       any UTF-8 text file                     a line (default) or, with ``paragraph``, a
                                                    blank-line-separated paragraph
 jsonl      one JSON object a line                  a line's ``field`` (default ``text``)
+coqa       official CoQA JSON (``data[]``)          a question; text = its story (document)
+cnn_dm     ``test.source``/``test.target`` or       an article; text = the article
+           ``.story`` files
+wmt14      newstest2014 SGML, ``FOLDER:fr-en`` or   a segment; text = the source sentence
+           ``FOLDER:en-fr``
+nq         NQ-open JSONL (``question``/``answer``)  a question; text = the question
 ========== ======================================= =============================================
 
 Text is kept as written: loaders never detokenize (the harness does that) and never
@@ -445,6 +451,206 @@ def load_jsonl(path: str | os.PathLike, *, field: str = "text", name: str | None
     return BenchmarkSet(name, split_from_filename(p), examples, str(p), None, {"unit": "line", "field": field})
 
 
+# ----------------------------------------------------------------------------- GPT-2's generative tasks
+
+COQA_DOMAINS = {  # CoQA's official evaluation script: source name -> domain; the first five are "in domain"
+    "mctest": "children_stories", "gutenberg": "literature", "race": "mid-high_school", "cnn": "news",
+    "wikipedia": "wikipedia", "science": "science", "reddit": "reddit"}
+COQA_IN_DOMAIN = ("children_stories", "literature", "mid-high_school", "news", "wikipedia")
+WMT_DIRECTIONS = ("fr-en", "en-fr")
+
+
+def _need(record, fields: tuple[str, ...], where: str) -> None:
+    if not isinstance(record, dict):
+        raise ValueError(f"{where}: expected a JSON object, got {type(record).__name__}")
+    missing = [f for f in fields if f not in record]
+    if missing:
+        raise ValueError(f"{where}: no field(s) {missing}")
+
+
+def load_coqa(path: str | os.PathLike, *, name: str = "coqa") -> BenchmarkSet:
+    """CoQA in its official JSON schema (``coqa-dev-v1.0.json``): ``{"version", "data": [{"id",
+    "source", "story", "questions": [{"input_text", "turn_id"}], "answers": [{"input_text",
+    "turn_id", ...}], "additional_answers": {"0": [...], ...}}]}``.
+
+    One example per question; its text is the story (the document GPT-2 section 4 checks
+    for overlap). ``meta``: ``story``, ``question``, ``history`` (the earlier turns' question
+    and answer pairs), ``answers`` (the answer and the additional answers of that turn, the
+    official script's references), ``source`` and ``domain``. A wrong schema, a missing
+    field or turns that do not line up is an error.
+    """
+    p = _check_file(path)
+    try:
+        document = json.loads(_read_text(p))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{p}: not a CoQA JSON file ({err.msg})") from None
+    _need(document, ("data",), f"{p}: not a CoQA file")
+    if not isinstance(document["data"], list):
+        raise ValueError(f"{p}: not a CoQA file: 'data' is not a list")
+    examples = []
+    for number, story in enumerate(document["data"]):
+        where = f"{p}: data[{number}]"
+        _need(story, ("id", "source", "story", "questions", "answers"), where)
+        questions, answers = story["questions"], story["answers"]
+        extra = story.get("additional_answers") or {}
+        if not isinstance(questions, list) or not isinstance(answers, list) or len(questions) != len(answers):
+            raise ValueError(f"{where}: questions and answers are not two lists of one length")
+        history = []
+        for turn, (question, answer) in enumerate(zip(questions, answers)):
+            _need(question, ("input_text", "turn_id"), f"{where}.questions[{turn}]")
+            _need(answer, ("input_text", "turn_id"), f"{where}.answers[{turn}]")
+            if question["turn_id"] != answer["turn_id"]:
+                raise ValueError(f"{where}: question turn {question['turn_id']} meets answer turn {answer['turn_id']}")
+            references = [answer["input_text"]]
+            for key in sorted(extra):
+                others = extra[key]
+                if not isinstance(others, list) or len(others) != len(questions):
+                    raise ValueError(f"{where}: additional_answers[{key!r}] does not give one answer per question")
+                _need(others[turn], ("input_text", "turn_id"), f"{where}.additional_answers[{key!r}][{turn}]")
+                references.append(others[turn]["input_text"])
+            source = str(story["source"])
+            examples.append(Example(f"{story['id']}-{question['turn_id']}", story["story"], {
+                "story": story["story"], "question": question["input_text"], "history": list(history),
+                "answers": references, "source": source, "domain": COQA_DOMAINS.get(source, source),
+                "turn_id": question["turn_id"], "doc": story["id"]}))
+            history.append((question["input_text"], answer["input_text"]))
+    return BenchmarkSet(name, split_from_filename(p, "dev"), examples, str(p), None,
+                        {"unit": "question", "task": "coqa", "version": document.get("version")})
+
+
+def _story_file(p: Path) -> tuple[str, list[str]]:
+    """A CNN/DM ``.story`` file: the article's paragraphs and the ``@highlight`` sentences."""
+    article, highlights, next_is_highlight = [], [], False
+    for line in _lines(_read_text(p)):
+        line = line.strip()
+        if not line:
+            continue
+        if line == "@highlight":
+            next_is_highlight = True
+        elif next_is_highlight:
+            highlights.append(line)
+            next_is_highlight = False
+        else:
+            article.append(line)
+    return "\n".join(article), highlights
+
+
+def load_cnn_dm(path: str | os.PathLike, *, name: str = "cnn_dm") -> BenchmarkSet:
+    """CNN / Daily Mail: a ``test.source`` file (one article a line) with its ``test.target``
+    beside it (the highlights of that article on the same line), a folder holding that
+    pair, or ``.story`` files (a file or a folder of them: the article, then each highlight
+    after an ``@highlight`` line). One example per article; its text is the article;
+    ``meta``: ``article`` and ``reference`` (the highlights, one sentence a line). Source
+    and target files of different lengths are an error."""
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"benchmark path not found: {p}")
+    pairs: list[tuple[str, list[str], str]] = []
+    if p.is_dir() and (p / "test.source").is_file():
+        p = p / "test.source"
+    if p.is_dir() or p.suffix == ".story":
+        files = sorted(p.glob("*.story")) if p.is_dir() else [p]
+        if not files:
+            raise ValueError(f"{p}: neither test.source/test.target nor .story files")
+        for file in files:
+            article, highlights = _story_file(file)
+            if not article or not highlights:
+                raise ValueError(f"{file}: a .story file needs article text and at least one @highlight")
+            pairs.append((article, highlights, file.stem))
+    else:
+        target = p.with_suffix(".target")
+        if not target.is_file():
+            raise FileNotFoundError(f"{p}: no {target.name} beside it (the highlights, one article a line)")
+        sources, targets = _lines(_read_text(p)), _lines(_read_text(target))
+        if len(sources) != len(targets):
+            raise ValueError(f"{p}: {len(sources)} articles but {target.name} has {len(targets)} highlight lines")
+        for number, (article, highlights) in enumerate(zip(sources, targets)):
+            # BRIO / fairseq layout: the highlight sentences joined by runs of spaces
+            sentences = [h.strip() for h in re.split(r"\s{2,}", highlights) if h.strip()]
+            if not article.strip() or not sentences:
+                raise ValueError(f"{p}: line {number + 1}: an empty article or no highlights")
+            pairs.append((article.strip(), sentences, str(number)))
+    examples = [Example(f"{name}-{i}", article, {"article": article, "reference": "\n".join(highlights), "file": key})
+                for i, (article, highlights, key) in enumerate(pairs)]
+    return BenchmarkSet(name, "test", examples, str(p), None, {"unit": "article", "task": "cnn_dm"})
+
+
+_SGM_DOC = re.compile(r"<doc\b([^>]*)>(.*?)</doc>", re.DOTALL | re.IGNORECASE)
+_SGM_SEG = re.compile(r"<seg\b[^>]*>(.*?)</seg>", re.DOTALL | re.IGNORECASE)
+_SGM_DOCID = re.compile(r"docid=\"([^\"]*)\"", re.IGNORECASE)
+
+
+def read_sgm(path: Path) -> list[tuple[str, str]]:
+    """The ``(docid, segment text)`` pairs of a WMT SGML file, in file order (text as written, stripped)."""
+    text = _read_text(path)
+    out = []
+    for doc in _SGM_DOC.finditer(text):
+        docid = _SGM_DOCID.search(doc.group(1))
+        if docid is None:
+            raise ValueError(f"{path}: a <doc> without a docid")
+        out.extend((docid.group(1), seg.strip()) for seg in _SGM_SEG.findall(doc.group(2)))
+    if not out:
+        raise ValueError(f"{path}: no <doc>/<seg> elements (not a WMT SGML file)")
+    return out
+
+
+def load_wmt14(path: str | os.PathLike, direction: str | None = None, *, name: str | None = None) -> BenchmarkSet:
+    """WMT-14 newstest2014 fr-en in its official SGML (``newstest2014-fren-src.fr.sgm`` and
+    ``newstest2014-fren-ref.en.sgm`` for ``fr-en``; ``src.en`` / ``ref.fr`` for ``en-fr``)
+    in the folder ``path``. One example per segment; its text is the source sentence;
+    ``meta``: ``source``, ``reference``, ``doc`` (the docid), ``english``, ``french``. A
+    source and a reference of different lengths or documents are an error."""
+    if direction not in WMT_DIRECTIONS:
+        raise BenchmarkSpecError(f"wmt14 needs a direction: wmt14:FOLDER:fr-en or wmt14:FOLDER:en-fr, got {direction!r}")
+    folder = Path(path)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"wmt14: {folder} is not a folder (it holds the newstest2014 .sgm files)")
+    src_lang, tgt_lang = direction.split("-")
+    found = {}
+    for role, lang in (("src", src_lang), ("ref", tgt_lang)):
+        matches = sorted(folder.glob(f"newstest2014*-{role}.{lang}.sgm"))
+        if len(matches) != 1:
+            raise FileNotFoundError(f"wmt14: {folder}: expected one newstest2014*-{role}.{lang}.sgm, found "
+                                    f"{[m.name for m in matches]}")
+        found[role] = matches[0]
+    sources, references = read_sgm(found["src"]), read_sgm(found["ref"])
+    if len(sources) != len(references):
+        raise ValueError(f"wmt14: {found['src'].name} has {len(sources)} segments, {found['ref'].name} {len(references)}")
+    name = name or f"wmt14-{direction}"
+    examples = []
+    for i, ((doc, source), (ref_doc, reference)) in enumerate(zip(sources, references)):
+        if doc != ref_doc:
+            raise ValueError(f"wmt14: segment {i + 1} is in document {doc} of the source but {ref_doc} of the reference")
+        langs = {src_lang: source, tgt_lang: reference}
+        examples.append(Example(f"{name}-{i}", source, {"source": source, "reference": reference, "doc": doc,
+                                                        "english": langs["en"], "french": langs["fr"]}))
+    return BenchmarkSet(name, "test", examples, str(folder), None, {"unit": "segment", "task": "wmt14",
+                                                                          "direction": direction})
+
+
+def load_nq(path: str | os.PathLike, *, name: str = "nq") -> BenchmarkSet:
+    """NQ-open (``NQ-open.dev.jsonl``): one ``{"question": str, "answer": [str, ...]}`` a line.
+    One example per question; its text is the question; ``meta["answers"]`` every reference
+    answer. A missing field or an empty answer list is an error."""
+    p = _check_file(path)
+    examples = []
+    for number, line in enumerate(_lines(_read_text(p)), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{p}:{number}: not a JSON line ({err.msg})") from None
+        _need(row, ("question", "answer"), f"{p}:{number}: not an NQ-open line")
+        answers = row["answer"]
+        if not isinstance(answers, list) or not answers or not all(isinstance(a, str) and a.strip() for a in answers):
+            raise ValueError(f"{p}:{number}: 'answer' must be a non-empty list of answer strings, got {answers!r}")
+        examples.append(Example(f"{name}-{len(examples)}", row["question"], {"question": row["question"],
+                                                                             "answers": answers}))
+    return BenchmarkSet(name, split_from_filename(p, "dev"), examples, str(p), None,
+                        {"unit": "question", "task": "nq"})
+
+
 # ----------------------------------------------------------------------------- registry
 
 def _opt_int(option: str | None, what: str) -> dict:
@@ -477,7 +683,12 @@ LOADERS: dict[str, tuple[Callable[[str, str | None], BenchmarkSet], str | None]]
     "1bw": (lambda p, o: load_1bw(p), None),
     "text": (lambda p, o: load_text(p, unit=o or "line"), "line|paragraph"),
     "jsonl": (lambda p, o: load_jsonl(p, field=o or "text"), "field"),
+    "coqa": (lambda p, o: load_coqa(p), None),
+    "cnn_dm": (lambda p, o: load_cnn_dm(p), None),
+    "wmt14": (lambda p, o: load_wmt14(p, o), "fr-en|en-fr"),
+    "nq": (lambda p, o: load_nq(p), None),
 }
+GENERATIVE_KINDS = ("coqa", "cnn_dm", "wmt14", "nq")  # scored by generating text (model/generative.py)
 
 
 def load_benchmark(spec: str) -> BenchmarkSet:

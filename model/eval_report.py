@@ -55,10 +55,28 @@ def gpt2_size(config: dict | None) -> str | None:
     return GPT2_SIZES.get((config.get("n_layer"), config.get("n_embd")))
 
 
+GENERATIVE_LABELS = {"mean:f1": "F1 (CoQA official)", "mean:em": "exact match (CoQA official)",
+                     "bleu": "BLEU (sacrebleu)"}
+ROUGE_LABELS = {"rouge1": "ROUGE-1 F1", "rouge2": "ROUGE-2 F1", "rougeL": "ROUGE-L F1"}
+SUMMARY_LABELS = {"tldr": "TL;DR:", "no_hint": "no hint", "lead3": "lead-3", "random3": "random-3"}
+
+
+def _percent(metric: str) -> bool:
+    return metric.startswith(("acc:", "conf_acc:"))
+
+
 def metric_label(metric: str) -> str:
     if metric.startswith("acc:"):
         return f"accuracy ({metric[4:].replace('_', ' ')}, %)"
-    return METRIC_LABELS.get(metric, metric)
+    if metric.startswith("conf_acc:"):
+        percent, _, protocol = metric[9:].partition(":")
+        return f"accuracy on the {percent}% most confident ({protocol.replace('_', ' ')}, %)"
+    parts = metric.split(":")
+    if len(parts) == 3 and parts[0] == "mean" and parts[2] in ROUGE_LABELS:
+        return f"{ROUGE_LABELS[parts[2]]} ({SUMMARY_LABELS.get(parts[1], parts[1])})"
+    if len(parts) == 3 and parts[:2] == ["mean", "f1"]:
+        return f"F1, {parts[2].replace('_', ' ')}"
+    return GENERATIVE_LABELS.get(metric, METRIC_LABELS.get(metric, metric))
 
 
 def _finite(value) -> bool:
@@ -69,7 +87,7 @@ def shown(metric: str, value) -> float | None:
     """The number as printed: accuracies in percent."""
     if not _finite(value):
         return None
-    return 100.0 * value if metric.startswith("acc:") else float(value)
+    return 100.0 * value if _percent(metric) else float(value)
 
 
 def fmt_value(metric: str, value) -> str:
@@ -197,6 +215,26 @@ def contamination_line(entry: dict) -> str:
     return line
 
 
+def generation_lines(entry: dict) -> list[str]:
+    """What a generative task's report says about how it ran (example pairs, BLEU signature)."""
+    meta = entry.get("meta") or {}
+    lines = []
+    if meta.get("example_pairs"):
+        lines.append(f"Example pairs: {meta['example_pairs']}.")
+    if meta.get("bleu_signature"):
+        lines.append(f"sacrebleu signature: {meta['bleu_signature']}")
+    if meta.get("contexts_cut"):
+        lines.append(f"{meta['contexts_cut']} context(s) cut from the left to fit the window (the task prompt kept).")
+    return lines
+
+
+def confident_rows(entry: dict) -> tuple[list[str], list[list[str]]]:
+    """NQ: the most confident answers (GPT-2 Table 5's listing)."""
+    rows = [[row["question"], row["answer"], f"{100 * row['probability']:.1f}%", "yes" if row["correct"] else "no"]
+            for row in entry.get("most_confident") or []]
+    return ["question", "generated answer", "probability", "correct"], rows
+
+
 def _dirty_preview(entry: dict, top: int = 10) -> list[str]:
     ids = (entry.get("contamination") or {}).get("dirty_ids") or []
     return ids[:top]
@@ -216,6 +254,8 @@ def format_summary(document: dict) -> str:
     lines = [_title(document), _training_line(document)]
     for row in rows:
         lines.append("  ".join(cell.ljust(w) if i < 2 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths))).rstrip())
+    for entry in document["benchmarks"]:
+        lines += [f"{entry['name']}: {line}" for line in generation_lines(entry)]
     return "\n".join(lines)
 
 
@@ -236,6 +276,10 @@ def render_markdown(document: dict) -> str:
     for entry in document["benchmarks"]:
         lines += [f"## {entry['name']}", "", contamination_line(entry), ""]
         lines += _md_table(*result_rows(entry)) + [""]
+        lines += [line + "\n" for line in generation_lines(entry)]
+        header, rows = confident_rows(entry)
+        if rows:
+            lines += [f"The {len(rows)} most confident answers:", ""] + _md_table(header, rows) + [""]
         header, rows = bucket_rows(entry)
         if rows:
             lines += ["Metric by overlap fraction (share of the example's n-grams found):", ""]
@@ -316,6 +360,10 @@ def render_html(document: dict) -> str:
         out.append(f'<section class="benchmark" id="{html_escape(entry["name"])}"><h2>{html_escape(entry["name"])}</h2>')
         out.append(f"<p>{html_escape(contamination_line(entry))}</p>")
         out.append(html_table(*result_rows(entry), "results"))
+        out.extend(f"<p>{html_escape(line)}</p>" for line in generation_lines(entry))
+        header, rows = confident_rows(entry)
+        if rows:
+            out.append(f"<p>The {len(rows)} most confident answers:</p>" + html_table(header, rows, "confident"))
         header, rows = bucket_rows(entry)
         if rows:
             out.append(html_table(header, rows, "buckets"))

@@ -55,9 +55,11 @@ import torch
 
 from tqdm.auto import tqdm
 
-from dedup.benchmark_sets import CBT_BLANK, BenchmarkSet, Example
+from dedup.benchmark_sets import CBT_BLANK, GENERATIVE_KINDS, BenchmarkSet, Example
 from model import detokenize as detok
 from model.checkpoint import load_model, tokenizer_folder
+from model.generative import most_confident, score_generative
+from model.gpt import GPT
 from model.scores import ExampleScore, compute_metric
 from model.tokenizer import BPETokenizer
 
@@ -373,7 +375,10 @@ class BenchmarkScores:
 
 
 def benchmark_kind(bench: BenchmarkSet) -> str:
-    """Which protocol scores ``bench``: ``lambada``, ``cbt``, ``wsc`` or ``lm``."""
+    """Which protocol scores ``bench``: ``lambada``, ``cbt``, ``wsc``, ``lm``, or a generative
+    task (``coqa``, ``cnn_dm``, ``wmt14``, ``nq``: ``model.generative``)."""
+    if bench.meta.get("task") in GENERATIVE_KINDS:
+        return bench.meta["task"]
     name = bench.name.lower()
     first = bench.examples[0].meta if bench.examples else {}
     if name.startswith("lambada") or ("context" in first and "target" in first):
@@ -396,7 +401,8 @@ def lm_metrics(name: str) -> list[str]:
 
 def evaluate_benchmark(scoring_model: ScoringModel, bench: BenchmarkSet, *, stride: int | None = None,
                        detokenize: bool | Callable[[str], str] = True, limit: int | None = None,
-                       progress: bool = True, documents: bool = False) -> BenchmarkScores:
+                       progress: bool = True, documents: bool = False, seed: int = 0,
+                       example_pairs: Sequence[tuple[str, str]] | None = None) -> BenchmarkScores:
     """Score ``bench`` with the protocol its name / meta call for (see the module docstring).
 
     ``detokenize``: ``True`` undoes the benchmark's tokenization before scoring with
@@ -407,7 +413,8 @@ def evaluate_benchmark(scoring_model: ScoringModel, bench: BenchmarkSet, *, stri
     ``limit``: only the first ``limit`` examples. ``documents`` (language-modelling sets):
     score each example on its own from the end-of-text token, as lm-evaluation-harness does
     with WikiText documents, instead of the whole text; sets without ``full_text`` are
-    always scored this way.
+    always scored this way. Generative tasks (``model.generative``) need our ``GPT``; ``seed``
+    seeds their sampling and example-pair draws, ``example_pairs`` replaces the drawn pairs.
     """
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ValueError(f"limit must be a positive integer, got {limit!r}")
@@ -421,7 +428,18 @@ def evaluate_benchmark(scoring_model: ScoringModel, bench: BenchmarkSet, *, stri
     started = time.perf_counter()
     meta = {"context": scoring_model.context_length, "detokenizer": detok.name, "examples": len(examples),
             "model_batch_size": scoring_model.batch_size}
-    if kind == "lm":
+    if kind in GENERATIVE_KINDS:
+        if not isinstance(scoring_model.model, GPT):
+            raise ValueError(f"{bench.name}: generation needs a corpusforge GPT (a run folder, checkpoint or Hugging Face "
+                             f"GPT-2 folder loaded by corpusforge), not {type(scoring_model.model).__name__}")
+        bar = tqdm(total=len(examples), desc=bench.name, disable=not progress, leave=False)
+        scores, metrics, extra = score_generative(scoring_model.model, scoring_model.tokenizer, bench, examples,
+                                                  batch_size=scoring_model.batch_size, seed=seed, pairs=example_pairs,
+                                                  progress=bar.update)
+        bar.close()
+        if kind == "nq":
+            extra["most_confident"] = most_confident(scores, examples)
+    elif kind == "lm":
         scores, extra = _score_lm(scoring_model, bench, examples, stride, detok, progress, documents)
         metrics = lm_metrics(bench.name)
     elif kind == "lambada":

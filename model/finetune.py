@@ -79,6 +79,7 @@ class FinetuneConfig:
     model: str = ""  # our run folder / checkpoint, or a Hugging Face GPT-2 / GPT-1 folder
     train: str = ""
     eval: str | None = None
+    limit: int | None = None  # read only the first N examples of each file (a quick run on a real task file)
     format: str = "jsonl"
     task: str | None = None  # default: the format's own
     fields: str | None = None  # jsonl: role=field,...
@@ -218,7 +219,7 @@ def check_config(cfg: FinetuneConfig) -> None:
     for name in ("batch_size", "epochs", "ckpt_interval", "log_interval"):
         if getattr(cfg, name) < 1:
             raise FinetuneError(f"--{name} must be at least 1, got {getattr(cfg, name)}")
-    for name in ("micro_batch", "max_steps", "stop_at", "max_len"):
+    for name in ("micro_batch", "max_steps", "stop_at", "max_len", "limit"):
         if getattr(cfg, name) is not None and getattr(cfg, name) < 1:
             raise FinetuneError(f"--{name} must be at least 1, got {getattr(cfg, name)}")
     if cfg.micro_batch and cfg.micro_batch > cfg.batch_size:
@@ -239,6 +240,8 @@ def read_tasks(cfg: FinetuneConfig) -> tuple[TaskData, TaskData | None]:
     except TaskFormatError as exc:
         raise FinetuneError(str(exc)) from None
     for data in filter(None, (train, evaluation)):
+        if cfg.limit:
+            data.examples = data.examples[:cfg.limit]
         if not data.examples:
             raise FinetuneError(f"{data.source}: no examples")
         for reason, count in data.skipped.items():
@@ -655,6 +658,7 @@ def build_parser(suppress_defaults: bool = False) -> argparse.ArgumentParser:
     g.add_argument("--tokenizer", default=default(None), help="tokenizer folder (default: the model's)")
     g.add_argument("--train", default=default(d.train), help="labelled training file (RACE: a file, folder or glob)")
     g.add_argument("--eval", default=default(None), help="labelled evaluation file (a dev set)")
+    g.add_argument("--limit", type=int, default=default(None), help="read only the first N examples of each file")
     g.add_argument("--format", default=default(d.format), choices=FORMATS, help=f"file format (default {d.format})")
     g.add_argument("--task", default=default(None), choices=TASK_TYPES, help="task type (default: the format's)")
     g.add_argument("--fields", default=default(None), help="jsonl: role=field,... (e.g. premise=s1,hypothesis=s2,label=y)")

@@ -458,3 +458,73 @@ class GPT(nn.Module):
         T = self.config.block_size if seq_len is None else int(seq_len)
         c = self.config
         return float(6 * self.num_parameters(exclude_embeddings=True) + 12 * c.n_layer * c.n_embd * T)
+
+
+# ----------------------------------------------------------------------------- decoding with a KV cache
+
+class KVCache:
+    """The keys and values of every layer for a batch of rows, preallocated to ``length``
+    positions, and which cache slots hold a real token (rows are left-padded to one length).
+    Used by ``GPT.decode``; ``model/generate.py`` drives it."""
+
+    def __init__(self, config: GPTConfig, batch: int, length: int, device=None, dtype=torch.float32):
+        if length > config.block_size:
+            raise ValueError(f"a cache of {length} positions is longer than the model's context "
+                             f"(block_size={config.block_size})")
+        self.kv = torch.zeros((config.n_layer, 2, batch, config.n_head, length, config.head_dim), device=device,
+                              dtype=dtype)
+        self.valid = torch.zeros((batch, length), dtype=torch.bool, device=device)
+        self.filled = 0  # slots written so far
+
+    @property
+    def length(self) -> int:
+        return self.kv.shape[-2]
+
+
+def _cached_attention(attn: CausalSelfAttention, x: torch.Tensor, kv: torch.Tensor, start: int,
+                      mask: torch.Tensor) -> torch.Tensor:
+    """``attn(x)`` for new positions ``start..start+T`` of the cache, their keys/values stored in ``kv`` ``[2, B, H, S, D]``."""
+    B, T, C = x.shape
+    q, k, v = attn.c_attn(x).view(B, T, 3, attn.n_head, C // attn.n_head).permute(2, 0, 3, 1, 4).unbind(0)
+    kv[0, :, :, start:start + T] = k
+    kv[1, :, :, start:start + T] = v
+    y = F.scaled_dot_product_attention(q, kv[0, :, :, :start + T], kv[1, :, :, :start + T], attn_mask=mask)
+    return attn.c_proj(y.transpose(1, 2).reshape(B, T, C))
+
+
+def _cached_block(block: Block, x: torch.Tensor, kv: torch.Tensor, start: int, mask: torch.Tensor) -> torch.Tensor:
+    if block.pre_ln:
+        x = x + _cached_attention(block.attn, block.ln_1(x), kv, start, mask)
+        return x + block.mlp(block.ln_2(x))
+    x = block.ln_1(x + _cached_attention(block.attn, x, kv, start, mask))
+    return block.ln_2(x + block.mlp(x))
+
+
+@torch.no_grad()
+def decode(model: GPT, idx: torch.Tensor, cache: KVCache, valid: torch.Tensor | None = None) -> torch.Tensor:
+    """Run the new tokens ``idx`` ``[B, T]`` (evaluation mode) after what ``cache`` holds; return the
+    logits of the last new position ``[B, vocab_size]`` (float) and append the tokens' keys and values.
+
+    ``valid`` ``[B, T]`` marks real tokens (False: left padding, never attended to). A token's
+    position is the number of real tokens before it in its row, so a left-padded row computes
+    what it would alone.
+    """
+    B, T = idx.shape
+    start = cache.filled
+    if start + T > cache.length:
+        raise ValueError(f"{start + T} positions do not fit the cache of {cache.length}")
+    valid = torch.ones_like(idx, dtype=torch.bool) if valid is None else valid
+    cache.valid[:, start:start + T] = valid
+    seen = cache.valid[:, :start + T]
+    pos = (seen.long().cumsum(dim=1) - 1).clamp(min=0)[:, start:]
+    slots = torch.arange(start + T, device=idx.device)
+    causal = slots[None, :] <= slots[start:, None]  # [T, S]
+    # a padding query attends to itself alone (its output is never used; a row of -inf would give NaN)
+    mask = (causal[None] & seen[:, None, :]) | (slots[None, None, :] == slots[start:, None][None])
+    x = model.transformer.wte(idx) + model.transformer.wpe(pos)
+    for layer, block in enumerate(model.transformer.h):
+        x = _cached_block(block, x, cache.kv[layer], start, mask[:, None])
+    if "ln_f" in model.transformer:
+        x = model.transformer.ln_f(x[:, -1:])
+    cache.filled = start + T
+    return F.linear(x[:, -1], model.output_weight).float()

@@ -31,7 +31,7 @@ import sys
 from typing import Sequence
 
 from common.storage import write_atomically
-from dedup.benchmark_sets import BenchmarkSet, BenchmarkSpecError, load_benchmark
+from dedup.benchmark_sets import GENERATIVE_KINDS, BenchmarkSet, BenchmarkSpecError, load_benchmark
 from model.contamination import (DEFAULT_CONFIDENCE, DEFAULT_FP_QUERIES, DEFAULT_N, DEFAULT_RESAMPLES,
                                  DEFAULT_THRESHOLD, ContaminationError, mark_benchmarks, open_source,
                                  per_example_rows, summarize_benchmark)
@@ -147,11 +147,15 @@ def run_eval(model, benchmarks: Sequence, *, training=None, tokenizer=None, ngra
              stride: int | None = None, batch_size: int = 8, device: str = "cpu", dtype: str | None = None,
              limit: int | None = None, detokenize: bool = True, bootstrap: int = DEFAULT_RESAMPLES,
              confidence: float = DEFAULT_CONFIDENCE, seed: int = 0, report: str | os.PathLike | None = None,
-             progress: bool = True) -> dict:
+             progress: bool = True, example_pairs: str | os.PathLike | None = None) -> dict:
     """Evaluate ``model`` (a path, a module with ``tokenizer``, or a ``ScoringModel``) on
     ``benchmarks`` (specs or ``BenchmarkSet``s), marked against ``training`` (optional).
-    Returns the report document; with ``report`` also writes it there (``paths`` key)."""
+    Returns the report document; with ``report`` also writes it there (``paths`` key).
+    ``example_pairs``: a file of ``left<TAB>right`` example pairs for wmt14 / nq prompts (default:
+    drawn from other documents of the same test set); ``seed`` also seeds generation."""
     from model.evaluate import evaluate_benchmark  # torch
+    from model.generate import GenerationError  # torch
+    from model.generative import PairsError, paper_reference, read_pairs  # rouge-score, sacrebleu (with torch)
 
     if bootstrap < 0:
         raise EvalInputError(f"--bootstrap must be >= 0, got {bootstrap}")
@@ -164,6 +168,12 @@ def run_eval(model, benchmarks: Sequence, *, training=None, tokenizer=None, ngra
     if not 0.0 <= threshold <= 1.0:
         raise EvalInputError(f"--threshold must be in [0, 1], got {threshold}")
     sets = _load_benchmarks(benchmarks)
+    pairs = None
+    if example_pairs is not None:
+        try:
+            pairs = read_pairs(os.fspath(example_pairs))
+        except PairsError as exc:
+            raise EvalInputError(str(exc)) from exc
     marks = None
     notes = []
     training_info = None
@@ -191,17 +201,23 @@ def run_eval(model, benchmarks: Sequence, *, training=None, tokenizer=None, ngra
     entries = []
     for bench in sets:
         log.info("scoring %s (%d examples%s)", bench.name, len(bench.examples), f", first {limit}" if limit else "")
-        scores = evaluate_benchmark(scoring, bench, stride=stride, detokenize=detokenize, limit=limit,
-                                    progress=progress)
+        try:
+            scores = evaluate_benchmark(scoring, bench, stride=stride, detokenize=detokenize, limit=limit,
+                                        progress=progress, seed=seed, example_pairs=pairs)
+        except GenerationError as exc:
+            raise EvalInputError(f"{bench.name}: {exc}") from exc
         if report is not None:
             _save_scores(os.fspath(report), scores)
         bench_marks = marks[bench.name] if marks else None
         summary = summarize_benchmark(bench.name, scores.examples, scores.metrics, bench_marks,
                                       resamples=bootstrap, confidence=confidence, seed=seed)
         meta = {k: v for k, v in scores.meta.items() if isinstance(v, (int, float, str, bool, type(None)))}
-        entries.append(benchmark_entry(summary, kind=scores.kind, split=scores.split,
-                                       reference=table3_reference(bench.name, model_info.get("gpt2_size")),
+        reference = (paper_reference(bench) if scores.kind in GENERATIVE_KINDS
+                     else table3_reference(bench.name, model_info.get("gpt2_size")))
+        entries.append(benchmark_entry(summary, kind=scores.kind, split=scores.split, reference=reference,
                                        per_example=per_example_rows(scores.examples, bench_marks), meta=meta))
+        if scores.meta.get("most_confident"):
+            entries[-1]["most_confident"] = scores.meta["most_confident"]
         for note in (bench_marks.notes if bench_marks else []):
             notes.append(f"{bench.name}: {note}")
     if limit:
@@ -239,7 +255,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no_detokenize", action="store_true", help="score the benchmark text as written")
     p.add_argument("--bootstrap", type=int, default=DEFAULT_RESAMPLES, help="bootstrap resamples (0: no intervals)")
     p.add_argument("--confidence", type=float, default=DEFAULT_CONFIDENCE, help="interval coverage")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed; also seeds top-k sampling and example-pair draws")
+    p.add_argument("--example_pairs", default=None, metavar="FILE",
+                   help="wmt14 / nq: example pairs, one 'english<TAB>french' or 'question<TAB>answer' a line "
+                        "(default: drawn from other documents of the same test set)")
     p.add_argument("--report", default=None, metavar="OUT", help="write OUT/report.json, report.md, report.html")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     return p
@@ -260,7 +279,8 @@ def main(argv: list[str] | None = None) -> int:
                             max_doc_count=args.max_doc_count, fp_queries=args.fp_queries, context=args.context,
                             stride=args.stride, batch_size=args.batch_size, device=args.device, dtype=args.dtype,
                             limit=args.limit, detokenize=not args.no_detokenize, bootstrap=args.bootstrap,
-                            confidence=args.confidence, seed=args.seed, report=args.report, progress=not args.quiet)
+                            confidence=args.confidence, seed=args.seed, report=args.report, progress=not args.quiet,
+                            example_pairs=args.example_pairs)
     except EvalInputError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2

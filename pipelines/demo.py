@@ -21,9 +21,10 @@
 9. fine-tune it with GPT-1's input transformations on a small two-topic sentence task
    (a few steps; every metric on all / clean / dirty evaluation sentences, checked against
    the C4 corpus), with a Hugging Face sequence-classification export;
-10. evaluate it on the sample benchmark, every metric reported on all / clean / dirty
-   examples, dirty meaning 8-gram overlap found by the audit of step 6 (JSON, Markdown,
-   HTML report);
+10. evaluate it on the sample benchmark and on small samples of two of GPT-2's generative
+   tasks (CoQA, NQ; built from the benchmark's passages in the tasks' real layouts), every
+   metric reported on all / clean / dirty examples, dirty meaning 8-gram overlap found by
+   the audit of step 6 (JSON, Markdown, HTML report);
 11. corpus statistics of the C4 shards and a document-length histogram (PNG).
 """
 
@@ -243,11 +244,39 @@ def finetune_tiny_gpt2(folders: DemoFolders, seed: int) -> dict:
     return demo_finetune(folders.model, folders.finetune, steps=DEMO_FINETUNE_STEPS, training=folders.c4, seed=seed)
 
 
+DEMO_TASK_PASSAGES = 6  # passages of the sample benchmark turned into each generative task's sample
+
+
+def write_task_samples(crawl: SampleCrawl, folder: str) -> list[str]:
+    """Small samples of two of GPT-2's generative tasks built from the sample benchmark's first
+    passages, in their real layouts: CoQA's official JSON schema (the passage as the story, two
+    questions about its opening and its closing words) and NQ-open JSONL (the passage's opening
+    words as the question, the next word as the answer). Returns their ``--benchmark`` specs."""
+    with open(crawl.benchmark_path, encoding="utf-8") as f:
+        passages = [json.loads(line) for line in f][:DEMO_TASK_PASSAGES]
+    stories, questions = [], []
+    for row in passages:
+        words = row["text"].split()
+        turns = [("What are the text's first words?", " ".join(words[:3])), ("How does it end?", " ".join(words[-3:]))]
+        stories.append({"source": "cnn", "id": str(row["id"]), "filename": f"{row['id']}.story", "story": row["text"],
+                        "questions": [{"input_text": q, "turn_id": t} for t, (q, _) in enumerate(turns, start=1)],
+                        "answers": [{"input_text": a, "turn_id": t} for t, (_, a) in enumerate(turns, start=1)]})
+        questions.append({"question": " ".join(words[:10]), "answer": [words[10] if len(words) > 10 else words[-1]]})
+    os.makedirs(folder, exist_ok=True)
+    coqa, nq = os.path.join(folder, "coqa-sample.json"), os.path.join(folder, "nq-sample.jsonl")
+    storage.write_atomically(coqa, json.dumps({"version": "1.0", "data": stories}, indent=1) + "\n")
+    storage.write_atomically(nq, "".join(json.dumps(q) + "\n" for q in questions))
+    return [f"coqa:{coqa}", f"nq:{nq}"]
+
+
 def evaluate_model(folders: DemoFolders, crawl: SampleCrawl, seed: int) -> dict:
-    """10. The model on the sample benchmark, every metric on all / clean / dirty examples (dirty: the audit's overlaps)."""
-    log.info("10/11 evaluating the model on the sample benchmark (all / clean / dirty by the audit), in %s", folders.eval)
-    return run_eval(folders.model, [benchmark_spec(crawl)], training=folders.audit, bootstrap=200, seed=seed, report=folders.eval,
-                    progress=False)
+    """10. The model on the sample benchmark and on small samples of two generative tasks (CoQA, NQ),
+    every metric on all / clean / dirty examples (dirty: the audit's overlaps, its Bloom filter for the samples)."""
+    log.info("10/11 evaluating the model on the sample benchmark and on CoQA / NQ samples (all / clean / dirty by the "
+             "audit), in %s", folders.eval)
+    tasks = write_task_samples(crawl, os.path.join(folders.out, "generative-tasks"))
+    return run_eval(folders.model, [benchmark_spec(crawl), *tasks], training=folders.audit, bootstrap=200, seed=seed,
+                    report=folders.eval, progress=False)
 
 
 def corpus_statistics(folders: DemoFolders):

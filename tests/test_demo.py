@@ -84,6 +84,12 @@ def test_demo_builds_every_output(tmp_path, capsys):
     assert token_ppl["dirty"]["count"] == row["dirty_examples"] and token_ppl["clean"]["count"] == len(benchmark) - row["dirty_examples"]
     assert all(token_ppl[s]["ci_low"] <= token_ppl[s]["value"] <= token_ppl[s]["ci_high"] for s in ("all", "clean", "dirty"))
     assert "<table" in (tmp_path / "eval" / "report.html").read_text() and "evaluation report" in out
+    tasks = {e["name"]: e for e in report["benchmarks"][1:]}  # the CoQA and NQ samples, generated greedily
+    assert set(tasks) == {"coqa", "nq"}
+    assert tasks["coqa"]["results"][0]["metric"] == "mean:f1" and tasks["coqa"]["results"][0]["all"]["count"] == 12
+    assert tasks["nq"]["results"][0]["all"]["count"] == 6 and len(tasks["nq"]["most_confident"]) == 6
+    first = [b["id"] for b in benchmark[:6]]  # the CoQA stories are those passages: dirty where the audit found them
+    assert tasks["coqa"]["results"][0]["dirty"]["count"] == 2 * len(set(first) & set(row["dirty_ids"]))
 
 
 def test_sample_crawl_reads_cleanly_with_languages_and_pages(sample_crawl):
