@@ -64,10 +64,6 @@ def format_inspection(report: dict) -> str:
     return "\n".join(lines)
 
 
-# Beam options that configure FileSystems (S3, GCS, HDFS), which ``stats`` accepts for remote shards.
-FILESYSTEM_OPTIONS = ("--s3_", "--project", "--hdfs_", "--gcs_")
-
-
 def cmd_stats(args: argparse.Namespace) -> int:
     # pyarrow, numpy and matplotlib (about a second): not at the CLI's start
     from corpus.shards import find_shards, read_documents
@@ -333,8 +329,8 @@ def _main(argv: list[str]) -> int:
     args, rest = parser.parse_known_args(argv)
     if args.command in {name for name, _, _ in JOBS}:
         args.sub_argv = rest  # the job owns its options and passes Beam's through
-    elif args.command == "stats" and all(a.startswith(FILESYSTEM_OPTIONS) for a in rest if a.startswith("-")):
-        args.filesystem_args = rest  # e.g. --s3_endpoint_url for s3:// shards
+    elif args.command == "stats" and not storage.split_store_args(rest)[1]:
+        args.filesystem_args = rest  # the store options (common.storage), e.g. --s3_endpoint_url for s3:// shards
     elif rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     logging.getLogger().setLevel(logging.DEBUG if args.verbose else logging.INFO)
@@ -346,7 +342,7 @@ def _main(argv: list[str]) -> int:
         progress.enabled = not args.no_progress
     try:
         return args.func(args)
-    except (InputError, storage.IncompleteOutputError, storage.OutputExistsError, FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:
+    except (InputError, storage.IncompleteOutputError, storage.OutputExistsError, storage.StoreError, FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:
         # A user's mistake (a path, an existing output): the cause in one line; -v adds the traceback.
         log.error("%s", exc, exc_info=args.verbose)
         return 2
