@@ -614,6 +614,113 @@ def localize(path: str) -> str:
     return local
 
 
+_COPIES: dict[str, str] = {}
+
+
+def _download_folder() -> str:
+    if not _DOWNLOADS:
+        _DOWNLOADS.append(tempfile.TemporaryDirectory(prefix="corpusforge-download-"))
+    return tempfile.mkdtemp(dir=_DOWNLOADS[0].name)
+
+
+def local_copy(path: str) -> str:
+    """A local path with ``path``'s content, for readers that need files on disk (memory-mapped
+    token shards, checkpoints): the path itself when local; else a file, a glob's matches (the
+    glob is returned, rooted locally) or a whole folder (``_temporary/`` skipped; its
+    ``_SUCCESS`` comes along, so readers check the copy as they would the original), downloaded once per process into a
+    temporary folder that lives as long as the process."""
+    if is_local(path):
+        return _local(path)
+    if path in _COPIES:
+        return _COPIES[path]
+    target = _download_folder()
+    if has_magic(path):
+        for source in glob(path):
+            copy_file(source, os.path.join(target, basename(source)))
+        local = os.path.join(target, basename(path))
+    elif is_file(path):
+        local = os.path.join(target, basename(path))
+        copy_file(path, local)
+    else:
+        root = path.rstrip("/") + "/"
+        for source in sorted(_sizes_under(path)):
+            name = source[len(root):]
+            if not name.startswith(STAGING_DIR + "/"):
+                copy_file(source, os.path.join(target, *name.split("/")))
+        local = target
+    _COPIES[path] = local
+    return local
+
+
+class RunMirror:
+    """A local folder that stands for a remote one: ``sync()`` uploads each file that is new or
+    changed since the last sync, each atomically (``copy_file``), hidden temporaries skipped."""
+
+    def __init__(self, remote: str, local: str):
+        self.remote, self.local = remote, local
+        self._sent: dict[str, tuple[int, int]] = {}
+
+    def _files(self) -> Iterator[tuple[str, str, tuple[int, int]]]:
+        for folder, dirs, names in os.walk(self.local):
+            dirs.sort()
+            for name in sorted(names):
+                if name.startswith("."):
+                    continue
+                path = os.path.join(folder, name)
+                stat = os.stat(path)
+                yield path, os.path.relpath(path, self.local).replace(os.sep, "/"), (stat.st_size, stat.st_mtime_ns)
+
+    def sync(self) -> None:
+        present = set()
+        for path, name, mark in self._files():
+            present.add(name)
+            if self._sent.get(name) != mark:
+                copy_file(path, join(self.remote, name))
+                self._sent[name] = mark
+        gone = sorted(set(self._sent) - present)  # e.g. a kept checkpoint past --keep_checkpoints
+        delete([join(self.remote, name) for name in gone])
+        for name in gone:
+            del self._sent[name]
+
+    def download(self) -> None:
+        root = self.remote.rstrip("/") + "/"
+        for source in sorted(_sizes_under(self.remote)):
+            copy_file(source, os.path.join(self.local, *source[len(root):].split("/")))
+        self._sent = {name: mark for _, name, mark in self._files()}
+
+
+_MIRRORS: dict[str, RunMirror] = {}
+
+
+@contextlib.contextmanager
+def mirrored_folder(folder: str, download: bool = False) -> Iterator[str]:
+    """A local folder to write a run into (training, fine-tuning): ``folder`` itself when local;
+    for a remote ``folder``, a temporary one whose files are uploaded at each ``sync_mirror``
+    (a checkpoint) and when the block ends without an error. ``download`` fetches what the
+    remote folder holds first (``--resume``)."""
+    if is_local(folder):
+        yield _local(folder)
+        return
+    with tempfile.TemporaryDirectory(prefix="corpusforge-run-") as local:
+        mirror = RunMirror(folder, local)
+        if download:
+            mirror.download()
+        _MIRRORS[local] = mirror
+        try:
+            yield local
+            mirror.sync()
+        finally:
+            del _MIRRORS[local]
+
+
+def sync_mirror(path: str) -> None:
+    """Upload the run folder that ``path`` (just written) is in, when it stands for a remote one."""
+    path = os.path.abspath(path)
+    for local, mirror in list(_MIRRORS.items()):
+        if path.startswith(os.path.abspath(local) + os.sep):
+            mirror.sync()
+
+
 class HashingWriter:
     """Wraps a binary stream; counts the bytes written and their sha256 as they pass."""
 
