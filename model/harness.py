@@ -85,7 +85,7 @@ def _load_scoring_model(model, tokenizer, *, context, batch_size, device, dtype)
     else:
         from model.checkpoint import load_model, tokenizer_folder  # torch
 
-        path = os.fspath(model)
+        path = storage.local_copy(os.fspath(model))  # a model on an object store: downloaded once
         if not os.path.exists(path):
             raise EvalInputError(f"--model {path}: no such run folder, checkpoint or Hugging Face folder")
         if tokenizer is None:
