@@ -313,6 +313,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return _interrupted()
     except RuntimeError as exc:  # Beam wraps an interrupt in its worker as RuntimeError("KeyboardInterrupt [while ...]")
+        if getattr(exc, "one_line", False):  # e.g. pipelines.progress.WorkerLostError
+            log.error("%s", exc, exc_info="-v" in argv or "--verbose" in argv)
+            return 1
         if not str(exc).startswith("KeyboardInterrupt"):
             raise
         return _interrupted()
