@@ -22,7 +22,7 @@ from tqdm import tqdm
 
 from common import storage
 from corpus.inputs import InputError, expand_inputs
-from pipelines.options import add_manifest_path_argument
+from pipelines.options import LOST_WORKER, LOST_WORKER_CLEANUP, add_manifest_path_argument
 
 log = logging.getLogger("corpusforge")
 
@@ -295,6 +295,8 @@ class _QuietBeamLines(logging.Filter):
             return False  # the command reports the interrupt itself, in one line
         if record.name.startswith("apache_beam.runners.portability") and any(w in message for w in QUIET_WORKER_WORDS):
             return False
+        if (LOST_WORKER in message or LOST_WORKER_CLEANUP in message) and not logging.getLogger().isEnabledFor(logging.DEBUG):
+            return False  # the job server's report of a dead worker: the command says it in one line (-v shows it)
         return not message.startswith(QUIET_BEAM_LINES)
 
 

@@ -147,6 +147,11 @@ def add_manifest_path_argument(parser: argparse.ArgumentParser) -> None:
                         help="open manifest entries that leave --base_url (.., absolute paths, other URLs); "
                              "by default such an entry is refused before anything runs")
 
+# What the FnApiRunner raises when an SDK worker's data channel breaks (the worker died): the
+# launcher turns it into one line (pipelines.progress) and drops the job server's copies of it (pipelines.cli).
+LOST_WORKER = "Channel closed prematurely"
+LOST_WORKER_CLEANUP = "Error closing worker_handler"
+
 PACKAGES = ("common", "corpus", "dedup", "pipelines", "model")
 STAGED_FILES = ("requirements.txt", "requirements-model.txt", "README.md")
 WORKER_EXTRAS_FILE = "worker-extras.txt"  # read by beam_setup.py on the worker

@@ -37,6 +37,8 @@ from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions,
 from apache_beam.runners.runner import PipelineState
 from tqdm import tqdm
 
+from pipelines.options import LOST_WORKER
+
 log = logging.getLogger(__name__)
 
 INTERVAL_ENV = "CORPUSFORGE_PROGRESS_SECONDS"
@@ -160,9 +162,6 @@ def run_pipeline(pipeline, desc: str, files: int | None = None):
     if enabled and local:
         log.info("%s: %s", desc, describe(snapshot(), files))
     return result
-
-
-LOST_WORKER = "Channel closed prematurely"  # what the runner raises when an SDK worker's data channel breaks
 
 
 class WorkerLostError(RuntimeError):

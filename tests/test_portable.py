@@ -101,17 +101,23 @@ def test_sigterm_to_the_launcher_cancels_its_job_in_the_job_server(services, cra
 
 
 def test_a_worker_killed_under_a_running_job_is_reported_in_one_line(services, crawl, real_data, tmp_path):
-    launcher = launch(crawl, real_data, tmp_path / "c4", services)
+    out = tmp_path / "c4"
+    launcher = launch(crawl, real_data, out, services)
     pool = services["pool"].pid
-    wait_for(lambda: job_running(services) and children(pool), "the job's workers", timeout=HANG_GUARD_S)
+
+    def processing() -> bool:  # the workers run bundles: pages are being staged under _temporary/
+        staged = [p for p in (out / "_temporary").rglob("*") if p.is_file() and p.name != "job.json"]
+        return bool(staged) and bool(children(pool))
+
+    wait_for(processing, "the job's workers to process bundles", timeout=HANG_GUARD_S)
     victim = sorted(children(pool))[0]
     os.kill(victim, signal.SIGKILL)
     _, stderr = launcher.communicate(timeout=HANG_GUARD_S)
     assert launcher.returncode == 1
     errors = [line for line in stderr.splitlines() if " ERROR " in line]
-    assert len(errors) == 1 and "a worker of the job died" in errors[0] and "--overwrite" in errors[0], stderr[-3000:]
+    assert len(errors) == 1 and "a worker of the job died" in errors[0] and "--overwrite" in errors[0], errors
     assert "Traceback" not in stderr
     wait_for(lambda: f"(pid {victim}) was killed by SIGKILL" in services["pool_log"].read_text(errors="replace"),
              "the pool's report", timeout=30)
-    assert not (tmp_path / "c4" / "_SUCCESS").exists()
+    assert not (out / "_SUCCESS").exists()
     assert victim not in children(pool)
