@@ -42,7 +42,7 @@ import shutil
 
 import torch
 
-from common.storage import DiskFullError, atomic_path, disk_full_cause, write_atomically
+from common.storage import DiskFullError, atomic_path, disk_full_cause, local_copy, sync_mirror, write_atomically
 from model.gpt import GPT, GPTConfig
 from model.hf import load_hf_dir
 
@@ -167,6 +167,7 @@ def save_checkpoint(path: str | os.PathLike, state: dict, keep: int = 0) -> None
         raise DiskFullError(full.errno, path, needed=_state_bytes(state)) from exc
     if keep > 0 and isinstance(state.get("step"), int):
         _keep_copy(path, state["step"], keep)
+    sync_mirror(path)  # a run folder on an object store gets the checkpoint now
 
 
 def _keep_copy(path: str, step: int, keep: int) -> None:
@@ -436,8 +437,9 @@ def model_from_state(state: dict):
 
 
 def load_model(path: str | os.PathLike, device: str | torch.device = "cpu"):
-    """A ``GPT`` in eval mode from a run folder, a checkpoint file or a Hugging Face GPT-2 folder."""
-    path = os.fspath(path)
+    """A ``GPT`` in eval mode from a run folder, a checkpoint file or a Hugging Face GPT-2 folder
+    (on an object store too: downloaded once per process)."""
+    path = local_copy(os.fspath(path))
     ckpt = checkpoint_path(path)
     if ckpt is None:
         folder = path if is_hf_folder(path) else os.path.join(path, HF_DIR)
@@ -449,7 +451,7 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu"):
 
 def tokenizer_folder(path: str | os.PathLike) -> str | None:
     """Where the tokenizer files for the model at ``path`` live, or None when none came with it."""
-    path = os.fspath(path)
+    path = local_copy(os.fspath(path))
     folder = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
     for candidate in (os.path.join(folder, TOKENIZER_DIR), folder, os.path.join(folder, HF_DIR)):
         if os.path.isdir(candidate) and any(all(os.path.isfile(os.path.join(candidate, f)) for f in files)

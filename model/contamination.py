@@ -49,6 +49,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 from tqdm import tqdm
 
+from common import storage
 from corpus.shards import find_shards, read_documents
 from dedup.audit import bloom_report, build_indexes, exact_report, scan_documents
 from dedup.bloom import MAGIC, BloomFileError, BloomFilter
@@ -217,7 +218,10 @@ def open_source(source) -> TrainingSource:
         label = paths[0]
     if len(paths) == 1 and not glob.has_magic(paths[0]):
         path = paths[0]
-        if not os.path.exists(path):
+        if not storage.is_local(path) and (storage.is_file(path) or storage.glob(storage.join(path, "bloom-part-*-of-*.bin"))
+                                           or any(storage.is_file(storage.join(path, n)) for n in ("audit.json", "report.json"))):
+            path = storage.local_copy(path)  # a Bloom filter or an audit on an object store; shards are streamed from it
+        if storage.is_local(path) and not os.path.exists(path):
             raise ContaminationError(f"--training {path}: no such file or folder")
         if os.path.isfile(path) and _is_bloom_file(path):
             return TrainingSource("bloom", path, bloom=_load_bloom(path))

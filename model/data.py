@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from common import storage
 from model.tokens import find_token_shards, read_tokens
 
 META_FILE = "meta.json"  # written by `corpusforge tokenize` next to the shards
@@ -44,8 +45,8 @@ class DataError(ValueError):
 
 
 def read_meta(folder: str | os.PathLike) -> dict | None:
-    """A data folder's ``meta.json``, or None when there is none."""
-    path = os.path.join(os.fspath(folder), META_FILE)
+    """A data folder's ``meta.json``, or None when there is none (or ``folder`` is a file or glob)."""
+    path = os.path.join(storage.local_copy(os.fspath(folder)), META_FILE)
     if not os.path.isfile(path):
         return None
     with open(path, encoding="utf-8") as f:
@@ -56,8 +57,9 @@ def read_meta(folder: str | os.PathLike) -> dict | None:
 
 
 def split_paths(data: str | os.PathLike, split: str) -> list[str]:
-    """Token files of one split: a tokenize folder's shards, nanoGPT's ``<split>.bin``, or a glob."""
-    data = os.fspath(data)
+    """Token files of one split: a tokenize folder's shards, nanoGPT's ``<split>.bin``, or a glob
+    (on an object store too: downloaded once per process, ``common.storage.local_copy``)."""
+    data = storage.local_copy(os.fspath(data))
     if os.path.isdir(data):
         flat = os.path.join(data, f"{split}.bin")
         try:
@@ -74,7 +76,7 @@ def split_paths(data: str | os.PathLike, split: str) -> list[str]:
 
 def tokenizer_dir(data: str | os.PathLike) -> str | None:
     """The tokenizer folder that came with a data folder, if any."""
-    data = os.fspath(data)
+    data = storage.local_copy(os.fspath(data))
     folder = data if os.path.isdir(data) else os.path.dirname(data)
     candidate = os.path.join(folder, TOKENIZER_DIR)
     return candidate if os.path.isdir(candidate) else None

@@ -30,6 +30,7 @@ import os
 import sys
 from typing import Sequence
 
+from common import storage
 from common.storage import write_atomically
 from dedup.benchmark_sets import GENERATIVE_KINDS, BenchmarkSet, BenchmarkSpecError, load_benchmark
 from model.contamination import (DEFAULT_CONFIDENCE, DEFAULT_FP_QUERIES, DEFAULT_N, DEFAULT_RESAMPLES,
@@ -84,7 +85,7 @@ def _load_scoring_model(model, tokenizer, *, context, batch_size, device, dtype)
     else:
         from model.checkpoint import load_model, tokenizer_folder  # torch
 
-        path = os.fspath(model)
+        path = storage.local_copy(os.fspath(model))  # a model on an object store: downloaded once
         if not os.path.exists(path):
             raise EvalInputError(f"--model {path}: no such run folder, checkpoint or Hugging Face folder")
         if tokenizer is None:
@@ -266,11 +267,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    store, argv = storage.split_store_args(sys.argv[1:] if argv is None else argv)  # the store options, for remote paths
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help (0) or a usage error (2)
         return int(exc.code or 0)
     training = None
+    try:
+        storage.configure(store)
+    except ValueError as exc:  # --store_timeout_s
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
     if args.training:
         training = args.training[0] if len(args.training) == 1 else args.training
     try:
@@ -281,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
                             limit=args.limit, detokenize=not args.no_detokenize, bootstrap=args.bootstrap,
                             confidence=args.confidence, seed=args.seed, report=args.report, progress=not args.quiet,
                             example_pairs=args.example_pairs)
-    except EvalInputError as exc:
+    except (EvalInputError, storage.StoreError, storage.IncompleteOutputError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
     print(format_summary(document))

@@ -20,6 +20,7 @@ import sys
 
 import torch
 
+from common import storage
 from model.checkpoint import CheckpointError, load_model, tokenizer_folder
 from model.tokenizer import BPETokenizer
 
@@ -114,7 +115,13 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    store, argv = storage.split_store_args(argv)  # s3:// / gs:// / memory:// models: the store options
     args = build_parser().parse_args(argv)
+    try:
+        storage.configure(store)
+    except ValueError as exc:
+        log.error("%s", exc)
+        return 2
     if args.max_new_tokens < 1 or args.num_samples < 1:
         log.error("--max_new_tokens and --num_samples must be at least 1")
         return 2

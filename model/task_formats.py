@@ -31,6 +31,8 @@ import json
 import os
 from dataclasses import dataclass, field
 
+from common.storage import local_copy
+
 TASK_TYPES = ("classification", "entailment", "similarity", "multiple_choice")
 # the roles a task's examples fill, per task type (the generic JSONL's default field names)
 ROLES = {"classification": ("text", "label"), "entailment": ("premise", "hypothesis", "label"),
@@ -287,7 +289,7 @@ def read_named_jsonl(path: str, task: str, fields: dict[str, str] | None = None,
 def read_task_file(path: str, fmt: str, task: str | None = None, fields: dict[str, str] | None = None,
                    regression: bool = False) -> TaskData:
     """Read ``path`` as ``fmt``; ``task`` (default: the format's own) must suit the format."""
-    path = os.fspath(path)
+    path = local_copy(os.fspath(path))
     if fmt not in FORMAT_TASKS:
         raise TaskFormatError(f"unknown --format {fmt!r}; known: {', '.join(FORMATS)}")
     if task is not None and task not in TASK_TYPES:

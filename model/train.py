@@ -53,6 +53,7 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
+from common import storage
 from common.storage import atomic_path, write_atomically
 from model.checkpoint import (CHECKPOINT_FILE, HF_DIR, RUN_CONFIG_FILE, TOKENIZER_DIR, CheckpointError, clean_state_dict,
                               check_optimizer_state, kept_checkpoints, latest_good_checkpoint, save_checkpoint)
@@ -373,7 +374,7 @@ def model_config_for(cfg: TrainConfig, vocab_size: int) -> GPTConfig:
 def resolve_vocab(cfg: TrainConfig) -> int:
     if cfg.vocab_size is not None:
         return cfg.vocab_size
-    meta = read_meta(cfg.data) if os.path.isdir(cfg.data) else None
+    meta = read_meta(cfg.data)
     if meta and "vocab_size" in meta:
         return int(meta["vocab_size"])
     log.info("no meta.json with vocab_size in %s: using GPT-2's %d (set --vocab_size)", cfg.data, GPT2_VOCAB)
@@ -383,7 +384,7 @@ def resolve_vocab(cfg: TrainConfig) -> int:
 def validation_paths(cfg: TrainConfig) -> list[str]:
     if cfg.val_data:
         return split_paths(cfg.val_data, "val")
-    if os.path.isdir(cfg.data):
+    if os.path.isdir(storage.local_copy(cfg.data)):
         try:
             return split_paths(cfg.data, "val")
         except DataError:
@@ -727,7 +728,7 @@ def finish_run(run: Run, ended: LoopResult) -> dict:
             plot_losses(run.metrics_file, os.path.join(run.out, LOSS_PLOT))
     hf_dir = None
     if status == "finished" and cfg.hf_export and dist_info.master:
-        meta = read_meta(cfg.data) if os.path.isdir(cfg.data) else None
+        meta = read_meta(cfg.data)
         hf_dir = export_hf(run.raw_model, run.out, eot_id=(meta or {}).get("eot_id"))
     timed_tokens, timed_seconds, peak = ended.timed_tokens, ended.timed_seconds, run.peak
     summary = {"status": status, "message": message, "steps": step, "max_steps": cfg.max_steps,
@@ -880,10 +881,21 @@ def run_command(argv: list[str] | None, parse, run, summarize, errors: tuple[typ
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
+        store, argv = storage.split_store_args(argv)
+        storage.configure(store)
         cfg = parse(argv)
-        with logging_redirect_tqdm():
+        remote = cfg.out
+        with storage.mirrored_folder(remote, download=True) as out, logging_redirect_tqdm():
+            if out != remote:  # a run folder on an object store: the run writes a local mirror, synced at each checkpoint
+                if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+                    raise ValueError(f"--out {remote}: a run folder on an object store takes one process; "
+                                     "with torchrun, write to a shared disk and copy it")
+                cfg = parse(argv + ["--out", out])
             summary = run(cfg)
-    except errors as exc:
+        if out != remote:  # the summary names the run folder the user gave
+            summary = {k: remote if v == out else storage.join(remote, os.path.relpath(v, out))
+                       if isinstance(v, str) and v.startswith(out + os.sep) else v for k, v in summary.items()}
+    except errors + (storage.StoreError, storage.IncompleteOutputError) as exc:
         logger.error("%s", exc)
         return 2
     if print_summary:

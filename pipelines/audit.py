@@ -198,7 +198,6 @@ def run_audit(argv: list[str] | None = None) -> dict:
     config = ngram_config(args)
     indexes = build_indexes(sets, config)
     own_train = own_train_overlap(args.own_train, indexes)
-    storage.configure(beam_args)
     bloom = evidence = exact = None
     if args.filter and args.mode in ("both", "bloom"):
         bloom = load_filter(args.filter, config, files)  # a filter that is not this corpus's is refused before work starts
@@ -265,7 +264,6 @@ def run_decontaminate(argv: list[str] | None = None) -> dict:
     indexes = build_indexes(load_benchmarks(args.benchmark), ngram_config(args))
     options = {"mode": args.mode, "margin": args.margin, "min_piece": args.min_piece, "max_splits": args.max_splits}
     removed_path = storage.join(args.output, "removed.jsonl")
-    storage.configure(beam_args)
     begin_job(args.output, "decontaminate", args.overwrite)
     by_split = files_by_split(files)
     rule = functools.partial(decontaminate, **options)

@@ -297,7 +297,6 @@ def run(argv: list[str] | None = None) -> dict:
         require_punkt()  # before any input is read
     except Exception as exc:
         raise InputError(str(exc)) from exc
-    storage.configure(beam_args)  # S3 endpoint and credentials, GCP project: for the launcher's own reads
     files = input_files(args)
     resources = load_resources(args)
     log.info("C4 %s (%s dedup) over %d file(s) into %s on %s", args.variant, args.dedup, len(files), args.output, args.engine)

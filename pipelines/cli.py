@@ -22,7 +22,7 @@ from tqdm import tqdm
 
 from common import storage
 from corpus.inputs import InputError, expand_inputs
-from pipelines.options import add_manifest_path_argument
+from pipelines.options import LOST_WORKER, LOST_WORKER_CLEANUP, add_manifest_path_argument
 
 log = logging.getLogger("corpusforge")
 
@@ -62,10 +62,6 @@ def format_inspection(report: dict) -> str:
         lines.append("\nfirst errors (file @ offset: reason):")
         lines.extend(f"  {e['source']} @{e['offset']}: {e['reason']} {e['detail']}"[:160] for e in errors[:20])
     return "\n".join(lines)
-
-
-# Beam options that configure FileSystems (S3, GCS, HDFS), which ``stats`` accepts for remote shards.
-FILESYSTEM_OPTIONS = ("--s3_", "--project", "--hdfs_", "--gcs_")
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
@@ -301,6 +297,8 @@ class _QuietBeamLines(logging.Filter):
             return False  # so does a full disk (the runner logs it once more, with its traceback)
         if record.name.startswith("apache_beam.runners.portability") and any(w in message for w in QUIET_WORKER_WORDS):
             return False
+        if (LOST_WORKER in message or LOST_WORKER_CLEANUP in message) and not logging.getLogger().isEnabledFor(logging.DEBUG):
+            return False  # the job server's report of a dead worker: the command says it in one line (-v shows it)
         return not message.startswith(QUIET_BEAM_LINES)
 
 
@@ -319,6 +317,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return _interrupted()
     except RuntimeError as exc:  # Beam wraps an interrupt in its worker as RuntimeError("KeyboardInterrupt [while ...]")
+        if getattr(exc, "one_line", False):  # e.g. pipelines.progress.WorkerLostError
+            log.error("%s", exc, exc_info="-v" in argv or "--verbose" in argv)
+            return 1
         if not str(exc).startswith("KeyboardInterrupt"):
             raise
         return _interrupted()
@@ -335,8 +336,8 @@ def _main(argv: list[str]) -> int:
     args, rest = parser.parse_known_args(argv)
     if args.command in {name for name, _, _ in JOBS}:
         args.sub_argv = rest  # the job owns its options and passes Beam's through
-    elif args.command == "stats" and all(a.startswith(FILESYSTEM_OPTIONS) for a in rest if a.startswith("-")):
-        args.filesystem_args = rest  # e.g. --s3_endpoint_url for s3:// shards
+    elif args.command == "stats" and not storage.split_store_args(rest)[1]:
+        args.filesystem_args = rest  # the store options (common.storage), e.g. --s3_endpoint_url for s3:// shards
     elif rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     logging.getLogger().setLevel(logging.DEBUG if args.verbose else logging.INFO)
@@ -348,7 +349,7 @@ def _main(argv: list[str]) -> int:
         progress.enabled = not args.no_progress
     try:
         return args.func(args)
-    except (InputError, storage.IncompleteOutputError, storage.OutputExistsError, FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:
+    except (InputError, storage.IncompleteOutputError, storage.OutputExistsError, storage.StoreError, FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:
         # A user's mistake (a path, an existing output): the cause in one line; -v adds the traceback.
         log.error("%s", exc, exc_info=args.verbose)
         return 2

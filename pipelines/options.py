@@ -26,6 +26,7 @@ import sys
 import tempfile
 from typing import Sequence
 
+from common import storage
 from corpus.inputs import InputError
 
 log = logging.getLogger(__name__)
@@ -99,7 +100,14 @@ def power_of_two(text: str) -> int:
 # --- Beam options: what the job does not take must be a real Beam pipeline option --------
 def split_job_args(parser: argparse.ArgumentParser, argv) -> tuple[argparse.Namespace, list[str]]:
     """The job's own options, and the rest as Beam options, refusing (usage error, exit 2)
-    any ``--flag`` that is neither: Beam would drop it with a warning and run with defaults."""
+    any ``--flag`` that is neither: Beam would drop it with a warning and run with defaults.
+
+    Then the store options (S3 endpoint and credentials, GCP project, HDFS namenode,
+    ``--store_timeout_s``) are given to ``common.storage``, here for every job, before the
+    job lists or reads anything."""
+    parser.add_argument(storage.STORE_TIMEOUT_OPTION, type=positive_float, default=storage.STORE_TIMEOUT_S,
+                        help=f"seconds an object store may stay silent before the job ends with one line naming it "
+                             f"(default {storage.STORE_TIMEOUT_S:g})")
     args, beam_args = parser.parse_known_args(argv)
     unknown = unknown_beam_flags(beam_args)
     if unknown:
@@ -109,6 +117,7 @@ def split_job_args(parser: argparse.ArgumentParser, argv) -> tuple[argparse.Name
             close = difflib.get_close_matches(flag.split("=", 1)[0], known, n=1)
             hints.append(f"{flag} (did you mean {close[0]}?)" if close else flag)
         parser.error(f"unrecognized arguments: {', '.join(hints)} (neither an option of this job nor a Beam pipeline option)")
+    storage.configure(beam_args, timeout_s=args.store_timeout_s)
     return args, beam_args
 
 
@@ -161,6 +170,11 @@ def add_manifest_path_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--allow_any_manifest_path", action="store_true",
                         help="open manifest entries that leave --base_url (.., absolute paths, other URLs); "
                              "by default such an entry is refused before anything runs")
+
+# What the FnApiRunner raises when an SDK worker's data channel breaks (the worker died): the
+# launcher turns it into one line (pipelines.progress) and drops the job server's copies of it (pipelines.cli).
+LOST_WORKER = "Channel closed prematurely"
+LOST_WORKER_CLEANUP = "Error closing worker_handler"
 
 PACKAGES = ("common", "corpus", "dedup", "pipelines", "model")
 STAGED_FILES = ("requirements.txt", "requirements-model.txt", "README.md")

@@ -21,6 +21,12 @@ the environment (``PIPELINE_OPTIONS``, the control and logging endpoints) and ru
 ``apache_beam.runners.worker.sdk_worker_main``, which configures FileSystems from them.
 Workers run this Python, so corpusforge must be installed in it (``--setup_file`` and
 staged artifacts are for container-based runners: Dataflow, Flink, Spark).
+
+**Hygiene.** A job cancelled by its launcher (Ctrl-C or SIGTERM of ``corpusforge ...``,
+which asks the job server to cancel) stops before its next bundle and ends CANCELLED; its
+workers are stopped and nothing is committed. The pool reaps every worker that ends (no
+zombies), and one that dies while its job runs (killed, out of memory) is reported in one
+line with what to do.
 """
 
 from __future__ import annotations
@@ -28,14 +34,17 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import stat
 import sys
 import tempfile
+import threading
 import time
 
 import grpc
 from apache_beam.options.pipeline_options import DirectOptions
 from apache_beam.portability.api import beam_job_api_pb2, beam_provision_api_pb2, beam_provision_api_pb2_grpc
+from apache_beam.runners.runner import PipelineState
 from apache_beam.runners.portability import local_job_service
 from apache_beam.runners.portability.fn_api_runner import fn_runner
 from apache_beam.runners.worker import sdk_worker_main
@@ -71,26 +80,91 @@ def _boot_script(folder: str) -> str:
     return path
 
 
+REAP_INTERVAL_S = 0.5
+
+
+class ReapingWorkerPool(BeamFnExternalWorkerPoolServicer):
+    """Beam's process worker pool, reaping each worker that ends by itself (Beam's waits only
+    for the ones it is asked to stop, so the others stay zombies) and reporting one that died."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        threading.Thread(target=self._reap_forever, name="reap workers", daemon=True).start()
+
+    def _reap_forever(self) -> None:
+        while True:
+            time.sleep(REAP_INTERVAL_S)
+            self.reap()
+
+    def reap(self) -> None:
+        for worker_id, process in list(self._worker_processes.items()):
+            code = process.poll()  # reaps it when it has ended
+            if code is None:
+                continue
+            self._worker_processes.pop(worker_id, None)
+            if code == 0:
+                log.debug("worker %s (pid %d) finished", worker_id, process.pid)
+                continue
+            how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with status {code}"
+            log.error("worker %s (pid %d) %s while its job ran: the job fails and commits nothing; check the "
+                      "machine's memory (a SIGKILL is often the kernel's out-of-memory killer: dmesg) and this "
+                      "pool's log, then rerun the job with --overwrite", worker_id, process.pid, how)
+
+
 def worker_pool(port: int) -> None:
     with tempfile.TemporaryDirectory(prefix="corpusforge-worker-pool-") as folder:
-        address, server = BeamFnExternalWorkerPoolServicer.start(
+        address, server = ReapingWorkerPool.start(
             port=port, use_process=True, container_executable=_boot_script(folder))
         log.info("corpusforge worker pool listening at %s (pid %d)", address, os.getpid())
         _serve_forever(server)
 
 
-def job_server(port: int) -> None:
-    class ParallelBeamJob(local_job_service.BeamJob):
-        """A job run by the FnApiRunner with ``--direct_num_workers`` SDK workers."""
+class JobCancelled(Exception):
+    """The job's launcher asked the job server to cancel it."""
 
-        def _invoke_runner(self):
-            self.set_state(beam_job_api_pb2.JobState.RUNNING)
-            options = self.pipeline_options()
-            runner = fn_runner.FnApiRunner(provision_info=self._provision_info)
-            runner._num_workers = max(1, int(float(options.view_as(DirectOptions).direct_num_workers or 1)))
-            log.info("job %s: %d SDK worker(s)", self._job_id, runner._num_workers)
+
+class CancellableRunner(fn_runner.FnApiRunner):
+    """The FnApiRunner, stopping before its next bundle once ``cancelled`` is set (the bundle
+    that runs finishes; its files are written atomically, and no ``_SUCCESS`` follows)."""
+
+    def __init__(self, cancelled: threading.Event, **kwargs):
+        super().__init__(**kwargs)
+        self._cancelled = cancelled
+
+    def _execute_bundle(self, *args, **kwargs):
+        if self._cancelled.is_set():
+            raise JobCancelled()
+        return super()._execute_bundle(*args, **kwargs)
+
+
+class ParallelBeamJob(local_job_service.BeamJob):
+    """A job run by the FnApiRunner with ``--direct_num_workers`` SDK workers, cancellable
+    (Beam's local job only marks a cancelled job CANCELLED and runs it to the end)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._cancelled = threading.Event()
+
+    def _invoke_runner(self):
+        self.set_state(beam_job_api_pb2.JobState.RUNNING)
+        options = self.pipeline_options()
+        runner = CancellableRunner(self._cancelled, provision_info=self._provision_info)
+        runner._num_workers = max(1, int(float(options.view_as(DirectOptions).direct_num_workers or 1)))
+        log.info("job %s: %d SDK worker(s)", self._job_id, runner._num_workers)
+        try:
             return runner.run_via_runner_api(self._pipeline_proto, options)
+        except JobCancelled:
+            log.info("job %s: cancelled by its launcher; its workers are stopped", self._job_id)
+            return fn_runner.RunnerResult(PipelineState.CANCELLED, {})
 
+    def cancel(self):
+        if not self.is_terminal_state(self.state):
+            log.info("job %s: cancelling", self._job_id)
+            self._cancelled.set()
+            self.set_state(beam_job_api_pb2.JobState.CANCELLING)
+
+
+def job_server(port: int) -> None:
     servicer = local_job_service.LocalJobServicer(beam_job_type=ParallelBeamJob)
     bound = servicer.start_grpc_server(port)
     log.info("corpusforge job server listening at localhost:%d (pid %d)", bound, os.getpid())
@@ -120,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, required=True, help="port to listen on")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+    log.setLevel(logging.INFO)  # Beam's import may have set the root logger to WARNING first
     (worker_pool if args.service == "worker-pool" else job_server)(args.port)
     return 0
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
 import sys
 import threading
 import time
@@ -35,6 +36,8 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 from apache_beam.runners.runner import PipelineState
 from tqdm import tqdm
+
+from pipelines.options import LOST_WORKER
 
 log = logging.getLogger(__name__)
 
@@ -144,11 +147,21 @@ def run_pipeline(pipeline, desc: str, files: int | None = None, unit: str = "fil
         display.start()
     quiet = starts_local_workers(options) and not logging.getLogger().isEnabledFor(logging.DEBUG)
     try:
-        with filtered_stderr() if quiet else contextlib.nullcontext():
+        with filtered_stderr() if quiet else contextlib.nullcontext(), terminate_as_interrupt():
             result = pipeline.run()
-            if not local and enabled and live_metrics(result):
-                _poll_metrics(result, desc)
-            result.wait_until_finish()
+            try:
+                if not local and enabled and live_metrics(result):
+                    _poll_metrics(result, desc)
+                result.wait_until_finish()
+            except KeyboardInterrupt:
+                cancel_job(result)
+                raise
+            except RuntimeError as exc:
+                if not local and LOST_WORKER in str(exc):
+                    raise WorkerLostError(
+                        "a worker of the job died while it ran (killed, or out of memory): nothing was committed; "
+                        "the worker pool's log names it; rerun the job with --overwrite") from exc
+                raise
     finally:
         if display:
             display.done.set()
@@ -156,6 +169,41 @@ def run_pipeline(pipeline, desc: str, files: int | None = None, unit: str = "fil
     if enabled and local:
         log.info("%s: %s", desc, describe(snapshot(), files, unit))
     return result
+
+
+class WorkerLostError(RuntimeError):
+    """An SDK worker died under a running job; the message is the one line the command prints."""
+
+    one_line = True
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt():
+    """SIGTERM (a scheduler stopping the launcher) handled as Ctrl-C while a job runs, so
+    that the job is cancelled where it runs (``cancel_job``) rather than left behind."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def cancel_job(result) -> None:
+    """Ask the runner to cancel a job that runs outside this process (a job server's,
+    Dataflow's): without it the job would go on writing shards that no ``_SUCCESS`` lists."""
+    try:
+        result.cancel()
+    except Exception as exc:  # the job server may be gone too; the interrupt is what gets reported
+        log.warning("could not cancel the job in its runner (%s): stop it there", exc)
+        return
+    log.warning("asked the runner to cancel the job: it stops before its next bundle")
 
 
 def live_metrics(result) -> bool:

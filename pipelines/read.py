@@ -57,7 +57,6 @@ def run(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="corpusforge read", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser)
     args, beam_args = split_job_args(parser, argv)
-    storage.configure(beam_args)  # S3 endpoint and credentials, GCP project: for the launcher's own reads
     files = expand_inputs(args.input, base=args.base_url, max_files=args.max_files, allow_any_manifest_path=args.allow_any_manifest_path)
     log.info("reading %d file(s) into %s on %s", len(files), args.output, args.engine)
     if args.engine == "spark":

@@ -293,7 +293,6 @@ def run(argv: list[str] | None = None) -> dict:
     add_arguments(parser)
     args, beam_args = split_job_args(parser, argv)
     check_arguments(args)
-    storage.configure(beam_args)
     files = shard_files(args.input)
     begin_job(args.output, "tokenize", args.overwrite)
     tokenizer = prepare_tokenizer(args, files)

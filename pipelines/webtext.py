@@ -415,7 +415,6 @@ def run(argv: list[str] | None = None) -> dict:
             require_punkt()
         except Exception as exc:
             raise InputError(str(exc)) from exc
-    storage.configure(beam_args)  # S3 endpoint and credentials, GCP project: for the launcher's own reads
     dumps = expand_inputs(args.submissions, kind=SUBMISSION_DUMPS)
     crawl_files: list[str] = []
     if args.pages == "crawl":

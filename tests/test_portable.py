@@ -1,0 +1,123 @@
+"""The PortableRunner's job server and worker pool (``pipelines.portable``) as real processes:
+the pool reaps the workers of a finished job, a launcher stopped with SIGTERM cancels its job
+in the job server, and a worker killed under a running job is reported in one line.
+
+Each test starts its own job server and worker pool (separate processes on free ports) and
+runs ``corpusforge c4`` as a separate launcher process against them.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from test_object_store import free_port, listening, start, stop, wait_for
+
+ROOT = Path(__file__).resolve().parents[1]
+HANG_GUARD_S = 300  # a launcher still running after this is a hang, not a slow run
+
+
+def children(pid: int) -> dict[int, str]:
+    """The child processes of ``pid``: pid -> state letter (``Z`` for a zombie)."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        if int(fields[1]) == pid:
+            found[int(entry)] = fields[0]
+    return found
+
+
+@pytest.fixture
+def services(tmp_path):
+    pool_port, job_port = free_port(), free_port()
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    pool = start([sys.executable, "-m", "pipelines.portable", "worker-pool", "--port", str(pool_port)], tmp_path / "pool.log", env)
+    jobs = start([sys.executable, "-m", "pipelines.portable", "job-server", "--port", str(job_port)], tmp_path / "jobs.log", env)
+    try:
+        wait_for(lambda: listening(pool_port) and listening(job_port), "job server and worker pool")
+        yield {"pool": pool, "pool_log": tmp_path / "pool.log", "jobs_log": tmp_path / "jobs.log",
+               "options": ["--runner", "PortableRunner", "--job_endpoint", f"localhost:{job_port}", "--environment_type",
+                           "EXTERNAL", "--environment_config", f"localhost:{pool_port}", "--direct_num_workers", "2"]}
+    finally:
+        stop(jobs)
+        stop(pool)
+
+
+@pytest.fixture(scope="module")
+def crawl(tmp_path_factory):
+    from samplecrawl.crawl import write_sample_crawl
+
+    return write_sample_crawl(tmp_path_factory.mktemp("crawl"), seed=0, pages=600)
+
+
+def launch(crawl, real_data, out: Path, services) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.Popen([sys.executable, "-m", "pipelines.cli", "-q", "c4", "--input", *crawl.wet_paths, "--output", str(out),
+                             "--badwords", str(real_data / "badwords" / "en"), "--num_shards", "2", *services["options"]],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def job_running(services) -> bool:
+    return "SDK worker(s)" in services["jobs_log"].read_text(errors="replace")
+
+
+def test_the_pool_reaps_the_workers_of_a_finished_job(services, crawl, real_data, tmp_path):
+    launcher = launch(crawl, real_data, tmp_path / "c4", services)
+    _, stderr = launcher.communicate(timeout=HANG_GUARD_S)
+    assert launcher.returncode == 0, stderr[-3000:]
+    assert (tmp_path / "c4" / "_SUCCESS").exists()
+    assert "--id=worker_1" in services["pool_log"].read_text(errors="replace")  # two workers ran
+    pool = services["pool"].pid
+    try:
+        wait_for(lambda: not children(pool), "the pool to reap its workers", timeout=60)
+    except TimeoutError:
+        pass
+    assert children(pool) == {}, f"left behind: {children(pool)}"
+
+
+def test_sigterm_to_the_launcher_cancels_its_job_in_the_job_server(services, crawl, real_data, tmp_path):
+    out = tmp_path / "c4"
+    launcher = launch(crawl, real_data, out, services)
+    wait_for(lambda: job_running(services), "the job to start", timeout=HANG_GUARD_S)
+    launcher.send_signal(signal.SIGTERM)
+    _, stderr = launcher.communicate(timeout=HANG_GUARD_S)
+    assert launcher.returncode == 130, stderr[-3000:]
+    assert "asked the runner to cancel the job" in stderr and "Traceback" not in stderr
+    wait_for(lambda: "cancelled by its launcher" in services["jobs_log"].read_text(errors="replace"),
+             "the job server to cancel the job", timeout=HANG_GUARD_S)
+    assert not (out / "_SUCCESS").exists()
+    assert not list(out.glob("c4-train.*"))  # the job stopped before writing its shards
+
+
+def test_a_worker_killed_under_a_running_job_is_reported_in_one_line(services, crawl, real_data, tmp_path):
+    out = tmp_path / "c4"
+    launcher = launch(crawl, real_data, out, services)
+    pool = services["pool"].pid
+
+    def processing() -> bool:  # the workers run bundles: pages are being staged under _temporary/
+        staged = [p for p in (out / "_temporary").rglob("*") if p.is_file() and p.name != "job.json"]
+        return bool(staged) and bool(children(pool))
+
+    wait_for(processing, "the job's workers to process bundles", timeout=HANG_GUARD_S)
+    victim = sorted(children(pool))[0]
+    os.kill(victim, signal.SIGKILL)
+    _, stderr = launcher.communicate(timeout=HANG_GUARD_S)
+    assert launcher.returncode == 1
+    errors = [line for line in stderr.splitlines() if " ERROR " in line]
+    assert len(errors) == 1 and "a worker of the job died" in errors[0] and "--overwrite" in errors[0], errors
+    assert "Traceback" not in stderr
+    wait_for(lambda: f"(pid {victim}) was killed by SIGKILL" in services["pool_log"].read_text(errors="replace"),
+             "the pool's report", timeout=30)
+    assert not (out / "_SUCCESS").exists()
+    assert victim not in children(pool)
