@@ -3,6 +3,7 @@ determinism across workers, bad input, punkt missing, stats.json and the summary
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import json
 import os
@@ -15,6 +16,7 @@ import pytest
 import tldextract
 
 from c4_reference import run_reference
+from corpus import c4
 from corpus.shards import find_shards, read_documents
 from pipelines import c4 as c4_pipeline
 from pipelines.c4 import registered_domain_parts
@@ -282,3 +284,25 @@ def test_crawl_id_reads_its_manifest_from_a_mirror_and_max_files_takes_the_first
     assert stats["files"] == 2 and stats["counters"]["split-wet-file"]["wet-file"] == 2
     with pytest.raises(c4_pipeline.InputError, match="crawl id"):
         c4_pipeline.run(["--crawl", "2019", "--output", str(tmp_path / "bad")])
+
+
+def test_webtextlike_without_a_source_reads_the_references_crawls_and_other_variants_need_one(tmp_path, capsys):
+    mirror = tmp_path / "mirror"
+    for crawl in c4.OPENWEBTEXT_CRAWLS:
+        folder = mirror / "crawl-data" / crawl
+        folder.mkdir(parents=True)
+        with gzip.open(folder / "wet.paths.gz", "wt") as f:
+            f.write(f"crawl-data/{crawl}/segments/1/wet/{crawl}-00000.warc.wet.gz\n")
+    parser = argparse.ArgumentParser()
+    c4_pipeline.add_arguments(parser)
+    args = parser.parse_args(["--variant", "webtextlike", "--base_url", str(mirror), "--output", str(tmp_path / "out")])
+    c4_pipeline.check_source(parser, args)
+    files = c4_pipeline.input_files(args)
+    assert [Path(f).name for f in files] == [f"{crawl}-00000.warc.wet.gz" for crawl in c4.OPENWEBTEXT_CRAWLS]
+    args = parser.parse_args(["--variant", "webtextlike", "--crawl", "CC-MAIN-2019-18", "--base_url", str(mirror), "--output", "o"])
+    c4_pipeline.check_source(parser, args)
+    assert args.crawl == ["CC-MAIN-2019-18"]
+    with pytest.raises(SystemExit) as stop:
+        c4_pipeline.run(["--output", str(tmp_path / "en")])
+    assert stop.value.code == 2 and "one of the arguments --input --crawl is required" in capsys.readouterr().err
+    assert not (tmp_path / "en").exists()
