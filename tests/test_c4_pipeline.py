@@ -45,7 +45,7 @@ def assert_same_as_reference(ours: dict, out: Path, reference: tuple) -> None:
     for namespace in REFERENCE_NAMESPACES:
         mine, theirs = dict(ours["counters"].get(namespace, {})), dict(ref_counters.get(namespace, {}))
         if namespace == "duplicate-url-filter":
-            # The one intentional difference (README): the reference's select_newest_page is a
+            # The one intentional difference (docs/c4.md): the reference's select_newest_page is a
             # CombineFn callable that Beam calls once per combine phase, so its "passed" grows
             # with the runner's combiner lifting. "filtered" is exact in both; ours counts
             # "passed" once per distinct normalised URL.
