@@ -14,6 +14,8 @@ from dedup.ngrams import DEFAULT, ngram_hashes
 from pipelines import audit
 from pipelines import c4 as c4_pipeline
 
+pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`
+
 
 @pytest.fixture(scope="module")
 def corpus(sample_crawl, real_data, tmp_path_factory):

@@ -21,6 +21,8 @@ from corpus.shards import find_shards, read_documents
 from pipelines import c4 as c4_pipeline
 from pipelines.c4 import registered_domain_parts
 
+pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`
+
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE_NAMESPACES = ("split-wet-file", "too-long-filter", "realnews-domain-filter", "duplicate-url-filter", "webtextlike-filter",
                         "clean-page", "dedupe-lines", "english-filter", "badwords-filter", "badwords-filter-en", "train", "validation")

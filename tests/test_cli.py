@@ -12,6 +12,8 @@ import pytest
 from corpus.records import Document
 from corpus.shards import write_shards
 
+pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`
+
 
 def corpusforge(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     result = subprocess.run([sys.executable, "-m", "pipelines.cli", *args], capture_output=True, text=True, timeout=300)

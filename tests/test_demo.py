@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from corpus.records import Document, HtmlPage, ReadError
 from corpus.shards import read_documents
 from corpus.warc import read_archive
 from pipelines.demo import run_demo
+
+pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`
 
 
 def test_demo_builds_every_output(tmp_path, capsys):

@@ -100,6 +100,7 @@ def test_the_pages_quote_commands_of_every_recipe():
             "eval", "demo"} <= quoted
 
 
+@pytest.mark.pipeline
 def test_quoted_commands_name_real_subcommands_and_options(help_texts):
     listed = set(re.findall(r"^    (\w+)", help_texts["-"].split("COMMAND")[-1], re.M))
     problems = []

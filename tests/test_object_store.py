@@ -25,6 +25,8 @@ from common import memfs, storage
 from corpus.shards import find_shards, read_documents
 from pipelines import audit, c4 as c4_pipeline, cli, read as read_pipeline, sources, tokenize, webtext
 
+pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`
+
 ROOT = Path(__file__).resolve().parents[1]
 BUCKET = "corpusforge-ci"
 WET_FILES = ("warc/ccscalatools/filter_test_1.wet.gz", "warc/whirlwind/whirlwind.warc.wet.gz")

@@ -24,6 +24,8 @@ import pytest
 
 from pipelines.options import WORKER_EXTRAS_FILE, build_worker_package, construction_check_options, stage_setup_file
 
+pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("corpus", "dedup", "pipelines", "model")
 MODEL_LIBRARIES = {"torch", "tokenizers", "tiktoken", "safetensors"}  # requirements-model.txt

@@ -13,6 +13,8 @@ from corpus.shards import read_documents
 from corpus.warc import ReadStats, read_archive
 from pipelines.read import run
 
+pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`
+
 
 def copy_inputs(real_data: Path, tmp_path: Path) -> Path:
     """Real WET files, good and damaged, in one input folder."""

@@ -14,6 +14,8 @@ from corpus.shards import read_documents, shard_index
 from pipelines import c4 as c4_pipeline
 from pipelines import read as read_pipeline
 
+pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`
+
 
 @pytest.fixture(scope="module")
 def c4_folder(sample_crawl, real_data, tmp_path_factory):

@@ -352,6 +352,7 @@ def staged_documents():
     ("runs", 2_000, None),  # many runs a shard, merged by their decoded sort key
     ("shuffle", None, 3_000),  # md5(url) parts through the shuffle
 ])
+@pytest.mark.pipeline
 def test_beam_shards_are_the_bytes_of_the_plain_writer(tmp_path, monkeypatch, sort, run_bytes, part_bytes):
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions

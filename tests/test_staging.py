@@ -10,6 +10,8 @@ from apache_beam.testing.util import assert_that, equal_to
 from common import storage
 from pipelines.staging import LoadStaged, Stage, StagingError, read_staged, stage_folder
 
+pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`
+
 ROWS = [{"url": f"https://example.com/{i}", "text": "line\n" * (i % 7)} for i in range(40)]
 
 

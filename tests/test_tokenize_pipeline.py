@@ -20,6 +20,8 @@ from model.tokenizer import BPETokenizer
 from model.tokens import find_token_shards, read_token_shard
 from pipelines import tokenize
 
+pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`
+
 WORDS = ["the", "cat", "sat", "on", "a", "mat", "don't", "it's", "日本語", "café", "😀", "1998", "and", "\n", "  "]
 
 

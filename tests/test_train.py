@@ -338,6 +338,7 @@ def test_compile_and_ddp_prefixes_never_reach_the_file(tmp_path):
 
 # ---------------------------------------------------------------- the command line, export, sampling
 
+@pytest.mark.pipeline
 def test_cli_trains_resumes_samples_and_exports(text_data, tmp_path, caplog, capsys):
     from model.sample import main as sample_main
     from model.train import main as train_main
@@ -376,6 +377,7 @@ def test_cli_trains_resumes_samples_and_exports(text_data, tmp_path, caplog, cap
     assert "no usable checkpoint" in caplog.text and "1,000 bytes, but" in caplog.text and "truncated or replaced" in caplog.text
 
 
+@pytest.mark.pipeline
 def test_torchrun_ranks_share_the_batch_like_one_process_with_accumulation(pattern_data, tmp_path):
     """Two gloo processes, one micro-batch each, read exactly one process's two micro-batches."""
     single = train(tiny_config(pattern_data, tmp_path / "one", max_steps=4, warmup_steps=1, ckpt_interval=4))

@@ -24,6 +24,8 @@ from dedup import minhash
 from corpus.urls import url_key
 from pipelines import webtext as webtext_pipeline
 
+pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`
+
 
 def paragraphs(real_data: Path, count: int) -> list[str]:
     """Long English paragraphs of WikiText-2 (real text, used here as ordinary articles)."""
