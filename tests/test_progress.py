@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from apache_beam.metrics.execution import MetricKey, MetricResult
 from apache_beam.metrics.metricbase import MetricName
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -49,8 +51,6 @@ def test_the_tally_counts_files_and_records_in_steps():
 
 
 def test_filtered_stderr_drops_worker_start_up_lines_and_keeps_the_rest(capfd):
-    import os
-
     with progress.filtered_stderr():
         os.write(2, b"INFO:__main__:Logging handler created.\nreal problem: disk full\n")
         os.write(2, b"WARNING:root:apitools not found, and bigquery ...\nlast line without newline")

@@ -4,6 +4,7 @@ the keyed step, and the counter table's shares computed within a unit."""
 from __future__ import annotations
 
 import apache_beam as beam
+import pytest
 from apache_beam.testing.util import assert_that, equal_to
 
 from common.decision import LINES, OTHER, PAGES, Decision
