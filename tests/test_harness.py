@@ -81,6 +81,7 @@ def cli_run(tiny_model, lambada_file, training_shards, real_data, tmp_path_facto
     return result, out
 
 
+@pytest.mark.pipeline
 def test_cli_eval_writes_the_three_reports(cli_run):
     result, out = cli_run
     assert result.returncode == 0, result.stderr[-3000:]
@@ -101,6 +102,7 @@ def test_cli_eval_writes_the_three_reports(cli_run):
     assert "## lambada" in md and "## ptb" in md
 
 
+@pytest.mark.pipeline
 def test_report_numbers_are_compute_metric_of_the_saved_scores(cli_run):
     _, out = cli_run
     doc = json.loads((out / "report.json").read_text(encoding="utf-8"))
