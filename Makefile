@@ -17,7 +17,7 @@ ifneq ($(wildcard $(DATA)),)
 export CORPUSFORGE_TEST_DATA ?= $(DATA)
 endif
 
-.PHONY: demo test install bench clean
+.PHONY: demo test test-fast install bench clean
 
 $(STAMP): pyproject.toml $(REQUIREMENTS)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -30,8 +30,13 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/corpusforge demo --out $(DEMO_OUT)
 
+# The whole suite (what CI runs), on every core: pytest-xdist, one worker per core.
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto
+
+# Unit tests only: no Beam or Spark job, no demo, no CLI subprocess (markers in pyproject.toml).
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -n auto -m "not pipeline and not slow"
 
 bench: $(STAMP)
 	$(PY) benchmarks/read_warc.py

@@ -28,8 +28,10 @@ from corpus.urls import normalize_url, url_hash_int
 # --- constants (TFDS c4 3.1.0 unless noted) ---------------------------------------------
 DEFAULT_CRAWL = "CC-MAIN-2019-18"  # c4.py DEFAULT_CC_VERSION, the crawl of the released c4/en
 CRAWL_MANIFEST_PATH = "crawl-data/{crawl}/{kind}.paths.gz"  # c4.py: <Common Crawl host>/crawl-data/CC-MAIN-<v>/wet.paths.gz
-OPENWEBTEXT_CRAWLS = ("CC-MAIN-2019-18", "CC-MAIN-2019-30", "CC-MAIN-2019-35", "CC-MAIN-2019-39",
-                      "CC-MAIN-2019-43", "CC-MAIN-2019-47", "CC-MAIN-2019-51")  # c4.py OPENWEBTEXT_CC_VERSIONS
+OPENWEBTEXT_CRAWLS = (  # c4.py OPENWEBTEXT_CC_VERSIONS, its order: the 12 crawls of August 2018 - July 2019
+    "CC-MAIN-2019-18", "CC-MAIN-2019-30", "CC-MAIN-2019-26", "CC-MAIN-2019-22", "CC-MAIN-2019-13", "CC-MAIN-2019-09",
+    "CC-MAIN-2019-04", "CC-MAIN-2018-51", "CC-MAIN-2018-47", "CC-MAIN-2018-43", "CC-MAIN-2018-39", "CC-MAIN-2018-34",
+)  # read by `c4 --variant webtextlike` when neither --crawl nor --input is given
 KNOWN_CORRUPT_WET_FILES = frozenset({  # c4.py _KNOWN_CORRUPT_WET_FILES (raise UnicodeDecodeError)
     "crawl-data/CC-MAIN-2017-13/segments/1490218203536.73/wet/"
     "CC-MAIN-20170322213003-00052-ip-10-233-31-227.ec2.internal.warc.wet.gz",

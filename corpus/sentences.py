@@ -24,7 +24,6 @@ PUNKT_INSTALL_HINT = (
     f"    {PUNKT_INSTALL_COMMAND}\n"
     "or point NLTK_DATA at a folder that holds tokenizers/punkt_tab/english/."
 )
-_SENTENCE_END_CHARS = frozenset(".?!")  # punkt's candidate sentence ends (PunktLanguageVars.sent_end_chars)
 _LINE_CACHE_SIZE = 1 << 16
 
 # Packages that NLTK's package import pulls in for features punkt never uses (collocation

@@ -33,8 +33,6 @@ from common.storage import write_atomically
 
 REQUIRED_KEYS = ("name", "n", "unique_ngrams", "unique_found", "percent_found", "token_weighted_percent",
                  "examples", "dirty_examples", "clean_examples", "longest_run", "fp_evidence")
-FP_KEYS = ("estimated_fp_rate", "empirical_found", "empirical_queries", "empirical_upper_95")
-EXAMPLE_KEYS = ("id", "ngrams", "found", "fraction", "dirty", "longest_run")
 JSON_FORMAT = "corpusforge-contamination-report"
 JSON_VERSION = 1
 MISSING = "–"

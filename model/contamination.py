@@ -69,7 +69,6 @@ DEFAULT_FP_QUERIES = 1_000_000  # GPT-2 section 4 checked its filters with 1M ge
 BUCKETS = (("0", -1.0, 0.0), ("(0, 0.25]", 0.0, 0.25), ("(0.25, 0.5]", 0.25, 0.5),
            ("(0.5, 0.75]", 0.5, 0.75), ("(0.75, 1]", 0.75, 1.0))
 _BOOTSTRAP_CHUNK = 1 << 22  # resampled example indices drawn at once (32 MiB of int64)
-SOURCE_KINDS = ("exact", "bloom", "audit")
 
 
 class ContaminationError(ValueError):

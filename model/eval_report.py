@@ -170,14 +170,14 @@ def _settings_line(document: dict) -> str:
 def result_rows(entry: dict) -> tuple[list[str], list[list[str]]]:
     """The per-benchmark table: metric, all, clean, dirty, clean vs all, and the paper's number."""
     reference = entry.get("reference") or {}
-    header = ["metric", "all", "clean", "dirty", "clean vs all"]
+    header = ["metric", *SUBSETS, "clean vs all"]
     if reference:
         header.append(reference.get("label", "reference"))
     rows = []
     for result in entry["results"]:
         metric = result["metric"]
-        row = [metric_label(metric), fmt_subset(metric, result["all"]), fmt_subset(metric, result.get("clean")),
-               fmt_subset(metric, result.get("dirty")), fmt_relative(result.get("relative_difference"))]
+        row = [metric_label(metric), *(fmt_subset(metric, result.get(subset)) for subset in SUBSETS),
+               fmt_relative(result.get("relative_difference"))]
         if reference:
             row.append(fmt_value(metric, (reference.get("values") or {}).get(metric)))
         rows.append(row)
@@ -244,12 +244,12 @@ def _dirty_preview(entry: dict, top: int = 10) -> list[str]:
 
 def format_summary(document: dict) -> str:
     """The one-screen table the command prints (columns as wide as their widest cell)."""
-    rows = [["benchmark", "metric", "all", "clean", "dirty", "clean vs all"]]
+    rows = [["benchmark", "metric", *SUBSETS, "clean vs all"]]
     for entry in document["benchmarks"]:
         for result in entry["results"]:
             metric = result["metric"]
-            rows.append([entry["name"], metric, fmt_subset(metric, result["all"]), fmt_subset(metric, result.get("clean")),
-                         fmt_subset(metric, result.get("dirty")), fmt_relative(result.get("relative_difference"))])
+            rows.append([entry["name"], metric, *(fmt_subset(metric, result.get(subset)) for subset in SUBSETS),
+                         fmt_relative(result.get("relative_difference"))])
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = [_title(document), _training_line(document)]
     for row in rows:

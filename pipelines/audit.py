@@ -38,6 +38,7 @@ from dedup.bloom import BloomFileError, BloomFilter, ngram_meta, split_by_part
 from dedup.decontaminate import GPT3_MARGIN, GPT3_MAX_SPLITS, GPT3_MIN_PIECE, decontaminate, match_documents
 from dedup.ngrams import NgramConfig, ngram_hashes
 from dedup.partitioned import FILTER_MANIFEST, PartitionedBloom, corpus_fingerprint, part_capacity, part_path, write_filter_manifest
+from dedup.overlap import GPT3_MAX_DOC_COUNT
 from dedup.report import render_html, render_json, render_markdown
 from pipelines import progress
 from pipelines.options import add_overwrite_argument, non_negative_int, open_probability, positive_int, power_of_two, split_job_args, stage_setup_file, unit_fraction
@@ -189,7 +190,7 @@ def run_audit(argv: list[str] | None = None) -> dict:
     parser.add_argument("--seed", type=non_negative_int, default=0, help="Bloom hash seed")
     parser.add_argument("--fp_queries", type=non_negative_int, default=1_000_000, help="random never-added keys queried for the empirical FP rate (paper: 1M)")
     parser.add_argument("--dirty_threshold", type=unit_fraction, default=0.0, help="an example is dirty when this share of its n-grams is found (0: any)")
-    parser.add_argument("--max_doc_count", type=positive_int, default=None, help="ignore n-grams found in more training documents (GPT-3: 10)")
+    parser.add_argument("--max_doc_count", type=positive_int, default=None, help=f"ignore n-grams found in more training documents (GPT-3: {GPT3_MAX_DOC_COUNT})")
     parser.add_argument("--own_train", nargs="*", default=[], metavar="NAME=SPEC", help="a benchmark's own training split, for Table 6's first row")
     parser.add_argument("--corpus_name", default="training corpus", help="the corpus's name in the reports")
     args, beam_args = split_job_args(parser, argv)

@@ -213,23 +213,25 @@ def build(pipeline: beam.Pipeline, files: list[str], args: argparse.Namespace, r
         deduped = pages | f"6 Dedupe {args.dedup}" >> DedupeText(args.dedup, floor, out_dir=args.output)
         run_step.add(deduped.examples)
         pages = deduped.pages
-    pages = run_step(pages, "8 langdetect en", c4.ENGLISH_FILTER,
+    pages = run_step(pages, "7 langdetect en", c4.ENGLISH_FILTER,
                      functools.partial(c4.detect_english, detect_langs=LANGDETECT[args.langdetect], detection_error=langid.LanguageDetectionError))
     if variant.badwords:
         pages = run_step(pages, "9 Bad words", BADWORDS_NAMESPACES,
                          functools.partial(c4.badwords_filter, matcher=resources["badwords"]))
-    splits = pages | "10 Split by md5(url)" >> beam.Partition(c4.split_index, len(c4.SPLITS))
+    splits = pages | "9 Split by md5(url)" >> beam.Partition(c4.split_index, len(c4.SPLITS))
     for index, (split, num_shards) in enumerate(zip(c4.SPLITS, (args.num_shards, args.num_validation_shards))):
-        docs = run_step(splits[index], f"10 {split} documents", split, c4.to_document)
+        docs = run_step(splits[index], f"9 {split} documents", split, c4.to_document)
         docs | f"Write {split}" >> WriteShards(args.output, formats=args.format, name="c4", split=split, num_shards=num_shards)
     read.errors | "Write errors" >> WriteErrors(args.output)
     return {"examples": run_step.write_examples(args.output)}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    source = parser.add_mutually_exclusive_group(required=True)
+    source = parser.add_mutually_exclusive_group()  # one is required, but webtextlike has a default (check_source)
     source.add_argument("--input", nargs="+", help="WET/WARC files, globs, folders, *.paths.gz manifests or URLs")
-    source.add_argument("--crawl", nargs="+", help=f"Common Crawl crawl id(s), e.g. {c4.DEFAULT_CRAWL}: expands to its wet.paths.gz")
+    source.add_argument("--crawl", nargs="+", help=f"Common Crawl crawl id(s), e.g. {c4.DEFAULT_CRAWL}: expands to its wet.paths.gz "
+                                                   f"(webtextlike without --input: the reference's {len(c4.OPENWEBTEXT_CRAWLS)} crawls, "
+                                                   f"{c4.OPENWEBTEXT_CRAWLS[-1]} to {c4.OPENWEBTEXT_CRAWLS[1]})")
     parser.add_argument("--output", required=True, help="output folder")
     add_overwrite_argument(parser)
     parser.add_argument("--variant", choices=sorted(c4.VARIANTS), default="en", help="C4 variant (default en)")
@@ -249,6 +251,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--extract_timeout", type=positive_float, default=10.0, help="WARC input: seconds allowed per page for trafilatura")
     add_max_record_bytes(parser)
     add_engine_arguments(parser)
+
+
+def check_source(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """--input or --crawl is required (usage error, exit 2), except for webtextlike, whose
+    crawls default to the reference's OpenWebText crawls (TFDS ``OPENWEBTEXT_CC_VERSIONS``)."""
+    if args.input or args.crawl:
+        return
+    if not c4.VARIANTS[args.variant].webtextlike:
+        parser.error("one of the arguments --input --crawl is required")
+    args.crawl = list(c4.OPENWEBTEXT_CRAWLS)
 
 
 def input_files(args: argparse.Namespace) -> list[str]:
@@ -293,6 +305,7 @@ def run(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="corpusforge c4", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser)
     args, beam_args = split_job_args(parser, argv)
+    check_source(parser, args)
     try:
         require_punkt()  # before any input is read
     except Exception as exc:

@@ -57,7 +57,7 @@ from common.decision import DOCUMENTS, OTHER
 from corpus.inputs import InputError
 from corpus.shards import first_texts, nonempty_text, read_texts, shard_files
 from model.tokenizer import BPETokenizer, TokenizerFileError, text_bytes, train_tokenizer
-from model.tokens import MAX_TOKEN_ID, find_token_shards, shard_name, write_token_shard
+from model.tokens import DEFAULT_SHARD_TOKENS, MAX_TOKEN_ID, find_token_shards, shard_name, write_token_shard
 from pipelines import progress
 from pipelines.options import add_overwrite_argument, non_negative_int, positive_int, split_job_args, stage_setup_file, unit_fraction
 from pipelines.jobs import begin_job, counters_of, error_examples, finish_job, write_json
@@ -212,7 +212,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     val = parser.add_mutually_exclusive_group()
     val.add_argument("--val_fraction", type=unit_fraction, default=None, help=f"share of documents for validation, by digest (default {DEFAULT_VAL_FRACTION})")
     val.add_argument("--val_docs", type=non_negative_int, default=None, help="exactly this many validation documents (the smallest digests)")
-    parser.add_argument("--shard_tokens", type=positive_int, default=100_000_000, help="tokens per shard (llm.c: 100M)")
+    parser.add_argument("--shard_tokens", type=positive_int, default=DEFAULT_SHARD_TOKENS, help="tokens per shard (llm.c: 100M)")
     parser.add_argument("--prefix", default="corpus", help="shard name prefix: <prefix>_<split>_<i:06d>.bin")
     parser.add_argument("--field", default="text", help="the JSON field / Parquet column holding the text")
     parser.add_argument("--buckets", type=positive_int, default=None, help="digest ranges sorted in parallel (default: one per 64 MB of input)")

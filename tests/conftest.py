@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from corpus.sentences import PunktMissingError, require_punkt
+from samplecrawl.crawl import write_sample_crawl
+
 DATA_ENV = "CORPUSFORGE_TEST_DATA"
 
 
@@ -23,8 +26,6 @@ def real_data() -> Path:
 
 
 def _punkt_installed() -> bool:
-    from corpus.sentences import PunktMissingError, require_punkt
-
     try:
         require_punkt()
     except PunktMissingError:
@@ -52,6 +53,4 @@ def pytest_runtest_makereport(item, call):
 @pytest.fixture(scope="session")
 def sample_crawl(tmp_path_factory):
     """The bundled sample crawl (seed 0), generated once per test session."""
-    from samplecrawl.crawl import write_sample_crawl
-
     return write_sample_crawl(tmp_path_factory.mktemp("sample-crawl"), seed=0)

@@ -8,11 +8,12 @@ import json
 import pytest
 
 from corpus.records import Document
-from corpus.shards import read_documents, shard_files, write_shard
+from corpus.shards import read_documents, shard_files, shard_split, write_shard
 from dedup.benchmark_sets import load_benchmark
 from dedup.ngrams import DEFAULT, ngram_hashes
-from pipelines import audit
-from pipelines import c4 as c4_pipeline
+from pipelines import audit, c4 as c4_pipeline
+
+pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`
 
 
 @pytest.fixture(scope="module")
@@ -140,8 +141,6 @@ def test_decontaminate_keeps_train_and_validation_apart(corpus, tmp_path):
 
 
 def test_shard_split_reads_the_split_from_a_shard_name():
-    from corpus.shards import shard_split
-
     assert shard_split("gs://b/c4/c4-validation.00003-of-01024.json.gz") == "validation"
     assert shard_split("webtext-train.00000-of-00001.parquet") == "train"
     assert shard_split("my-corpus.jsonl") is None

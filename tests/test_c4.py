@@ -68,6 +68,17 @@ def test_crawl_id_expands_to_its_manifest():
         c4.crawl_manifest_url("2019")
 
 
+# TFDS c4 3.1.0 c4.py OPENWEBTEXT_CC_VERSIONS ("August 2018 - July 2019"), written out here to check ours against
+TFDS_OPENWEBTEXT_CC_VERSIONS = ("2019-18", "2019-30", "2019-26", "2019-22", "2019-13", "2019-09", "2019-04",
+                                "2018-51", "2018-47", "2018-43", "2018-39", "2018-34")
+
+
+def test_openwebtext_crawls_are_the_references_twelve():
+    assert c4.OPENWEBTEXT_CRAWLS == tuple(f"CC-MAIN-{v}" for v in TFDS_OPENWEBTEXT_CC_VERSIONS)
+    assert len(set(c4.OPENWEBTEXT_CRAWLS)) == 12
+    assert min(c4.OPENWEBTEXT_CRAWLS) == "CC-MAIN-2018-34" and max(c4.OPENWEBTEXT_CRAWLS) == "CC-MAIN-2019-30"
+
+
 def test_wet_page_problems_in_reference_order():
     assert c4.wet_page_problem("", "", "") == "filtered:no_url"
     assert c4.wet_page_problem("http://a", "", "") == "filtered:no_content"

@@ -3,6 +3,7 @@ determinism across workers, bad input, punkt missing, stats.json and the summary
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import json
 import os
@@ -15,9 +16,12 @@ import pytest
 import tldextract
 
 from c4_reference import run_reference
+from corpus import c4
 from corpus.shards import find_shards, read_documents
 from pipelines import c4 as c4_pipeline
 from pipelines.c4 import registered_domain_parts
+
+pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`
 
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE_NAMESPACES = ("split-wet-file", "too-long-filter", "realnews-domain-filter", "duplicate-url-filter", "webtextlike-filter",
@@ -43,7 +47,7 @@ def assert_same_as_reference(ours: dict, out: Path, reference: tuple) -> None:
     for namespace in REFERENCE_NAMESPACES:
         mine, theirs = dict(ours["counters"].get(namespace, {})), dict(ref_counters.get(namespace, {}))
         if namespace == "duplicate-url-filter":
-            # The one intentional difference (README): the reference's select_newest_page is a
+            # The one intentional difference (docs/c4.md): the reference's select_newest_page is a
             # CombineFn callable that Beam calls once per combine phase, so its "passed" grows
             # with the runner's combiner lifting. "filtered" is exact in both; ours counts
             # "passed" once per distinct normalised URL.
@@ -314,3 +318,25 @@ def test_a_full_disk_ends_the_c4_job_with_one_line_and_commits_nothing(tmp_path,
         (line,) = error_lines(done.stderr)
         assert f"{out}: {disk.reason} (" in line and "Nothing partial was committed" in line
         assert "Traceback" not in done.stderr and not (out / "_SUCCESS").exists()
+
+
+def test_webtextlike_without_a_source_reads_the_references_crawls_and_other_variants_need_one(tmp_path, capsys):
+    mirror = tmp_path / "mirror"
+    for crawl in c4.OPENWEBTEXT_CRAWLS:
+        folder = mirror / "crawl-data" / crawl
+        folder.mkdir(parents=True)
+        with gzip.open(folder / "wet.paths.gz", "wt") as f:
+            f.write(f"crawl-data/{crawl}/segments/1/wet/{crawl}-00000.warc.wet.gz\n")
+    parser = argparse.ArgumentParser()
+    c4_pipeline.add_arguments(parser)
+    args = parser.parse_args(["--variant", "webtextlike", "--base_url", str(mirror), "--output", str(tmp_path / "out")])
+    c4_pipeline.check_source(parser, args)
+    files = c4_pipeline.input_files(args)
+    assert [Path(f).name for f in files] == [f"{crawl}-00000.warc.wet.gz" for crawl in c4.OPENWEBTEXT_CRAWLS]
+    args = parser.parse_args(["--variant", "webtextlike", "--crawl", "CC-MAIN-2019-18", "--base_url", str(mirror), "--output", "o"])
+    c4_pipeline.check_source(parser, args)
+    assert args.crawl == ["CC-MAIN-2019-18"]
+    with pytest.raises(SystemExit) as stop:
+        c4_pipeline.run(["--output", str(tmp_path / "en")])
+    assert stop.value.code == 2 and "one of the arguments --input --crawl is required" in capsys.readouterr().err
+    assert not (tmp_path / "en").exists()

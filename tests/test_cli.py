@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+import gzip
 import json
+import os
 import re
+import shutil
 import subprocess
 import sys
+import types
 
 import pytest
+import torch
 
+from corpus.fetch import FetchConfig
 from corpus.records import Document
 from corpus.shards import write_shards
+from pipelines import audit, cli
+from pipelines.cli import fetch_parser
+
+pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`
 
 
 def corpusforge(*args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -34,10 +44,6 @@ def test_top_level_help_lists_only_working_commands():
 
 
 def test_finetune_hands_every_argument_after_it_to_model_finetune(monkeypatch):
-    import types
-
-    from pipelines import cli
-
     seen = []
     fake = types.ModuleType("model.finetune")
     fake.main = lambda argv: seen.append(list(argv)) or 3
@@ -47,9 +53,6 @@ def test_finetune_hands_every_argument_after_it_to_model_finetune(monkeypatch):
 
 
 def test_fetch_takes_underscore_options_and_the_old_dashed_spellings():
-    from corpus.fetch import FetchConfig
-    from pipelines.cli import fetch_parser
-
     parser = fetch_parser(FetchConfig())
     underscores = parser.parse_args(["links.txt", "--out", "o", "--allow_hosts", "127.0.0.1:8080", "--per_host_concurrency", "3",
                                      "--per_host_delay", "0", "--ignore_robots", "--no_resume"])
@@ -183,8 +186,6 @@ def test_webtext_never_fetches_the_internet_unless_asked(tmp_path):
 
 
 def test_repeated_benchmark_options_add_up():
-    from pipelines import audit
-
     parser = __import__("argparse").ArgumentParser()
     audit.add_common_arguments(parser)
     args = parser.parse_args(["--corpus", "c", "--output", "o", "--benchmark", "a:x", "--benchmark", "b:y", "c:z"])
@@ -252,7 +253,6 @@ def test_a_wet_gz_that_is_not_gzip_is_an_error_row_and_a_failing_exit(real_data,
 def test_a_beam_job_shows_progress_and_keeps_stderr_quiet(real_data, tmp_path):
     # The issue's case: 38 s of silence, then noise ("apitools not found", "Missing pipeline
     # option (runner)", one INFO line per shard). Off a terminal, progress is a periodic log line.
-    import os
 
     wet = [str(real_data / "warc/ccscalatools/filter_test_1.wet.gz"), str(real_data / "warc/whirlwind/whirlwind.warc.wet.gz")]
     env = {**os.environ, "CORPUSFORGE_PROGRESS_SECONDS": "0.2"}
@@ -295,8 +295,6 @@ def test_a_folder_in_two_formats_is_counted_and_tokenized_once(real_data, tmp_pa
 def test_the_readme_inspect_example_joins_the_manifest_to_base_url(real_data, tmp_path, monkeypatch):
     # The issue's case: `inspect crawl-data/CC-MAIN-2019-18/wet.paths.gz --base_url ...` crashed: the
     # manifest was never looked for under --base_url. A local mirror of the host stands in for it.
-    import gzip
-    import shutil
 
     mirror = tmp_path / "mirror"
     (mirror / "crawl-data/CC-MAIN-2019-18/segments/x/wet").mkdir(parents=True)
@@ -319,7 +317,6 @@ def test_stats_plot_into_a_folder_that_does_not_exist_yet(tmp_path):
 
 def test_cuda_on_a_cpu_only_torch_is_one_line(tmp_path):
     # The issue's case: `--device cuda` on a CPU-only torch gave a traceback.
-    import torch
 
     if torch.cuda.is_available():
         pytest.skip("checks the message on a machine without a GPU")
@@ -339,7 +336,6 @@ def test_audit_takes_benchmark_repeated_on_the_command_line(real_data, tmp_path)
 
 def test_the_punkt_message_names_this_python(tmp_path):
     # The issue's case: the hint said `python -c ...`, which is not the venv's python.
-    import os
 
     env = {k: v for k, v in os.environ.items() if k != "NLTK_DATA"}
     env["HOME"] = str(tmp_path)  # no ~/nltk_data either
@@ -351,7 +347,6 @@ def test_the_punkt_message_names_this_python(tmp_path):
 def test_c4_offline_without_a_cached_list_stops_before_any_work(real_data, tmp_path):
     # The issue's case: the default --badwords is a URL, which failed offline after the job began.
     # A proxy nobody listens on stands in for "no network".
-    import os
 
     env = {**os.environ, "CORPUSFORGE_CACHE": str(tmp_path / "cache"), "https_proxy": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9"}
     result = subprocess.run([sys.executable, "-m", "pipelines.cli", "c4", "--input", str(real_data / WET), "--output", str(tmp_path / "out")],

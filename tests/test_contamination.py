@@ -143,6 +143,7 @@ def test_bad_sources_say_what_is_wrong(lambada, tmp_path):
         mark_examples(lambada, truncated, progress=False)
 
 
+@pytest.mark.pipeline
 def test_audit_folder_is_reused_and_its_bloom_serves_other_benchmarks(lambada, planted_corpus, tmp_path):
     keep = sorted(set(PLANTED) | set(range(SUBSET)))
     subset = tmp_path / "lambada_subset.jsonl"
@@ -285,6 +286,7 @@ def test_bucket_edges():
         bucket_of(math.nan)
 
 
+@pytest.mark.pipeline
 @pytest.mark.parametrize("mode", ["exact", "bloom"])
 def test_the_audit_job_and_mark_benchmarks_share_one_core(lambada, planted_corpus, tmp_path, mode):
     """``corpusforge audit`` (Beam, one counter per shard, merged) and ``mark_benchmarks`` (one

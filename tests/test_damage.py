@@ -4,16 +4,21 @@ bounded whatever a header claims."""
 
 from __future__ import annotations
 
+import base64
 import gzip
+import hashlib
 import io
+import random
 import re
 import zlib
 
 import pytest
 
+import corpus.warc as warc
 from corpus.records import ReadError
-from corpus.warc import DECODED_TOO_LARGE, RECORD_TOO_LARGE, WRONG_LENGTH, ReadStats, iter_records, read_archive
-from damage import LENGTH_EDITS, Unseekable, damaged_variants, gzip_members, ids_in, intact_records_before, length_variants, with_member_replaced
+from corpus.warc import DECODED_TOO_LARGE, RECORD_TOO_LARGE, ReadStats, WRONG_LENGTH, digest_matches, iter_records, read_archive
+from damage import (LENGTH_EDITS, Unseekable, damaged_variants, gzip_members, ids_in, intact_records_before, length_variants,
+                    with_member_replaced)
 
 WET = "warc/ccscalatools/filter_test_1.wet.gz"  # one gzip stream for the whole file
 WARC = "warc/resiliparse/warcfile.warc.gz"  # one gzip member per record, 50 records
@@ -153,11 +158,7 @@ def test_verify_digest_counts_block_and_payload_digests(real_data, warc_bytes, t
 
 
 def test_digest_forms():
-    from corpus.warc import digest_matches
-
     data = b"corpusforge"
-    import base64
-    import hashlib
 
     sha1 = hashlib.sha1(data).digest()
     assert digest_matches("sha1:" + base64.b32encode(sha1).decode(), data) is True
@@ -171,10 +172,6 @@ def test_zlib_ng_reads_damage_exactly_as_zlib(monkeypatch, warc_bytes, wet_bytes
     """Gzip members are inflated with zlib-ng (pinned); where a damaged member breaks, what
     comes out before the bad byte, and every record and error after it, must be what zlib
     gives, or the recovery guarantees would depend on the inflater."""
-    import random
-
-    import corpus.warc as warc
-
     assert warc._inflate.__name__ == "zlib_ng.zlib_ng"  # the pinned inflater is the one in use
     rng = random.Random(11)
     variants = [damaged for _, damaged, _ in damaged_variants(warc_bytes, seed=3, count=12)]

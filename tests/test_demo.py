@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+
+import pytest
 
 from corpus.records import Document, HtmlPage, ReadError
 from corpus.shards import read_documents
 from corpus.warc import read_archive
+from model.tokenizer import BPETokenizer
+from model.tokens import find_token_shards, read_token_shard
 from pipelines.demo import run_demo
+
+pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`
 
 
 def test_demo_builds_every_output(tmp_path, capsys):
@@ -53,8 +62,6 @@ def test_demo_builds_every_output(tmp_path, capsys):
     assert result["decontaminated"]["counters"]["split"] + result["decontaminated"]["counters"].get("no_piece_left", 0) >= 1
 
     # 7-9: token shards of the C4 corpus, a tiny GPT-2 trained on them, evaluated all / clean / dirty
-    from model.tokenizer import BPETokenizer
-    from model.tokens import find_token_shards, read_token_shard
 
     meta = json.loads((tmp_path / "tokens" / "meta.json").read_text())
     tokenizer = BPETokenizer.load(tmp_path / "tokens" / "tokenizer")
@@ -107,9 +114,6 @@ def test_sample_crawl_reads_cleanly_with_languages_and_pages(sample_crawl):
 def test_demo_runs_the_c4_step_without_nltks_punkt_model(sample_crawl, tmp_path):
     # The issue's case: on a clone without ../shared, `make demo` stopped at step 4 (punkt). Without
     # the model the demo trains a punkt stand-in on its own pages and says so.
-    import os
-    import subprocess
-    import sys
 
     script = f"""
 import logging, sys

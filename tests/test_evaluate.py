@@ -8,11 +8,14 @@ import math
 import numpy as np
 import pytest
 import torch
+from transformers import GPT2Config, GPT2LMHeadModel
 
-from dedup.benchmark_sets import load_benchmark
-from model.evaluate import (STOPWORDS, TABLE3, TABLE3_COLUMNS, ScoringModel, cbt_prompt, evaluate_benchmark,
-                            example_offsets, split_last_word, wsc_option, wsc_prompts)
+from dedup.benchmark_sets import load_benchmark, load_wsc
+from model.detokenize import count_bytes, count_chars, count_words, detokenize, detokenizer_for
+from model.evaluate import (STOPWORDS, ScoringModel, TABLE3, TABLE3_COLUMNS, cbt_prompt, evaluate_benchmark, example_offsets,
+                            split_last_word, wsc_option, wsc_prompts)
 from model.gpt import GPT, GPTConfig
+from model.hf import hf_config_dict, to_hf_state_dict
 from model.scores import compute_metric
 from model.tokenizer import train_tokenizer
 
@@ -130,10 +133,6 @@ def test_stride_changes_only_the_context(tok):
 
 
 def test_gpt_hf_and_plain_logits_paths_agree(tok):
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    from model.hf import hf_config_dict, to_hf_state_dict
-
     model = tiny_gpt(tok, block_size=16)
     ids = tok.encode(" ".join(CORPUS[:2]))[:40]
     ours = ScoringModel(model, tok, batch_size=2).token_nlls(ids, stride=5)
@@ -190,8 +189,6 @@ WIKI = "".join(f" {line} \n" if line else " \n" for line in WIKI_LINES)  # the f
 
 
 def test_perplexity_examples_sum_to_the_whole_text(tok, tmp_path):
-    from model.detokenize import count_bytes, count_chars, count_words, detokenize, detokenizer_for
-
     path = tmp_path / "wiki.test.raw"
     path.write_text(WIKI, encoding="utf-8")
     bench = load_benchmark(f"wikitext2:{path}")
@@ -383,8 +380,6 @@ WSC_XML = """<?xml version="1.0" encoding="ISO-8859-1"?>
 
 
 def test_wsc_partial_scoring(tok, tmp_path):
-    from dedup.benchmark_sets import load_wsc
-
     path = tmp_path / "WSCollection.xml"
     path.write_bytes(WSC_XML.encode("latin-1"))
     bench = load_wsc(path, subset="all")

@@ -21,28 +21,9 @@ import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from corpus import fetch_archive, fetch_client
-from corpus.fetch import (
-    BAD_RESPONSE,
-    BAD_URL,
-    CONNECTION_ERROR,
-    DEADLINE,
-    DECOMPRESSION_BOMB,
-    HTTP_ERROR,
-    NON_HTML,
-    OK,
-    REFUSED_ADDRESS,
-    REFUSED_SCHEME,
-    ROBOTS_DISALLOWED,
-    ROBOTS_UNREACHABLE,
-    SKIPPED_RESUME,
-    TOO_LARGE,
-    TOO_MANY_REDIRECTS,
-    FetchConfig,
-    Fetcher,
-    fetch_links,
-    forbidden_reason,
-    read_fetch_log,
-)
+from corpus.fetch import (BAD_RESPONSE, BAD_URL, CONNECTION_ERROR, DEADLINE, DECOMPRESSION_BOMB, FetchConfig, Fetcher, HTTP_ERROR,
+                          NON_HTML, OK, REFUSED_ADDRESS, REFUSED_SCHEME, ROBOTS_DISALLOWED, ROBOTS_UNREACHABLE, SKIPPED_RESUME, TOO_LARGE,
+                          TOO_MANY_REDIRECTS, fetch_links, forbidden_reason, is_transient, read_fetch_log)
 from corpus.records import HtmlPage
 from corpus.warc import read_archive
 from pipelines import cli
@@ -607,8 +588,6 @@ def test_rerun_fetches_nothing_new(site, tmp_path):
 
 
 def test_is_transient_tells_lasting_failures_from_passing_ones():
-    from corpus.fetch import is_transient
-
     assert is_transient({"outcome": "connection_error"}) and is_transient({"outcome": "robots_unreachable"})
     assert is_transient({"outcome": "http_error", "status": 503}) and is_transient({"outcome": "http_error", "status": 429})
     assert not is_transient({"outcome": "http_error", "status": 404}) and not is_transient({"outcome": "ok"})

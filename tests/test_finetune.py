@@ -12,15 +12,18 @@ import numpy as np
 import pytest
 import torch
 
+import model.finetune as finetune
 from corpus.records import Document
 from corpus.shards import write_shards
+from dedup.benchmark_sets import load_wsc
 from model.checkpoint import load_checkpoint, load_model, save_checkpoint
-from model.finetune import (DEMO_SENTENCES, TaskModel, add_task_tokens, batch_indices, config_from_args, demo_finetune,
-                            format_summary, lr_at, main, run, task_loss)
+from model.finetune import (DEMO_SENTENCES, TaskModel, add_task_tokens, batch_indices, config_from_args, demo_finetune, format_summary,
+                            lr_at, main, run, task_loss)
 from model.gpt import GPT, GPTConfig
-from model.tasks import SpecialTokens, collate, encode_task
+from model.hf import save_hf_dir
 from model.task_formats import read_task_file
-from model.tokenizer import train_tokenizer
+from model.tasks import SpecialTokens, collate, encode_task
+from model.tokenizer import BPETokenizer, train_tokenizer
 from model.train import read_metrics
 
 torch.set_num_threads(1)
@@ -112,7 +115,6 @@ def test_multiple_choice_scores_each_candidate_alone_and_softmaxes_over_them():
 def test_auxiliary_lm_loss_adds_lambda_times_its_gradient(base):
     data = read_task_file(FIXTURES / "rte.tsv", "rte")
     gpt, special = add_task_tokens(load_model(base), torch.Generator().manual_seed(0))
-    from model.tokenizer import BPETokenizer
 
     tokenizer = BPETokenizer.load(base / "tokenizer")
     batch = collate(encode_task(data, tokenizer, special, 64, ("entailment", "not_entailment")), tokenizer.eot_id)
@@ -214,8 +216,6 @@ def _finetuned(out: Path) -> TaskModel:
 
 
 def _batch(out: Path, fmt: str, name: str):
-    from model.tokenizer import BPETokenizer
-
     state = load_checkpoint(out / "ckpt.pt")
     tokenizer = BPETokenizer.load(out / "tokenizer")
     data = read_task_file(FIXTURES / name, fmt)
@@ -241,8 +241,6 @@ def test_similarity_regression_exports_a_classifier_whose_two_orders_sum_to_ours
 
 def test_a_gpt1_hugging_face_folder_fine_tunes_and_exports_as_openai_gpt(base, tmp_path):
     transformers = pytest.importorskip("transformers")
-    from model.hf import save_hf_dir
-    from model.tokenizer import BPETokenizer
 
     tokenizer = BPETokenizer.load(base / "tokenizer")
     torch.manual_seed(3)
@@ -260,8 +258,6 @@ def test_a_gpt1_hugging_face_folder_fine_tunes_and_exports_as_openai_gpt(base, t
 
 
 def test_a_non_finite_loss_stops_before_the_update_and_keeps_the_last_checkpoint(base, tmp_path, monkeypatch):
-    import model.finetune as finetune
-
     real, calls = finetune.task_loss, []
 
     def poisoned(logits, targets, regression):
@@ -357,8 +353,6 @@ def test_a_tiny_model_learns_wikitext_versus_ptb_above_chance(real_data, real_ba
 
 
 def test_wsc273_as_multiple_choice_with_a_clean_dirty_split(real_data, real_base, tmp_path):
-    from dedup.benchmark_sets import load_wsc
-
     wsc = load_wsc(real_data / "lm_benchmarks/wsc/WSCollection.xml")
     assert len(wsc.examples) == 273
     rows = [{"id": e.id, "context": e.meta["txt1"], "choices": [f"{o} {e.meta['txt2']}" for o in e.meta["options"]],

@@ -4,10 +4,12 @@ planted passages; and the exit status 2 cases."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
 import sys
+from contextlib import redirect_stderr
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +18,13 @@ import torch
 
 from corpus.records import Document
 from corpus.shards import write_shards
+from dedup.bloom import BloomFilter, ngram_meta
+from dedup.ngrams import NgramConfig
+from model.gpt import GPT, GPTConfig
+from model.harness import main, run_eval
+from model.hf import save_hf_dir
 from model.scores import ExampleScore, compute_metric
+from model.tokenizer import BPETokenizer, train_tokenizer
 
 torch.set_num_threads(1)
 
@@ -33,10 +41,6 @@ def lambada_file(real_data):
 @pytest.fixture(scope="module")
 def tiny_model(real_data, tmp_path_factory):
     """A random 2-layer GPT-2 (Hugging Face folder) with a 400-token BPE trained on WikiText-2."""
-    from model.gpt import GPT, GPTConfig
-    from model.hf import save_hf_dir
-    from model.tokenizer import train_tokenizer
-
     text = (real_data / "lm_benchmarks/wikitext2_raw/wiki.test.raw").read_text(encoding="utf-8")
     tokenizer = train_tokenizer(text.splitlines()[:2000], vocab_size=400, show_progress=False)
     tok_dir = tmp_path_factory.mktemp("tok")
@@ -77,6 +81,7 @@ def cli_run(tiny_model, lambada_file, training_shards, real_data, tmp_path_facto
     return result, out
 
 
+@pytest.mark.pipeline
 def test_cli_eval_writes_the_three_reports(cli_run):
     result, out = cli_run
     assert result.returncode == 0, result.stderr[-3000:]
@@ -97,6 +102,7 @@ def test_cli_eval_writes_the_three_reports(cli_run):
     assert "## lambada" in md and "## ptb" in md
 
 
+@pytest.mark.pipeline
 def test_report_numbers_are_compute_metric_of_the_saved_scores(cli_run):
     _, out = cli_run
     doc = json.loads((out / "report.json").read_text(encoding="utf-8"))
@@ -113,10 +119,6 @@ def test_report_numbers_are_compute_metric_of_the_saved_scores(cli_run):
 
 
 def test_run_eval_without_training_reports_all_only(tiny_model, lambada_file):
-    from model.gpt import GPT, GPTConfig
-    from model.harness import run_eval
-    from model.tokenizer import BPETokenizer
-
     tokenizer = BPETokenizer.load(tiny_model)
     torch.manual_seed(1)
     net = GPT(GPTConfig(n_layer=1, n_head=2, n_embd=16, block_size=32, vocab_size=tokenizer.vocab_size))
@@ -135,10 +137,6 @@ def test_run_eval_without_training_reports_all_only(tiny_model, lambada_file):
     ("ngram_mismatch", "mismatched n-gram settings"),
 ])
 def test_bad_inputs_exit_2_without_a_report(case, expected, tiny_model, lambada_file, tmp_path):
-    from dedup.bloom import BloomFilter, ngram_meta
-    from dedup.ngrams import NgramConfig
-    from model.harness import main
-
     out = tmp_path / "out"
     args = ["--model", str(tiny_model), "--benchmark", f"lambada:{lambada_file}", "--report", str(out), "-q"]
     if case == "missing_model":
@@ -151,8 +149,6 @@ def test_bad_inputs_exit_2_without_a_report(case, expected, tiny_model, lambada_
         bloom = BloomFilter(1000, 1e-8, meta=ngram_meta(NgramConfig(n=13)))
         bloom.save(tmp_path / "train13.bloom")
         args += ["--training", str(tmp_path / "train13.bloom")]
-    import io
-    from contextlib import redirect_stderr
 
     err = io.StringIO()
     with redirect_stderr(err):

@@ -7,8 +7,10 @@ or that both raise ``LanguageDetectionError``.
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import html as html_lib
+import json
 import random
 import re
 import sys
@@ -18,7 +20,11 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 
+import langdetect.detector_factory as factory
+import numpy as np
 import pytest
+from langdetect.detector import Detector
+from langdetect.utils.ngram import NGram
 
 from corpus import langid
 from corpus.langid import LanguageDetectionError, detect_langs, reference_detect_langs
@@ -260,8 +266,6 @@ def test_random_strings():
 
 
 def test_normalization_table_matches_langdetect_on_every_bmp_character():
-    from langdetect.utils.ngram import NGram
-
     model, _ = langid._ensure_loaded()
     theirs = [ord(NGram.normalize(chr(c))) for c in range(langid.BMP)]
     assert model.normalize.tolist() == theirs
@@ -271,8 +275,6 @@ def test_normalization_table_matches_langdetect_on_every_bmp_character():
 
 def test_prepared_text_matches_langdetect_append():
     """Our prepared text, with runs of spaces squeezed, is langdetect's ``Detector.text``."""
-    import langdetect.detector_factory as factory
-
     factory.init_factory()
     model, _ = langid._ensure_loaded()
     for text in list(EDGE_CASES.values()):
@@ -282,8 +284,6 @@ def test_prepared_text_matches_langdetect_append():
 
 
 def test_ngram_lists_match_langdetect(real_data):
-    import langdetect.detector_factory as factory
-
     factory.init_factory()
     model, _ = langid._ensure_loaded()
     grams = {}  # row -> n-gram, from the model's own tables
@@ -309,8 +309,6 @@ def test_ngram_lists_match_langdetect(real_data):
 
 
 def lambada_passages(real_data: Path, count: int) -> list[str]:
-    import json
-
     with open(real_data / "lm_benchmarks/lambada/lambada_test.jsonl", encoding="utf-8") as f:
         return [json.loads(line)["text"] for line, _ in zip(f, range(count))]
 
@@ -358,9 +356,6 @@ def test_the_builtin_sum_gives_the_same_answer_as_the_running_sum(monkeypatch):
 
 
 def test_language_order_and_patterns_are_langdetects():
-    import langdetect.detector_factory as factory
-    from langdetect.detector import Detector
-
     factory.init_factory()
     model, _ = langid._ensure_loaded()
     assert list(model.langs) == factory._factory.get_lang_list()
@@ -406,12 +401,6 @@ def test_fallback_is_langdetect_itself(monkeypatch):
 
 
 def test_the_cached_language_model_is_the_built_one_and_a_bad_copy_is_rebuilt(tmp_path, monkeypatch):
-    import dataclasses
-
-    import numpy as np
-
-    from corpus import langid
-
     monkeypatch.setenv("CORPUSFORGE_CACHE", str(tmp_path))
     built = langid._load_model()
     first = langid._cached_model()  # builds and keeps a copy

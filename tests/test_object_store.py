@@ -20,10 +20,15 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
 
 from common import memfs, storage
+from corpus.inputs import InputError
 from corpus.shards import find_shards, read_documents
 from pipelines import audit, c4 as c4_pipeline, cli, read as read_pipeline, sources, tokenize, webtext
+from pipelines.options import PORTABLE_JOB_TIMEOUT_S, portable_runner_options
+
+pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`
 
 ROOT = Path(__file__).resolve().parents[1]
 BUCKET = "corpusforge-ci"
@@ -251,8 +256,6 @@ def test_shards_are_the_same_bytes_sorted_by_runs_or_by_the_shuffle_in_any_numbe
 
 
 def test_shard_sort_auto_picks_runs_where_the_shuffle_lives_in_memory():
-    from apache_beam.options.pipeline_options import PipelineOptions
-
     assert sources.shard_sort_of(PipelineOptions([])) == "runs"
     assert sources.shard_sort_of(PipelineOptions(["--runner", "PortableRunner"])) == "runs"
     assert sources.shard_sort_of(PipelineOptions(["--runner", "DataflowRunner"])) == "shuffle"
@@ -278,9 +281,6 @@ def test_read_decontaminate_tokenize_and_webtext_write_to_s3(real_data, wet_inpu
 
 
 def test_a_portable_job_needs_a_job_server_and_outlives_beams_300_s_stream_deadline():
-    from pipelines.options import PORTABLE_JOB_TIMEOUT_S, portable_runner_options
-    from corpus.inputs import InputError
-
     port = free_port()  # nothing listens there
     with pytest.raises(InputError, match="no job server answers there"):
         portable_runner_options(["--runner", "PortableRunner", "--job_endpoint", f"localhost:{port}"])

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from dedup.audit import benchmark_rows, bloom_report, build_indexes, exact_report, merge_counters, scan_documents
-from dedup.benchmark_sets import BenchmarkSet, Example
-from dedup.ngrams import NgramConfig, ngram_hashes
-from dedup.overlap import (BenchmarkIndex, OverlapCounter, compute_report, merge_spans,
-                           overlap_from_membership)
+from dedup.benchmark_sets import BenchmarkSet, Example, load_benchmark
+from dedup.ngrams import NgramConfig, ngram_hashes, ngram_hashes_batch
+from dedup.overlap import BenchmarkIndex, OverlapCounter, compute_report, merge_spans, overlap_from_membership
+from dedup.report import validate_reports
 
 C3 = NgramConfig(n=3)
 
@@ -215,7 +215,6 @@ def test_report_to_dict_is_json():
     assert row["longest_run"] == 4 and row["fp_evidence"] == {} and row["corpus"] == "toy-corpus"
     assert row["per_example"][1] == {"id": "q2", "ngrams": 10, "found": 4, "fraction": 0.4, "dirty": True,
                                      "longest_run": 4}
-    from dedup.report import validate_reports
     assert validate_reports([row]) == [row]
 
 
@@ -226,8 +225,6 @@ def test_merge_spans():
 
 
 def test_batched_scan_equals_one_document_at_a_time(real_data):
-    from dedup.benchmark_sets import load_benchmark
-
     lambada = load_benchmark(f"lambada:{real_data / 'lm_benchmarks/lambada/lambada_test.jsonl'}")
     index = BenchmarkIndex.build([(e.id, e.text) for e in lambada.examples[:300]], name="lambada")
     # Short and long documents, some holding benchmark passages, some with no n-gram at all.
@@ -247,8 +244,6 @@ def test_batched_scan_equals_one_document_at_a_time(real_data):
 
 
 def test_precomputed_batch_hashes_serve_several_indexes():
-    from dedup.ngrams import ngram_hashes_batch
-
     texts = ["the quick brown fox jumps over the lazy dog again and again today",
              "nothing in common with any benchmark passage at all here today", ""]
     a = BenchmarkIndex.build([("a", texts[0])], name="a")

@@ -21,8 +21,11 @@ import time
 from pathlib import Path
 
 import pytest
+from apache_beam.options.pipeline_options import PipelineOptions, TypeOptions
 
 from pipelines.options import WORKER_EXTRAS_FILE, build_worker_package, construction_check_options, stage_setup_file
+
+pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("corpus", "dedup", "pipelines", "model")
@@ -121,8 +124,6 @@ def test_setup_file_option_becomes_an_extra_package():
     (["--runner", "DirectRunner"], ["--runner", "DirectRunner", "--no_pipeline_type_check"]),
 ])
 def test_beams_construction_type_check_is_off_unless_asked_for(given, expected):
-    from apache_beam.options.pipeline_options import PipelineOptions, TypeOptions
-
     args = construction_check_options(given)
     assert args == expected
     assert PipelineOptions(args).view_as(TypeOptions).pipeline_type_check == ("--pipeline_type_check" in given)
@@ -220,10 +221,6 @@ def test_worker_sdist_installs_from_the_index_without_torch_and_runs_c4(real_dat
 def test_a_clone_without_the_shared_data_or_punkt_skips_with_reasons(tmp_path):
     # The case: without ../shared, `make test` gave 15 failures and 117 errors. The
     # Makefile now exports the variables only when the folders exist; the tests skip and say why.
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
     env = {k: v for k, v in os.environ.items() if k not in ("NLTK_DATA", "CORPUSFORGE_TEST_DATA")}

@@ -9,9 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from corpus.inputs import ManifestPathError, join_base, read_manifest
 from corpus.shards import read_documents
 from corpus.warc import ReadStats, read_archive
 from pipelines.read import run
+
+pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`
 
 
 def copy_inputs(real_data: Path, tmp_path: Path) -> Path:
@@ -86,8 +89,6 @@ def test_manifest_input_joins_relative_paths_to_a_base_folder(inputs, tmp_path):
 @pytest.mark.parametrize("entry", ["../in/a-good.wet.gz", "{inputs}/a-good.wet.gz", "file://{inputs}/a-good.wet.gz",
                                    "http://127.0.0.1:9/a-good.wet.gz", "sub/../../etc/passwd"])
 def test_a_manifest_entry_outside_the_base_is_refused_before_anything_runs(inputs, tmp_path, entry):
-    from corpus.inputs import ManifestPathError
-
     entry = entry.format(inputs=inputs)
     manifest = tmp_path / "wet.paths.gz"
     manifest.write_bytes(gzip.compress(f"a-good.wet.gz\n{entry}\n".encode()))
@@ -106,8 +107,6 @@ def test_allow_any_manifest_path_opens_an_absolute_entry(inputs, tmp_path):
 
 
 def test_manifest_errors_quote_input_escaped_and_short():
-    from corpus.inputs import ManifestPathError, join_base
-
     hostile = "/\x1b[31mred\x1b[0m" + "x" * 500
     with pytest.raises(ManifestPathError) as raised:
         join_base("https://data.commoncrawl.org/", hostile, allow_any=False)
@@ -116,8 +115,6 @@ def test_manifest_errors_quote_input_escaped_and_short():
 
 
 def test_a_manifest_of_concatenated_gzip_members_lists_every_entry(inputs, tmp_path):
-    from corpus.inputs import read_manifest
-
     manifest = tmp_path / "wet.paths.gz"
     manifest.write_bytes(gzip.compress(b"a-good.wet.gz\n") + gzip.compress(b"b-whirlwind.wet.gz\n"))
     assert read_manifest(str(manifest), str(inputs)) == [str(inputs / "a-good.wet.gz"), str(inputs / "b-whirlwind.wet.gz")]

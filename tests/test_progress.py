@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 
 from apache_beam.metrics.execution import MetricKey, MetricResult
@@ -57,8 +58,6 @@ def test_a_job_counting_other_things_says_what_they_are():
 
 
 def test_filtered_stderr_drops_worker_start_up_lines_and_keeps_the_rest(capfd):
-    import os
-
     with progress.filtered_stderr():
         os.write(2, b"INFO:__main__:Logging handler created.\nreal problem: disk full\n")
         os.write(2, b"WARNING:root:apitools not found, and bigquery ...\nlast line without newline")

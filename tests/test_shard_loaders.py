@@ -7,12 +7,18 @@ from __future__ import annotations
 
 import json
 
+import datasets
+import duckdb
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from corpus.records import Document
 from corpus.shards import read_documents, shard_index
-from pipelines import c4 as c4_pipeline
-from pipelines import read as read_pipeline
+from pipelines import c4 as c4_pipeline, read as read_pipeline
+
+pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +47,6 @@ def expected(folder, split):
 
 def test_hugging_face_datasets_loads_the_folder_with_its_splits(c4_folder, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    import datasets
 
     loaded = datasets.load_dataset("parquet", data_files={"train": str(c4_folder / "c4-train.*.parquet"),
                                                           "validation": str(c4_folder / "c4-validation.*.parquet")},
@@ -58,7 +63,6 @@ def test_hugging_face_datasets_loads_the_folder_with_its_splits(c4_folder, tmp_p
 
 def test_hugging_face_streaming_and_a_column_subset(c4_folder, monkeypatch):
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    import datasets
 
     streamed = datasets.load_dataset("parquet", data_files={"train": str(c4_folder / "c4-train.*.parquet")}, split="train",
                                      streaming=True, columns=["text", "url"])
@@ -68,8 +72,6 @@ def test_hugging_face_streaming_and_a_column_subset(c4_folder, monkeypatch):
 
 
 def test_duckdb_reads_the_shards_and_their_meta(documents_folder):
-    import duckdb
-
     rows = duckdb.sql(f"SELECT url, text, json_extract_string(meta, '$.record_id') AS record_id "
                       f"FROM read_parquet('{documents_folder}/*.parquet')").fetchall()
     want = with_meta(documents_folder)
@@ -78,8 +80,6 @@ def test_duckdb_reads_the_shards_and_their_meta(documents_folder):
 
 
 def test_polars_reads_the_shards_and_decodes_meta(documents_folder):
-    import polars as pl
-
     frame = pl.read_parquet(str(documents_folder / "*.parquet"))
     assert frame.columns == ["text", "url", "timestamp", "meta"]
     rows = [(u, t, json.loads(m)) for u, t, m in zip(frame["url"].to_list(), frame["text"].to_list(), frame["meta"].to_list())]
@@ -90,8 +90,6 @@ def test_polars_reads_the_shards_and_decodes_meta(documents_folder):
 
 def test_parquet_from_before_the_json_meta_column_still_reads(tmp_path):
     # Shards written with the old map<string,string> meta column stay readable by corpusforge.
-    import pyarrow as pa
-    import pyarrow.parquet as pq
 
     schema = pa.schema([("text", pa.string()), ("url", pa.string()), ("timestamp", pa.string()),
                         ("meta", pa.map_(pa.string(), pa.string()))])

@@ -4,23 +4,18 @@ import gzip
 import json
 import os
 
+import apache_beam as beam
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
 
+from common.storage import atomic_path, write_atomically
 from corpus import shards
 from corpus.records import Document
-from corpus.shards import (
-    FORMATS,
-    ShardWriter,
-    find_shards,
-    open_dataset,
-    read_documents,
-    shard_index,
-    shard_name,
-    write_shard,
-    write_shards,
-)
+from corpus.shards import (FORMATS, ShardWriter, find_shards, open_dataset, read_documents, shard_index, shard_name, write_shard,
+                           write_shards)
+from pipelines import sources
 
 TIMESTAMP = "2019-04-25T12:57:54Z"
 
@@ -307,8 +302,6 @@ def test_write_shard_leaves_nothing_on_error(tmp_path):
 
 
 def test_atomic_path_keeps_the_old_file_when_writing_fails(tmp_path):
-    from common.storage import atomic_path, write_atomically
-
     target = tmp_path / "report.json"
     write_atomically(target, "old\n")
     with pytest.raises(RuntimeError):
@@ -352,12 +345,8 @@ def staged_documents():
     ("runs", 2_000, None),  # many runs a shard, merged by their decoded sort key
     ("shuffle", None, 3_000),  # md5(url) parts through the shuffle
 ])
+@pytest.mark.pipeline
 def test_beam_shards_are_the_bytes_of_the_plain_writer(tmp_path, monkeypatch, sort, run_bytes, part_bytes):
-    import apache_beam as beam
-    from apache_beam.options.pipeline_options import PipelineOptions
-
-    from pipelines import sources
-
     if part_bytes:
         monkeypatch.setattr(sources, "PART_BYTES", part_bytes)
     docs, num_shards = staged_documents(), 3
@@ -378,8 +367,6 @@ def test_beam_shards_are_the_bytes_of_the_plain_writer(tmp_path, monkeypatch, so
 
 
 def test_a_staged_line_is_the_c4json_line_and_gives_the_row_back():
-    from pipelines import sources
-
     for doc in staged_documents()[:-100]:
         row = shards.document_row(doc)
         _, _, _, staged = sources._encode_row(doc, 1)

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import apache_beam as beam
 import pytest
+import zstandard
 from apache_beam.testing.util import assert_that, equal_to
 
 from common import storage
 from pipelines.staging import LoadStaged, Stage, StagingError, read_staged, stage_folder
+
+pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`
 
 ROWS = [{"url": f"https://example.com/{i}", "text": "line\n" * (i % 7)} for i in range(40)]
 
@@ -60,7 +63,6 @@ def test_a_staging_file_cut_short_is_an_error_naming_it(tmp_path):
     (name,) = storage.list_files(stage_folder(out, "rows"))
     path = storage.join(stage_folder(out, "rows"), storage.basename(name))
     assert [row for _, row in read_staged(path)] == ROWS
-    import zstandard
 
     raw = zstandard.ZstdDecompressor().decompress(storage.read_bytes(path), max_output_size=1 << 24)
     with storage.open_write(path) as stream:

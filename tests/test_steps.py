@@ -4,6 +4,7 @@ the keyed step, and the counter table's shares computed within a unit."""
 from __future__ import annotations
 
 import apache_beam as beam
+import pytest
 from apache_beam.testing.util import assert_that, equal_to
 
 from common.decision import LINES, OTHER, PAGES, Decision
@@ -92,6 +93,7 @@ def _tally(text: str) -> Decision:
     return Decision.tally("seen")
 
 
+@pytest.mark.pipeline
 def test_steps_count_declare_units_and_sample_every_drop(tmp_path):
     out = str(tmp_path)
     texts = ["a|b", "abcdefgh", "c||d", "xyzxyzxyz", "e|f"]
@@ -143,6 +145,7 @@ class _CountFn(beam.DoFn):
         yield element
 
 
+@pytest.mark.pipeline
 def test_a_raw_tally_declares_its_unit_and_a_conflict_shows_no_share():
     with beam.Pipeline() as p:
         p | beam.Create([1, 2]) | beam.ParDo(_CountFn())

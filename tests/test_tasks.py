@@ -13,8 +13,8 @@ import pytest
 
 from corpus.records import Document
 from corpus.shards import write_shards
-from model.task_formats import (NLI_LABELS, TaskData, TaskExample, TaskFormatError, parse_fields, read_task_file)
-from model.tasks import (IGNORE, SpecialTokens, TaskError, accuracy, average_ranks, collate, encode_task, f1_score,
+from model.task_formats import NLI_LABELS, TaskData, TaskExample, TaskFormatError, parse_fields, read_task_file
+from model.tasks import (EncodedExample, IGNORE, SpecialTokens, TaskError, accuracy, average_ranks, collate, encode_task, f1_score,
                          label_space, mark_task, matthews, metric_names, pearson, spearman, split_metrics, transform)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "finetune"
@@ -180,8 +180,6 @@ def test_encode_task_and_collate_pad_after_the_extract_token():
 
 
 def test_a_missing_candidate_is_masked():
-    from model.tasks import EncodedExample
-
     batch = collate([EncodedExample("a", [[1, 2], [3]], 0), EncodedExample("b", [[4, 5, 6]], 0)], pad_id=0)
     assert batch.choice_mask.tolist() == [[True, True], [True, False]]
 

@@ -19,6 +19,9 @@ from corpus.shards import nonempty_text, read_error, read_texts, shard_files
 from model.tokenizer import BPETokenizer
 from model.tokens import find_token_shards, read_token_shard
 from pipelines import tokenize
+from pipelines.cli import main
+
+pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`
 
 WORDS = ["the", "cat", "sat", "on", "a", "mat", "don't", "it's", "日本語", "café", "😀", "1998", "and", "\n", "  "]
 
@@ -142,8 +145,6 @@ def test_refusals_are_clear(corpus, tmp_path):
 
 
 def test_cli_delegates_to_the_job(corpus, tmp_path, capsys):
-    from pipelines.cli import main
-
     folder, _ = corpus
     assert main(["tokenize", "--input", str(folder / "part-b.json.gz"), "--output", str(tmp_path), "--vocab_size", "270",
                  "--val_docs", "0", "--prefix", "cli"]) == 0

@@ -10,15 +10,10 @@ import pickle
 import random
 
 import pytest
+import regex
+from transformers import GPT2TokenizerFast
 
-from model.tokenizer import (
-    EOT,
-    GPT2_SPLIT_PATTERN,
-    BPETokenizer,
-    TokenizerFileError,
-    bytes_to_unicode,
-    train_tokenizer,
-)
+from model.tokenizer import BPETokenizer, EOT, GPT2_SPLIT_PATTERN, TokenizerFileError, bytes_to_unicode, train_tokenizer
 
 ALPHABETS = [
     "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ",
@@ -253,8 +248,6 @@ def reference_encode(vocab: dict, merges: list, text: str) -> list[int]:
     """GPT-2's algorithm as its paper's code describes it, in plain Python: split with the
     pattern (the `regex` module), map bytes to characters, then repeatedly merge every
     occurrence of the adjacent pair of lowest merge rank."""
-    import regex
-
     ranks = {pair: rank for rank, pair in enumerate(merges)}
     table = bytes_to_unicode()
     ids = []
@@ -280,8 +273,6 @@ def reference_encode(vocab: dict, merges: list, text: str) -> list[int]:
 def test_real_text_round_trips_and_matches_gpt2_reference(wiki, wiki_text, real_data, tmp_path):
     """Ids equal GPT-2's algorithm written out in Python, and transformers' GPT2TokenizerFast
     loaded from our saved files."""
-    from transformers import GPT2TokenizerFast
-
     wiki.save(tmp_path)
     fast = GPT2TokenizerFast(vocab=str(tmp_path / "vocab.json"), merges=str(tmp_path / "merges.txt"))
     ptb = (real_data / "lm_benchmarks/ptb/ptb.test.txt").read_text(encoding="utf-8")

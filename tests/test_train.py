@@ -18,14 +18,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from transformers.generation.logits_process import TopKLogitsWarper, TopPLogitsWarper
 
-from model.checkpoint import (CheckpointError, clean_state_dict, load_checkpoint, load_model, save_checkpoint,
+from model.checkpoint import (CheckpointError, clean_state_dict, load_checkpoint, load_model, model_from_state, save_checkpoint,
                               tokenizer_folder)
 from model.gpt import GPT, GPTConfig
-from model.sample import generate, top_k_mask, top_p_mask
+from model.sample import generate, main as sample_main, top_k_mask, top_p_mask
+from model.tokenizer import train_tokenizer
 from model.tokens import shard_name, write_token_shard
-from model.train import (FALLBACK_PEAK, TrainConfig, decay_groups, lr_at, make_optimizer, peak_for_name, read_metrics,
-                         train)
+from model.train import (FALLBACK_PEAK, TrainConfig, TrainError, decay_groups, lr_at, main as train_main, make_optimizer, peak_for_name,
+                         read_metrics, train)
 
 torch.set_num_threads(1)
 REPO = Path(__file__).resolve().parents[1]
@@ -67,8 +69,6 @@ PLACES = ["near the river", "in the market", "before dawn", "under the bridge", 
 @pytest.fixture(scope="module")
 def text_data(tmp_path_factory) -> Path:
     """A `corpusforge tokenize`-style folder: a byte-level BPE trained on generated sentences, shards, meta.json."""
-    from model.tokenizer import train_tokenizer
-
     rng = np.random.default_rng(1)
     docs = [" ".join(f"{rng.choice(SUBJECTS).capitalize()} {rng.choice(VERBS)} {rng.choice(OBJECTS)} "
                      f"{rng.choice(PLACES)}." for _ in range(int(rng.integers(2, 6)))) for _ in range(400)]
@@ -222,8 +222,6 @@ def test_a_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(patt
 
 
 def test_an_existing_run_is_not_overwritten_without_resume(pattern_data, tmp_path):
-    from model.train import TrainError
-
     train(tiny_config(pattern_data, tmp_path / "run", max_steps=2))
     before = (tmp_path / "run" / "ckpt.pt").read_bytes()
     with pytest.raises(TrainError, match="already exists: pass --resume"):
@@ -305,8 +303,6 @@ def test_every_seeded_bit_flip_in_a_checkpoint_is_refused_by_its_checksum(tmp_pa
 
 
 def test_missing_entries_and_wrong_shapes_are_errors_naming_the_file(tmp_path):
-    from model.checkpoint import model_from_state
-
     model = GPT(GPTConfig.named("gpt2", n_layer=1, n_head=2, n_embd=16, block_size=8, vocab_size=40))
     path = tmp_path / "ckpt.pt"
     save_checkpoint(path, {"model": model.state_dict(), "model_config": model.config.to_dict(), "step": 3})
@@ -353,10 +349,8 @@ def test_compile_and_ddp_prefixes_never_reach_the_file(tmp_path):
 
 # ---------------------------------------------------------------- the command line, export, sampling
 
+@pytest.mark.pipeline
 def test_cli_trains_resumes_samples_and_exports(text_data, tmp_path, caplog, capsys):
-    from model.sample import main as sample_main
-    from model.train import main as train_main
-
     run = tmp_path / "run"
     result = corpusforge("train", "--data", str(text_data), "--out", str(run), *TINY_FLAGS, "--batch_tokens", "256",
                          "--micro_batch", "8", "--lr", "3e-3", "--warmup_steps", "2", "--eval_interval", "3",
@@ -391,6 +385,7 @@ def test_cli_trains_resumes_samples_and_exports(text_data, tmp_path, caplog, cap
     assert "no usable checkpoint" in caplog.text and "1,000 bytes, but" in caplog.text and "truncated or replaced" in caplog.text
 
 
+@pytest.mark.pipeline
 def test_torchrun_ranks_share_the_batch_like_one_process_with_accumulation(pattern_data, tmp_path):
     """Two gloo processes, one micro-batch each, read exactly one process's two micro-batches."""
     single = train(tiny_config(pattern_data, tmp_path / "one", max_steps=4, warmup_steps=1, ckpt_interval=4))
@@ -416,8 +411,6 @@ def test_torchrun_ranks_share_the_batch_like_one_process_with_accumulation(patte
 
 
 def test_top_k_and_top_p_masks_match_transformers():
-    from transformers.generation.logits_process import TopKLogitsWarper, TopPLogitsWarper
-
     logits = torch.randn(4, 50, generator=torch.Generator().manual_seed(0))
     for k in (1, 5, 49):
         ours = top_k_mask(logits, k)
@@ -456,8 +449,6 @@ def test_generate_greedy_seeded_and_past_the_context():
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without a GPU")
 def test_cuda_on_a_machine_without_a_gpu_is_a_one_line_error(pattern_data, tmp_path):
-    from model.train import TrainError
-
     with pytest.raises(TrainError, match="--device cuda: this torch .* use --device cpu or auto"):
         train(tiny_config(pattern_data, tmp_path / "run", device="cuda"))
     with pytest.raises(TrainError, match="not a device torch knows"):

@@ -5,14 +5,18 @@ from __future__ import annotations
 import gzip
 import http.server
 import io
+import random
 import re
 import threading
 from functools import partial
 
 import pytest
+import trafilatura
+from warcio.statusandheaders import StatusAndHeadersParser
 
-from corpus.records import Document, HtmlPage, ReadError
-from corpus.warc import ReadStats, c4_wet_text, decode_html, iter_records, read_archive
+from corpus.inputs import InputError, read_pinned
+from corpus.records import Document, HtmlPage, ReadError, normalize_timestamp
+from corpus.warc import ReadStats, _parse_http, c4_wet_text, decode_html, iter_records, read_archive, warc_timestamp
 
 
 def read_all(path, **kwargs):
@@ -75,7 +79,6 @@ def test_whirlwind_wet_language_header_and_warc_text_overlap(real_data):
     assert doc.url == "https://an.wikipedia.org/wiki/Escopete"
     _, (page,), _, _ = read_all(real_data / "warc/whirlwind/whirlwind.warc.gz")
     assert page.url == doc.url and page.status == 200
-    import trafilatura
 
     extracted = trafilatura.extract(page.html, include_comments=False) or ""
     wet_lines = {line.strip() for line in doc.text.splitlines() if len(line.strip()) > 30}
@@ -224,8 +227,6 @@ def test_lf_only_records_are_read(tmp_path):
 
 
 def test_stream_that_fails_midway_keeps_what_was_read(tmp_path):
-    import random
-
     rng = random.Random(7)  # incompressible text, so the file spans many reads
     data = members(*(conversion(f"http://s{i}.example/", rng.randbytes(20000).hex()) for i in range(40)))
 
@@ -310,7 +311,6 @@ def test_decode_html_reads_gb2312_label_as_gbk():
 
 def test_a_pinned_download_is_cached_and_then_read_offline(tmp_path, real_data):
     # The C4 default --badwords is a pinned URL: the first run downloads it, later ones need no network.
-    from corpus.inputs import InputError, read_pinned
 
     served = tmp_path / "served"
     served.mkdir()
@@ -340,8 +340,6 @@ def test_c4_mode_equals_c4_wet_text_on_every_kind_of_line_edge(tmp_path):
     """c4 mode skips splitting a body into lines when nothing would change; bodies with
     every whitespace character at line edges, empty lines, dropped prefixes and bad
     UTF-8 must come out exactly as c4_wet_text makes them from the faithful text."""
-    import random
-
     rng = random.Random(7)
     pieces = _SPACES + ["WARC", "CONTENT-", "Content-", "content-", "WAR", "Cont", "word", "é", "。", "\u2022", "\u2030", "\u3001", "\ufffd"]
     bodies = []
@@ -361,9 +359,6 @@ def test_c4_mode_equals_c4_wet_text_on_every_kind_of_line_edge(tmp_path):
 
 
 def test_timestamps_equal_normalize_timestamp():
-    from corpus.records import normalize_timestamp
-    from corpus.warc import warc_timestamp
-
     values = ["2019-04-18T12:41:33Z", "0999-01-01T00:00:00Z", "1000-01-01T00:00:00Z", "2019-13-01T00:00:00Z", "2019-02-29T10:00:00Z",
               "2020-02-29T23:59:59Z", "2019-04-18T24:00:00Z", "2019-04-18 12:41:33Z", "2019-04-18T12:41:33+02:00", "2019-04-18T12:41:33.5Z",
               "2019-W16-4T12:41:3Z", "\u0662019-04-18T12:41:33Z", "", "  2019-04-18T12:41:33Z ", "garbage"]
@@ -374,12 +369,6 @@ def test_timestamps_equal_normalize_timestamp():
 def test_http_heads_are_read_as_warcio_reads_them(tmp_path):
     """Usual HTTP heads are split without warcio; status, headers and body must be what
     warcio's parser gives for any head: folded, bare-LF, blank-ish, non-ASCII, no colon."""
-    import random
-
-    from warcio.statusandheaders import StatusAndHeadersParser
-
-    from corpus.warc import _parse_http
-
     def warcio_reads(block):
         stream = io.BytesIO(block)
         try:

@@ -147,6 +147,7 @@ def aggregates(pages, texts) -> dict[str, float]:
             "page_f1": sum(page_f1(page, text) for page, text in zip(pages, texts)) / len(pages)}
 
 
+@pytest.mark.slow  # every extractor over all the gold pages
 def test_gold_quality_of_the_default_and_the_combination_is_not_below_trafilatura_alone(gold_pages, gold_texts):
     n_must = sum(len(must) for _, _, must, _ in gold_pages)
     n_must_not = sum(len(must_not) for _, _, _, must_not in gold_pages)
@@ -222,6 +223,7 @@ def test_real_page_with_a_short_trafilatura_text_takes_newspapers_longer_one(exa
     assert second.split("\n")[0] == "Example Domain" and second.endswith(primary)
 
 
+@pytest.mark.slow  # every extractor over all the gold pages
 def test_extract_newspaper_is_newspapers_article_text(gold_pages, gold_texts):
     """The lean path gives exactly Article.parse's text (lines stripped, blanks dropped)."""
     config = newspaper.Config()
@@ -332,6 +334,7 @@ def test_extracted_text_is_a_str_that_keeps_its_extractor_through_pickle():
     assert extractor_of(extract_text(article_page(10), None)) == TRAFILATURA
 
 
+@pytest.mark.slow  # every extractor over all the gold pages
 def test_main_text_extractor_runs_each_setting_and_the_name_comes_back(gold_pages, gold_texts, example_page):
     with webtext_extractor() as extractor:
         for i in (0, 1, 2):

@@ -19,11 +19,14 @@ import pytest
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
-from corpus.reddit import LinkFilter, select_links
+from common import memfs, storage
+from corpus.reddit import LinkFilter, read_link_table, select_links
 from corpus.shards import find_shards, read_documents
-from dedup import minhash
 from corpus.urls import url_key
+from dedup import minhash
 from pipelines import webtext as webtext_pipeline
+
+pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`
 
 
 def paragraphs(real_data: Path, count: int) -> list[str]:
@@ -130,7 +133,6 @@ def test_common_crawl_join_builds_deduplicated_webtext(real_data, site, tmp_path
         assert story.meta["subreddits"] == "news,worldnews" and story.meta["score_max"] == "10" and story.meta["score_sum"] == "15"
     assert story.meta["extractor"] in ("trafilatura", "newspaper") and story.meta["crawled_at"] == "2019-04-20T10:00:00Z"
     assert "Home | News" not in story.text and len(story.text.split()) > 150
-    from corpus.reddit import read_link_table
 
     table = read_link_table(str(out / "links" / "links-00000-of-00001.parquet"))
     assert [link.key for link in table] == [link.key for link in kept_links]
@@ -233,8 +235,6 @@ def test_live_fetch_writes_warc_and_log_dedups_and_resumes(server, tmp_path):
 
 
 def test_live_fetch_into_an_object_store_keeps_its_log_there_and_resumes(server, tmp_path):
-    from common import memfs, storage
-
     memfs.clear()
     port = server.server_address[1]
     base = f"http://127.0.0.1:{port}"
