@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.cli import FILESYSTEM_OPTIONS
+from common.storage import STORE_OPTION_PREFIXES
 from pipelines.options import unknown_beam_flags
 
 REPO = Path(__file__).resolve().parents[1]
@@ -115,8 +115,8 @@ def test_quoted_commands_name_real_subcommands_and_options(help_texts):
         unknown = [flag for flag in FLAG.findall(command) if flag not in options]
         if name in BEAM_JOBS:
             unknown = [flag for flag in unknown if not is_beam_option(flag)]
-        elif name == "stats":  # takes the object stores' Beam options too (s3:// shards)
-            unknown = [flag for flag in unknown if not (flag.startswith(FILESYSTEM_OPTIONS) and is_beam_option(flag))]
+        else:  # the other commands take the object stores' options (s3:// shards, runs, models)
+            unknown = [flag for flag in unknown if not (flag.startswith(STORE_OPTION_PREFIXES) and (is_beam_option(flag) or flag.startswith("--store_timeout_s")))]
         if unknown:
             problems.append(f"{page}: {command!r}: {name} has no {', '.join(unknown)}")
     assert not problems, "\n".join(problems)
