@@ -30,12 +30,19 @@ With ``--generation``, it measures decoding instead:
 Both decode --new-tokens tokens for each of --batch-size prompts (64 to 128 tokens of the
 text); the table gives new tokens per second (best of --repeat) and the ratio, and the run
 checks that both chose the same tokens (exit 1 if not). Then, with --data, each GPT-2
-generative task (coqa on the test fixture, cnn_dm, wmt14 both directions, nq) is scored on
---task-examples examples by ``model.generative.score_generative`` and its examples per
-second printed (a model of the --config shape with the trained tokenizer's vocabulary, so
-that every generated id decodes).
+generative task (coqa on the test fixture; the data folder's cnn_dm, wmt14 fr-en and en-fr,
+nq) is scored on its first --task-examples examples the way ``corpusforge eval`` scores it
+(``model.harness.run_eval`` with one ``--benchmark`` spec: ``evaluate_benchmark``, then
+``model.generative.score_generative``), and its examples per second printed: the seconds are
+``evaluate_benchmark``'s own (generation and scoring), the last column adds loading the
+task's files. "new tokens" counts the generations that are scored (cnn_dm also generates
+a summary without the TL;DR hint, not counted). The model is a random one with the trained
+tokenizer's vocabulary, so that every generated id decodes, of the --config shape (with
+--layers) or of --task-shape LAYERSxWIDTH[xHEADS], e.g. 6x384 for rows in minutes on a CPU;
+the decoding comparison keeps the --config shape (default 124M).
 
     python benchmarks/eval_speed.py --generation [--new-tokens 64] [--batch-size 8] [--task-examples 4]
+        [--task-shape 6x384]
 """
 
 from __future__ import annotations
@@ -165,31 +172,61 @@ def generation_speed(args, model, tok, hf, text: str, device) -> int:
     return 0 if same else 1
 
 
-def task_speed(args, tok, device) -> None:
-    from dedup.benchmark_sets import load_benchmark
-    from model.generative import score_generative
-    from model.gpt import GPT, GPTConfig
+def parse_shape(value: str) -> tuple[int, int, int]:
+    """``LAYERSxWIDTH`` or ``LAYERSxWIDTHxHEADS`` (heads default: width / 64) -> (layers, width, heads)."""
+    try:
+        parts = [int(v) for v in value.lower().split("x")]
+    except ValueError:
+        parts = []
+    if len(parts) == 2:
+        parts.append(max(1, parts[1] // 64))
+    if len(parts) != 3 or min(parts) < 1 or parts[1] % parts[2]:
+        raise argparse.ArgumentTypeError(f"{value!r}: expected LAYERSxWIDTH[xHEADS], width divisible by heads "
+                                         "(e.g. 6x384)")
+    return parts[0], parts[1], parts[2]
 
-    lm = args.data / "lm_benchmarks"
+
+def task_specs(data: Path) -> list[str]:
+    """The GPT-2 generative tasks, as ``corpusforge eval --benchmark`` specs."""
+    lm = data / "lm_benchmarks"
     fixture = Path(__file__).resolve().parents[1] / "tests/fixtures/coqa/coqa-dev-schema.json"
-    specs = [f"coqa:{fixture}", f"cnn_dm:{lm / 'cnn_dm'}", f"wmt14:{lm / 'wmt14_fren'}:fr-en",
-             f"wmt14:{lm / 'wmt14_fren'}:en-fr", f"nq:{lm / 'nq_open/NQ-open.dev.jsonl'}"]
+    return [f"coqa:{fixture}", f"cnn_dm:{lm / 'cnn_dm'}", f"wmt14:{lm / 'wmt14_fren'}:fr-en",
+            f"wmt14:{lm / 'wmt14_fren'}:en-fr", f"nq:{lm / 'nq_open/NQ-open.dev.jsonl'}"]
+
+
+def task_speed(args, tok, device) -> None:
+    """Examples per second of each generative task, scored as ``corpusforge eval`` scores it
+    (``model.harness.run_eval``: spec loading, ``evaluate_benchmark``, ``score_generative``)."""
+    from model.evaluate import ScoringModel
+    from model.gpt import GPT, GPTConfig
+    from model.harness import run_eval
+
     torch.manual_seed(0)
-    overrides = {"n_layer": args.layers} if args.layers else {}
+    if args.task_shape:
+        layers, width, heads = args.task_shape
+        overrides = {"n_layer": layers, "n_embd": width, "n_head": heads}
+    else:
+        overrides = {"n_layer": args.layers} if args.layers else {}
     model = GPT(GPTConfig.named(args.config, vocab_size=tok.vocab_size, **overrides)).eval().to(device)
-    print(f"per task: {args.task_examples} examples each, a {model.num_parameters() / 1e6:.1f}M model "
-          f"(vocabulary {tok.vocab_size}), batch {args.batch_size}")
-    print(f"{'task':<14} {'examples':>9} {'seconds':>9} {'examples/s':>11} {'new tokens':>11}")
-    for spec in specs:
-        bench = load_benchmark(spec)
-        examples = bench.examples[:args.task_examples]
+    c = model.config
+    scoring = ScoringModel(model, tok, device=device, batch_size=args.batch_size)
+    print(f"per task: first {args.task_examples} examples each, through model.harness.run_eval (corpusforge eval), "
+          f"a {model.num_parameters() / 1e6:.1f}M model ({c.n_layer} layers, width {c.n_embd}, {c.n_head} heads, "
+          f"vocabulary {tok.vocab_size}), batch {args.batch_size}")
+    print(f"{'task':<14} {'examples':>9} {'seconds':>9} {'examples/s':>11} {'new tokens':>11} {'with load s':>12}")
+    for spec in task_specs(args.data):  # one run_eval per task, so that each row is printed when it is done
         sync(device)
         started = time.perf_counter()
-        scores, _, _ = score_generative(model, tok, bench, examples, batch_size=args.batch_size)
+        document = run_eval(scoring, [spec], limit=args.task_examples, batch_size=args.batch_size,
+                            device=str(device), bootstrap=0, progress=False)
         sync(device)
         seconds = time.perf_counter() - started
-        print(f"{bench.name:<14} {len(examples):>9} {seconds:>9.2f} {len(examples) / seconds:>11.2f} "
-              f"{sum(s.tokens for s in scores):>11}")
+        entry = document["benchmarks"][0]
+        examples = entry["meta"].get("examples", len(entry["per_example"]))
+        scored = entry["meta"].get("seconds") or seconds  # evaluate_benchmark's own time: generation and scoring
+        tokens = sum(row["tokens"] for row in entry["per_example"])
+        print(f"{entry['name']:<14} {examples:>9} {scored:>9.2f} {examples / scored:>11.2f} {tokens:>11} "
+              f"{seconds:>12.2f}", flush=True)
 
 
 def sync(device) -> None:
@@ -214,6 +251,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--generation", action="store_true", help="measure greedy decoding instead (see above)")
     parser.add_argument("--new-tokens", type=int, default=64, help="--generation: new tokens per prompt")
     parser.add_argument("--task-examples", type=int, default=4, help="--generation: examples per task (0: none)")
+    parser.add_argument("--task-shape", type=parse_shape, default=None, metavar="LAYERSxWIDTH[xHEADS]",
+                        help="--generation: shape of the random model the tasks are timed with, e.g. 6x384 "
+                             "(heads default width/64; default: the --config shape, with --layers)")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
