@@ -346,7 +346,8 @@ def _main(argv: list[str]) -> int:
     if args.command not in NO_BEAM:
         from pipelines import progress  # Apache Beam: only for the commands that run a pipeline
 
-        progress.enabled = not args.no_progress
+        # one command's -q never outlives it (main() may run several commands in one process)
+        restore_progress, progress.enabled = progress.enabled, not args.no_progress
     try:
         return args.func(args)
     except (InputError, storage.IncompleteOutputError, storage.OutputExistsError, storage.StoreError, FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:
@@ -363,6 +364,9 @@ def _main(argv: list[str]) -> int:
             raise
         log.error("%s", storage.disk_full_message(full, _written_path(args)), exc_info=args.verbose)
         return 1
+    finally:
+        if args.command not in NO_BEAM:
+            progress.enabled = restore_progress
 
 
 def _written_path(args: argparse.Namespace) -> str | None:

@@ -153,7 +153,9 @@ def test_micro_batches_give_the_gradient_of_the_whole_batch(base, tmp_path):
     run(config_from_args(tiny_args(base, tmp_path / "whole", "snli", "snli.jsonl", *common)))
     run(config_from_args(tiny_args(base, tmp_path / "micro", "snli", "snli.jsonl", *common, "--micro_batch", "1")))
     a, b = (load_checkpoint(tmp_path / d / "ckpt.pt") for d in ("whole", "micro"))
-    assert all(torch.allclose(a["model"][k], b["model"][k], atol=1e-6) for k in a["model"])
+    # fp32 sums in another order: Adam turns a bias's near-zero gradient's rounding into ~1e-6 of its
+    # update (seen: 1.1e-6); a micro-batch that is lost or counted twice moves weights by ~lr = 1e-3
+    assert all(torch.allclose(a["model"][k], b["model"][k], atol=1e-5) for k in a["model"])
     assert torch.allclose(a["head"]["weight"], b["head"]["weight"], atol=1e-6)
     losses = [[r["loss"] for r in _records(tmp_path / d) if "loss" in r] for d in ("whole", "micro")]
     assert losses[0] == pytest.approx(losses[1], rel=1e-5)

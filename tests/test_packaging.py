@@ -30,6 +30,7 @@ pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("corpus", "dedup", "pipelines", "model")
 MODEL_LIBRARIES = {"torch", "tokenizers", "tiktoken", "safetensors"}  # requirements-model.txt
+EVAL_SCORERS = {"rouge-score", "sacrebleu"}  # requirements-model.txt too: eval's generative tasks (projects, not modules)
 TOKENIZE_LIBRARIES = {"tokenizers", "tiktoken"}  # what model/tokenizer.py imports
 WET = "warc/ccscalatools/filter_test_1.wet.gz"
 BADWORDS = "badwords/en"
@@ -86,7 +87,7 @@ def test_default_worker_sdist_requires_no_model_library(tmp_path):
     assert {"apache-beam", "warcio", "nltk", "pyarrow"} <= always
     assert not always & MODEL_LIBRARIES, always & MODEL_LIBRARIES
     # Still there by hand: pip install 'corpusforge-0.1.0.tar.gz[model]' / [tokenize].
-    assert extras == {"model": MODEL_LIBRARIES, "tokenize": TOKENIZE_LIBRARIES}
+    assert extras == {"model": MODEL_LIBRARIES | EVAL_SCORERS, "tokenize": TOKENIZE_LIBRARIES}
 
 
 def test_tokenize_worker_sdist_requires_the_tokenizer_libraries_but_not_torch(tmp_path):

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dedup.bloom import BloomFilter, partition_of, split_by_part
-from dedup.partitioned import CAPACITY_SLACK, PartitionedBloom, part_capacity, part_path
+from dedup.bloom import BloomFileError, BloomFilter, ngram_meta, partition_of, split_by_part
+from dedup.partitioned import CAPACITY_SLACK, FILTER_MANIFEST, PartitionedBloom, part_capacity, part_path, write_filter_manifest
 
 
 def keys(n: int, seed: int) -> np.ndarray:
@@ -15,13 +15,15 @@ def keys(n: int, seed: int) -> np.ndarray:
 
 
 def write_parts(folder, added: np.ndarray, parts: int, capacity: int, error_rate: float = 1e-6) -> list[str]:
-    paths = []
+    """The parts and their bloom.json, as the audit writes them (for a made-up corpus)."""
+    paths, meta = [], ngram_meta()
     for index, part_keys in enumerate(split_by_part(added, parts)):
-        bloom = BloomFilter(part_capacity(capacity, parts), error_rate, seed=11)
+        bloom = BloomFilter(part_capacity(capacity, parts), error_rate, seed=11, meta=dict(meta, part=index, parts=parts))
         bloom.add(part_keys)
         path = part_path(str(folder), index, parts)
         bloom.save(path)
         paths.append(path)
+    write_filter_manifest(str(folder), parts, meta, "sha256:" + "0" * 64)
     return paths
 
 
@@ -63,9 +65,12 @@ def test_a_key_is_looked_up_in_its_own_part_only(tmp_path):
 def test_an_incomplete_or_missing_set_of_parts_is_refused(tmp_path):
     paths = write_parts(tmp_path, keys(1_000, seed=5), 4, capacity=1_000)
     (tmp_path / paths[2].rsplit("/", 1)[-1]).unlink()
-    with pytest.raises(ValueError, match="expected one complete set of bloom-part files, found 3"):
+    with pytest.raises(BloomFileError, match=r"part bloom-part-00002-of-00004\.bin is missing .*the filter is partial"):
         PartitionedBloom.load(str(tmp_path))
-    with pytest.raises(ValueError, match="found 0"):
+    (tmp_path / FILTER_MANIFEST).unlink()
+    with pytest.raises(BloomFileError, match=f"no {FILTER_MANIFEST}: not a complete corpusforge filter"):
+        PartitionedBloom.load(str(tmp_path))
+    with pytest.raises(BloomFileError, match="no Bloom filter there"):
         PartitionedBloom.load(str(tmp_path / "nothing"))
     with pytest.raises(ValueError, match="no filter parts"):
         PartitionedBloom([])

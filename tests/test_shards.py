@@ -369,7 +369,7 @@ def test_beam_shards_are_the_bytes_of_the_plain_writer(tmp_path, monkeypatch, so
 def test_a_staged_line_is_the_c4json_line_and_gives_the_row_back():
     for doc in staged_documents()[:-100]:
         row = shards.document_row(doc)
-        _, _, _, staged = sources._encode_row(doc, 1)
+        _, _, _, staged = sources.encode_row(doc, 1)
         assert staged.count(sources.STAGED_SEPARATOR) == 1 and b"\n" not in staged
         assert staged.split(sources.STAGED_SEPARATOR)[0] == shards.json_line(row, "c4json")
         assert sources._decode_row(staged) == row
