@@ -289,3 +289,23 @@ def test_a_full_disk_ends_the_audit_with_one_line_and_commits_nothing(filters, t
         (line,) = error_lines(done.stderr)
         assert f"{out}: {disk.reason} (" in line and "Nothing partial was committed" in line
         assert "Traceback" not in done.stderr and not (out / "_SUCCESS").exists()
+
+
+def test_the_audit_takes_gpt2s_generative_tasks_and_finds_what_was_planted(real_data, tmp_path):
+    """nq / wmt14 benchmarks, as `eval` reads them, audited by their own text (question, source)."""
+    bench = real_data / "lm_benchmarks"
+    specs = [f"nq:{bench / 'nq_open' / 'NQ-open.dev.jsonl'}", f"wmt14:{bench / 'wmt14_fren'}:fr-en"]
+    sets = [load_benchmark(spec) for spec in specs]
+    planted = {}
+    docs = []
+    for bench_set in sets:
+        example = next(e for e in bench_set.examples if len(e.text.split()) >= 12)
+        planted[bench_set.name] = example.id
+        docs.append(Document(text=f"Someone wrote this down. {example.text} And then went on.", url=f"http://planted.example/{bench_set.name}",
+                             timestamp="2019-04-20T00:00:00Z"))
+    write_shard(docs, tmp_path / "corpus" / "planted-train.00000-of-00001.jsonl", "jsonl")
+    result = audit.run_audit(["--corpus", str(tmp_path / "corpus"), "--benchmark", *specs, "--output", str(tmp_path / "audit"), "--mode", "exact"])
+    rows = {row["name"]: row for row in result["rows"]}
+    assert set(rows) == set(planted)
+    for name, example_id in planted.items():
+        assert rows[name]["dirty_ids"] == [example_id], name
