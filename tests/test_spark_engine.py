@@ -38,8 +38,10 @@ GENERATED_PAGES = 2000
 def spark():
     from pipelines.spark import engine
 
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    before = {name: os.environ.get(name) for name in ("PYSPARK_PYTHON", "PYTHONPATH")}
     session, started = engine.session("local[2]")
+    # Spark's workers got this interpreter and the project; nothing run later in this process does
+    assert {name: os.environ.get(name) for name in before} == before
     yield session
     if started:
         session.stop()

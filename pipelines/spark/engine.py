@@ -55,18 +55,36 @@ def session(master: str | None = None) -> tuple[SparkSession, bool]:
     active = SparkSession.getActiveSession()
     if active is not None:
         return active, False
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
-    if PROJECT_ROOT not in paths:  # local workers import this project as the driver does
-        os.environ["PYTHONPATH"] = os.pathsep.join([PROJECT_ROOT, *filter(None, paths)])
     builder = SparkSession.builder.appName(APP_NAME)
     if master:
         builder = builder.master(master)
     for key, value in SESSION_CONF.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    with _worker_environment():
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark, True
+
+
+@contextlib.contextmanager
+def _worker_environment():
+    """PYSPARK_PYTHON (this interpreter, unless set) and PYTHONPATH (this project first) while
+    Spark starts: local workers then import the project as the driver does. The JVM keeps the
+    environment it started with, so both are put back after: nothing this process runs later
+    (another command, a subprocess) inherits them."""
+    saved = {name: os.environ.get(name) for name in ("PYSPARK_PYTHON", "PYTHONPATH")}
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    paths = [p for p in (saved["PYTHONPATH"] or "").split(os.pathsep) if p]
+    if PROJECT_ROOT not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([PROJECT_ROOT, *paths])
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 @contextlib.contextmanager
