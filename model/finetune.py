@@ -55,7 +55,8 @@ from common.storage import atomic_path, write_atomically
 from model.checkpoint import (CHECKPOINT_FILE, HF_DIR, RUN_CONFIG_FILE, TOKENIZER_DIR, CheckpointError, check_optimizer_state,
                               latest_good_checkpoint, load_model, save_checkpoint, tokenizer_folder)
 from model.contamination import ContaminationError
-from model.gpt import GPT, INIT_STD, GPTConfig, linear_cross_entropy
+from model.fused_loss import linear_cross_entropy
+from model.gpt import GPT, INIT_STD, GPTConfig
 from model.hf import hf_config_dict, to_hf_state_dict, write_hf_folder
 from model.task_formats import FORMATS, TASK_TYPES, TaskData, TaskFormatError, parse_fields, read_task_file
 from model.tasks import (IGNORE, SpecialTokens, TaskError, collate, encode_task, label_space, mark_task,

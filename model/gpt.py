@@ -16,11 +16,13 @@ The token embedding has ``padded_vocab_size`` rows (the vocabulary rounded up to
 of 64, a GPU matmul-friendly size); the padding rows are zero, never looked up and never
 scored: logits are computed over the real vocabulary only.
 
-With targets, the loss is computed by ``linear_cross_entropy``: the output projection and
-the cross-entropy fused over chunks of positions, so the ``[B*T, vocab]`` logits are never
-held in memory at once (in training the chunk's gradients are formed right away, the way
-Liger-Kernel's fused linear cross-entropy does). Pass ``return_logits=False`` to skip the
-full logits when only the loss is wanted (training); the default returns both.
+With targets, the loss is computed by ``linear_cross_entropy`` (``model/fused_loss.py``):
+the output projection and the cross-entropy fused over chunks of positions, so the
+``[B*T, vocab]`` logits are never held in memory at once. Pass ``return_logits=False`` to
+skip the full logits when only the loss is wanted (training); the default returns both.
+
+Shapes in the comments: B batch, T time (positions), C channels (``n_embd``), nh heads,
+hs head size (``C // nh``), V the real vocabulary, Vp the padded one.
 """
 
 from __future__ import annotations
@@ -32,11 +34,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from model.fused_loss import linear_cross_entropy
+
 INIT_STD = 0.02  # GPT-1 section 4.1 / GPT-2: weights initialised from N(0, 0.02)
 MLP_RATIO = 4  # GPT-1 section 4.1: 3072-wide inner states for a 768-wide model
 GPT2_VOCAB = 50257  # GPT-2 section 2.2: byte-level BPE vocabulary of 50,257 tokens
-LOSS_CHUNK_TOKENS = 256  # positions per chunk of the fused projection + cross-entropy (CPU; measured)
-LOSS_CHUNK_TOKENS_CUDA = 8192  # on a GPU, bigger chunks keep the matmuls large
 
 # name -> (arch, n_layer, n_head, n_embd, block_size, dropout)
 _NAMED = {
@@ -141,12 +143,15 @@ class CausalSelfAttention(nn.Module):
         self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        B, T, C = x.shape
-        q, k, v = self.c_attn(x).view(B, T, 3, self.n_head, C // self.n_head).permute(2, 0, 3, 1, 4).unbind(0)
+        B, T, C = x.shape  # batch, time, channels (n_embd)
+        qkv = self.c_attn(x)  # (B, T, 3C)
+        qkv = qkv.view(B, T, 3, self.n_head, C // self.n_head)  # (B, T, 3, nh, hs)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, nh, T, hs)
+        # softmax(q k^T / sqrt(hs)) v over earlier positions only: (B, nh, T, T) x (B, nh, T, hs)
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
-                                           dropout_p=self.dropout if self.training else 0.0)
-        y = y.transpose(1, 2).reshape(B, T, C)
-        return _dropout(self.c_proj(y), self.dropout, self.training)
+                                           dropout_p=self.dropout if self.training else 0.0)  # (B, nh, T, hs)
+        y = y.transpose(1, 2).reshape(B, T, C)  # (B, T, nh, hs) -> (B, T, C): the heads side by side
+        return _dropout(self.c_proj(y), self.dropout, self.training)  # (B, T, C)
 
 
 class MLP(nn.Module):
@@ -158,7 +163,8 @@ class MLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # GPT-1 section 4.1 / GPT-2: GELU in its tanh approximation (HF "gelu_new")
-        return _dropout(self.c_proj(F.gelu(self.c_fc(x), approximate="tanh")), self.dropout, self.training)
+        h = F.gelu(self.c_fc(x), approximate="tanh")  # (B, T, C) -> (B, T, 4C)
+        return _dropout(self.c_proj(h), self.dropout, self.training)  # (B, T, 4C) -> (B, T, C)
 
 
 class Block(nn.Module):
@@ -176,163 +182,6 @@ class Block(nn.Module):
             return x + self.mlp(self.ln_2(x))
         x = self.ln_1(x + self.attn(x))  # GPT-1: the original transformer's post-LN residual
         return self.ln_2(x + self.mlp(x))
-
-
-class _LinearCrossEntropy(torch.autograd.Function):
-    """Mean cross-entropy of ``x @ weight[:vocab].T`` against ``targets``, one chunk of positions at a time.
-
-    Forward keeps only the gradients (``dL/dx`` ``[N, C]`` and ``dL/dweight``), never the
-    ``[N, V]`` logits; backward scales them by the incoming gradient. Per chunk: one matmul
-    for the logits, one fused ``softmax`` pass, then ``d logits = softmax - onehot`` feeds
-    the two gradient matmuls; the ``1 / count`` scale and the ignored rows are applied to
-    the small ``[chunk, C]`` operands, not to the ``[chunk, V]`` probabilities.
-    """
-
-    @staticmethod
-    def forward(ctx, x, weight, targets, vocab_size, ignore_index, chunk, padded=False):
-        if padded:
-            return _LinearCrossEntropy.forward_padded(ctx, x, weight, targets, vocab_size, ignore_index, chunk)
-        n = x.shape[0]
-        w = weight[:vocab_size]
-        valid = targets != ignore_index
-        count = valid.sum()
-        precise = torch.promote_types(x.dtype, torch.float32)
-        scale = valid.to(precise) / count.clamp(min=1).to(precise)  # per-row d(mean)/d(row loss)
-        safe = torch.where(valid, targets, torch.zeros_like(targets))
-        grad_x = torch.empty_like(x) if ctx.needs_input_grad[0] else None
-        accumulate = torch.promote_types(weight.dtype, torch.float32)  # the weight gradient sums chunks in >= fp32
-        grad_w = torch.empty(weight.shape, dtype=accumulate, device=weight.device) if ctx.needs_input_grad[1] else None
-        if grad_w is not None:
-            grad_w[vocab_size:].zero_()  # the padding rows are never scored
-        total = torch.zeros((), dtype=precise, device=x.device)
-        # One [chunk, V] buffer each for the logits and the probabilities, reused by every chunk:
-        # on CPU a fresh tensor this large comes from mmap and pays a page fault per 4 KiB page
-        # on first write, every chunk (about 20 ms per 50 MB buffer on the development machine).
-        reuse = not torch.compiler.is_compiling()
-        if reuse:
-            rows = min(chunk, n)
-            mm_buf = torch.empty((rows, vocab_size), dtype=x.dtype, device=x.device)
-            wide_buf = mm_buf if x.dtype == precise else torch.empty((rows, vocab_size), dtype=precise, device=x.device)
-            probs_buf = torch.empty((rows, vocab_size), dtype=precise, device=x.device)
-        for start in range(0, n, chunk):
-            end = min(start + chunk, n)
-            xs, ts, ok, sc = x[start:end], safe[start:end, None], valid[start:end], scale[start:end, None]
-            if reuse:
-                m = end - start
-                logits = torch.mm(xs, w.t(), out=mm_buf[:m])
-                if wide_buf is not mm_buf:
-                    logits = wide_buf[:m].copy_(logits)
-            else:
-                logits = torch.mm(xs, w.t())
-                logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
-            picked = logits.gather(1, ts).squeeze(1)
-            if reuse:
-                probs = torch.ops.aten._softmax.out(logits, 1, False, out=probs_buf[:m])
-            else:
-                probs = torch.softmax(logits, dim=1)
-            p_target = probs.gather(1, ts).squeeze(1)
-            row_loss = -torch.log(p_target)
-            tiny = p_target < 1e-30  # the probability underflowed: take log-sum-exp - logit exactly
-            if torch.compiler.is_compiling() or bool(tiny.any()):
-                row_loss = torch.where(tiny, torch.logsumexp(logits, dim=1) - picked, row_loss)
-            total = total + torch.where(ok, row_loss, torch.zeros_like(row_loss)).sum()
-            del logits
-            if grad_x is None and grad_w is None:
-                continue
-            probs.scatter_add_(1, ts, torch.full_like(p_target, -1.0).unsqueeze(1))  # softmax - onehot
-            g = probs.to(x.dtype)
-            if grad_x is not None:  # dL/dx = scale * (g @ W)
-                torch.mm(g, w, out=grad_x[start:end])
-                grad_x[start:end].mul_(sc.to(x.dtype))
-            if grad_w is not None:  # dL/dW += g^T @ (scale * x)
-                xs_scaled = (xs.to(sc.dtype) * sc).to(g.dtype)
-                target = grad_w[:vocab_size]
-                if g.dtype == grad_w.dtype and start == 0:
-                    torch.mm(g.t(), xs_scaled, out=target)
-                elif g.dtype == grad_w.dtype:
-                    target.addmm_(g.t(), xs_scaled)
-                elif start == 0:  # bf16 / fp16 operands: the product is summed in fp32
-                    target.copy_(torch.mm(g.t(), xs_scaled))
-                else:
-                    target.add_(torch.mm(g.t(), xs_scaled))
-        ctx.save_for_backward(grad_x, grad_w)
-        ctx.weight_dtype = weight.dtype
-        return total / count.to(total.dtype)  # NaN when every target is ignored, as F.cross_entropy
-
-    @staticmethod
-    def forward_padded(ctx, x, weight, targets, vocab_size, ignore_index, chunk):
-        """The GPU / ``torch.compile`` form: each chunk's matmuls run over all ``V_padded`` rows
-        (a multiple of 64: aligned, tensor-core-friendly shapes) and the padding columns are
-        masked to ``-inf``, so they get probability 0 and are never predicted. The loss is
-        ``logsumexp - logit[target]``; the ``1 / count`` scale and ``- onehot`` are folded into
-        one elementwise pass that yields the ``[chunk, V_padded]`` gradient in the matmul dtype,
-        a pattern the compiler fuses into two kernels (a row reduction and a pointwise map)."""
-        n, padded_vocab = x.shape[0], weight.shape[0]
-        precise = torch.promote_types(x.dtype, torch.float32)
-        valid = targets != ignore_index
-        count = valid.sum()
-        scale = valid.to(precise) / count.clamp(min=1).to(precise)
-        safe = torch.where(valid, targets, torch.zeros_like(targets))
-        columns = torch.arange(padded_vocab, device=x.device)
-        real = columns < vocab_size
-        need_x, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
-        grads_x, grad_w = [], None
-        total = torch.zeros((), dtype=precise, device=x.device)
-        for start in range(0, n, chunk):
-            end = min(start + chunk, n)
-            xs, ts, ok, sc = x[start:end], safe[start:end, None], valid[start:end], scale[start:end, None]
-            logits = torch.where(real, torch.mm(xs, weight.t()).to(precise), float("-inf"))
-            lse = torch.logsumexp(logits, dim=1, keepdim=True)
-            row_loss = (lse - logits.gather(1, ts)).squeeze(1)
-            total = total + torch.where(ok, row_loss, torch.zeros_like(row_loss)).sum()
-            if not (need_x or need_w):
-                continue
-            g = ((torch.exp(logits - lse) - (columns == ts).to(precise)) * sc).to(x.dtype)  # scale * (softmax - onehot)
-            if need_x:
-                grads_x.append(torch.mm(g, weight))
-            if need_w:
-                part = torch.mm(g.t(), xs).to(precise)
-                grad_w = part if grad_w is None else grad_w + part
-        grad_x = (torch.cat(grads_x) if len(grads_x) > 1 else grads_x[0]) if need_x else None
-        ctx.save_for_backward(grad_x, grad_w)
-        ctx.weight_dtype = weight.dtype
-        return total / count.to(precise)
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        grad_x, grad_w = ctx.saved_tensors
-        if (grad_output.device.type == "cpu" and not torch.compiler.is_compiling()
-                and float(grad_output) == 1.0):  # the usual loss.backward(): no copies
-            gx = grad_x
-            gw = grad_w.to(ctx.weight_dtype) if grad_w is not None else None
-        else:
-            gx = grad_x * grad_output.to(grad_x.dtype) if grad_x is not None else None
-            gw = (grad_w * grad_output).to(ctx.weight_dtype) if grad_w is not None else None
-        return gx, gw, None, None, None, None, None
-
-
-def linear_cross_entropy(x: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, ignore_index: int = -1,
-                         chunk: int | None = None, vocab_size: int | None = None,
-                         padded: bool | None = None) -> torch.Tensor:
-    """``F.cross_entropy(x @ weight[:vocab_size].T, targets, ignore_index=...)`` (mean, fp32), no full logits.
-
-    ``x`` is ``[N, C]``, ``weight`` ``[V_padded, C]`` (rows past ``vocab_size`` get a zero
-    gradient), ``targets`` ``[N]``. Under autocast the matmuls run in the autocast dtype and
-    the softmax in fp32, as ``F.linear`` + ``F.cross_entropy`` do. ``padded`` (default: on
-    CUDA) runs the matmuls over all ``V_padded`` rows with the padding columns masked
-    (``_LinearCrossEntropy.forward_padded``); off, over the real rows with reused buffers (CPU).
-    """
-    vocab_size = weight.shape[0] if vocab_size is None else vocab_size
-    if chunk is None:
-        chunk = LOSS_CHUNK_TOKENS_CUDA if x.is_cuda else LOSS_CHUNK_TOKENS
-    if padded is None:
-        padded = x.is_cuda
-    device_type = x.device.type
-    if torch.is_autocast_enabled(device_type):
-        dtype = torch.get_autocast_dtype(device_type)
-        x, weight = x.to(dtype), weight.to(dtype)
-    with torch.autocast(device_type, enabled=False):
-        return _LinearCrossEntropy.apply(x, weight, targets, vocab_size, ignore_index, chunk, padded)
 
 
 LOSS_IMPLS = ("chunked", "full")  # the training loss path: linear_cross_entropy, or padded logits + F.cross_entropy
@@ -396,10 +245,12 @@ class GPT(nn.Module):
             lo, hi = int(idx.min()), int(idx.max())
             if lo < 0 or hi >= self.config.vocab_size:
                 raise ValueError(f"token ids must lie in 0..{self.config.vocab_size - 1}, got {lo}..{hi}")
-        pos = torch.arange(T, device=idx.device)
-        x = _dropout(self.transformer.wte(idx) + self.transformer.wpe(pos), self.config.dropout, self.training)
+        pos = torch.arange(T, device=idx.device)  # (T,)
+        tok_emb = self.transformer.wte(idx)  # (B, T, C)
+        pos_emb = self.transformer.wpe(pos)  # (T, C), broadcast over the batch
+        x = _dropout(tok_emb + pos_emb, self.config.dropout, self.training)  # (B, T, C)
         for block in self.transformer.h:
-            x = block(x)
+            x = block(x)  # (B, T, C)
         if "ln_f" in self.transformer:
             x = self.transformer.ln_f(x)
         return x
@@ -412,22 +263,23 @@ class GPT(nn.Module):
         targets, the logits are not formed (``None``): the loss comes from the fused chunked
         projection + cross-entropy, the fast and memory-light way to train.
         """
-        x = self.hidden_states(idx)
+        x = self.hidden_states(idx)  # (B, T, C)
         loss = None
         if targets is not None:
             if targets.shape != idx.shape:
                 raise ValueError(f"targets shape {tuple(targets.shape)} differs from idx shape {tuple(idx.shape)}")
             if not return_logits and self.loss_impl == "full":
-                logits = F.linear(x, self.transformer.wte.weight)[..., : self.config.vocab_size]
+                logits = F.linear(x, self.transformer.wte.weight)[..., : self.config.vocab_size]  # (B, T, Vp) -> (B, T, V)
                 loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1),
-                                       ignore_index=ignore_index)
+                                       ignore_index=ignore_index)  # (B*T, V) against (B*T,)
                 return None, loss
             if not return_logits:
+                # (B*T, C) x (Vp, C) against (B*T,), chunk by chunk: no (B*T, V) logits
                 loss = linear_cross_entropy(x.reshape(-1, x.shape[-1]), self.transformer.wte.weight, targets.reshape(-1),
                                             ignore_index=ignore_index, vocab_size=self.config.vocab_size)
                 return None, loss
-        logits = F.linear(x, self.output_weight).float()
-        if targets is not None:
+        logits = F.linear(x, self.output_weight).float()  # (B, T, C) x (V, C)^T -> (B, T, V)
+        if targets is not None:  # (B*T, V) against (B*T,)
             loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=ignore_index)
         return logits, loss
 
@@ -472,7 +324,7 @@ class KVCache:
             raise ValueError(f"a cache of {length} positions is longer than the model's context "
                              f"(block_size={config.block_size})")
         self.kv = torch.zeros((config.n_layer, 2, batch, config.n_head, length, config.head_dim), device=device,
-                              dtype=dtype)
+                              dtype=dtype)  # (L, k/v, B, nh, S, hs)
         self.valid = torch.zeros((batch, length), dtype=torch.bool, device=device)
         self.filled = 0  # slots written so far
 
@@ -483,13 +335,15 @@ class KVCache:
 
 def _cached_attention(attn: CausalSelfAttention, x: torch.Tensor, kv: torch.Tensor, start: int,
                       mask: torch.Tensor) -> torch.Tensor:
-    """``attn(x)`` for new positions ``start..start+T`` of the cache, their keys/values stored in ``kv`` ``[2, B, H, S, D]``."""
-    B, T, C = x.shape
-    q, k, v = attn.c_attn(x).view(B, T, 3, attn.n_head, C // attn.n_head).permute(2, 0, 3, 1, 4).unbind(0)
-    kv[0, :, :, start:start + T] = k
+    """``attn(x)`` for new positions ``start..start+T`` of the cache, their keys/values stored in ``kv`` ``(2, B, nh, S, hs)``."""
+    B, T, C = x.shape  # the new positions only
+    qkv = attn.c_attn(x).view(B, T, 3, attn.n_head, C // attn.n_head)  # (B, T, 3C) -> (B, T, 3, nh, hs)
+    q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, nh, T, hs)
+    kv[0, :, :, start:start + T] = k  # keys of slots start..start+T: (B, nh, T, hs)
     kv[1, :, :, start:start + T] = v
-    y = F.scaled_dot_product_attention(q, kv[0, :, :, :start + T], kv[1, :, :, :start + T], attn_mask=mask)
-    return attn.c_proj(y.transpose(1, 2).reshape(B, T, C))
+    # every new query against all start + T cached slots: mask (B, 1, T, start + T)
+    y = F.scaled_dot_product_attention(q, kv[0, :, :, :start + T], kv[1, :, :, :start + T], attn_mask=mask)  # (B, nh, T, hs)
+    return attn.c_proj(y.transpose(1, 2).reshape(B, T, C))  # (B, T, nh, hs) -> (B, T, C)
 
 
 def _cached_block(block: Block, x: torch.Tensor, kv: torch.Tensor, start: int, mask: torch.Tensor) -> torch.Tensor:
@@ -516,15 +370,15 @@ def decode(model: GPT, idx: torch.Tensor, cache: KVCache, valid: torch.Tensor | 
     valid = torch.ones_like(idx, dtype=torch.bool) if valid is None else valid
     cache.valid[:, start:start + T] = valid
     seen = cache.valid[:, :start + T]
-    pos = (seen.long().cumsum(dim=1) - 1).clamp(min=0)[:, start:]
+    pos = (seen.long().cumsum(dim=1) - 1).clamp(min=0)[:, start:]  # (B, T)
     slots = torch.arange(start + T, device=idx.device)
-    causal = slots[None, :] <= slots[start:, None]  # [T, S]
+    causal = slots[None, :] <= slots[start:, None]  # (T, S): new position t sees slots up to its own
     # a padding query attends to itself alone (its output is never used; a row of -inf would give NaN)
     mask = (causal[None] & seen[:, None, :]) | (slots[None, None, :] == slots[start:, None][None])
-    x = model.transformer.wte(idx) + model.transformer.wpe(pos)
+    x = model.transformer.wte(idx) + model.transformer.wpe(pos)  # (B, T, C): each row's own positions
     for layer, block in enumerate(model.transformer.h):
-        x = _cached_block(block, x, cache.kv[layer], start, mask[:, None])
+        x = _cached_block(block, x, cache.kv[layer], start, mask[:, None])  # mask (B, 1, T, S) for every head
     if "ln_f" in model.transformer:
-        x = model.transformer.ln_f(x[:, -1:])
+        x = model.transformer.ln_f(x[:, -1:])  # (B, 1, C): only the last position is scored
     cache.filled = start + T
-    return F.linear(x[:, -1], model.output_weight).float()
+    return F.linear(x[:, -1], model.output_weight).float()  # (B, C) -> (B, V)

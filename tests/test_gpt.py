@@ -8,7 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from model.gpt import GPT, GPTConfig, linear_cross_entropy
+from model.fused_loss import linear_cross_entropy
+from model.gpt import GPT, GPTConfig
 
 TINY = dict(n_layer=2, n_head=2, n_embd=32, block_size=16, vocab_size=97)
 
