@@ -313,7 +313,7 @@ def _is_int(value) -> bool:
 
 
 def _rng_problem(rng) -> str | None:
-    """What is wrong with one process's RNG states (as ``model.train.rng_state`` writes them), or None."""
+    """What is wrong with one process's RNG states (as ``model.device.rng_state`` writes them), or None."""
     if not isinstance(rng, dict):
         return f"a {type(rng).__name__}, not a dict"
     reference = torch.get_rng_state()

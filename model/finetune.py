@@ -51,26 +51,28 @@ import torch.nn as nn
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from common.storage import atomic_path, write_atomically
-from model.checkpoint import (CHECKPOINT_FILE, HF_DIR, RUN_CONFIG_FILE, TOKENIZER_DIR, CheckpointError, check_optimizer_state,
-                              latest_good_checkpoint, load_model, save_checkpoint, tokenizer_folder)
+from common.storage import write_atomically
+from model.checkpoint import (CHECKPOINT_FILE, RUN_CONFIG_FILE, TOKENIZER_DIR, CheckpointError, check_optimizer_state,
+                              load_model, save_checkpoint, tokenizer_folder)
 from model.contamination import ContaminationError
+from model.device import resolve_device, rng_state, seed_everything, set_rng_state
 from model.fused_loss import linear_cross_entropy
 from model.gpt import GPT, INIT_STD, GPTConfig
-from model.hf import hf_config_dict, to_hf_state_dict, write_hf_folder
+from model.optim import LRSchedule, make_optimizer
+from model.run_folder import (LOSS_PLOT, METRICS_FILE, export_hf, keep_metrics_until, plot_task_run, resume_state,
+                              resumed_config)
 from model.task_formats import FORMATS, TASK_TYPES, TaskData, TaskFormatError, parse_fields, read_task_file
 from model.tasks import (IGNORE, SpecialTokens, TaskError, collate, encode_task, label_space, mark_task,
                          metric_names, split_metrics)
 from model.tokenizer import BPETokenizer
-from model.train import decay_groups, read_metrics, resumed_config, rng_state, run_command, seed_everything, set_rng_state
+from model.train import run_command
+from model.validation import mean_loss
 
 log = logging.getLogger("corpusforge.finetune")
 
-METRICS_FILE = "metrics.jsonl"
-PLOT_FILE = "loss.png"
 REPORT_JSON, REPORT_MD, PREDICTIONS = "report.json", "report.md", "predictions.jsonl"
 TASK_TOKENS = ("start", "delim", "extract")
-ADAM_BETAS = (0.9, 0.999)  # OpenAI's GPT-1 code: b1 0.9, b2 0.999, e 1e-8
+ADAM_BETAS = (0.9, 0.999)  # OpenAI's GPT-1 code: b1 0.9, b2 0.999 (e 1e-8: model.optim.ADAM_EPS)
 RESUME_ENTRIES = ("head", "special", "optimizer", "scheduler", "step", "rng", "finetune_config")
 RESUME_OVERRIDABLE = {"stop_at", "quiet", "device", "hf_export", "resume", "out", "log_interval", "ckpt_interval"}
 
@@ -192,13 +194,6 @@ def lm_targets_of(example) -> int:
     return sum(len(seq) - 1 for seq in example.sequences)
 
 
-def lr_at(step: int, lr: float, warmup: int, total: int) -> float:
-    """GPT-1's schedule: linear warmup over ``warmup`` steps, then linear decay to 0 at ``total``."""
-    if step < warmup:
-        return lr * (step + 1) / warmup
-    return lr * max(0.0, (total - step) / max(1, total - warmup))
-
-
 def batch_indices(step: int, count: int, batch_size: int, seed: int) -> np.ndarray:
     """The training examples of update ``step``: a seeded permutation per epoch, cut in batches
     (the last batch of an epoch may be smaller). A function of (seed, step) only: resumes exactly."""
@@ -261,34 +256,20 @@ def load_base(cfg: FinetuneConfig, tokenizer: BPETokenizer) -> GPT:
     return gpt
 
 
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise FinetuneError(f"--device {name!r} is not a device torch knows (auto, cpu, cuda, cuda:1 ...)") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise FinetuneError(f"--device {name}: no GPU is visible to this torch ({torch.__version__})")
-    return device
-
-
 # ----------------------------------------------------------------------------- evaluation and reports
 
 def evaluate(model: TaskModel, encoded, batch_size: int, pad_id: int, regression: bool, device) -> tuple[list, float]:
     """Predictions for every example (in order) and the mean task loss."""
-    was_training = model.training
-    model.eval()
-    predictions, total = [], 0.0
-    with torch.no_grad():
-        for start in range(0, len(encoded), batch_size):
-            chunk = encoded[start:start + batch_size]
-            batch = collate(chunk, pad_id, regression).to(device)
-            logits, _ = model(batch.idx, batch.extract, batch.choice_mask)
-            total += float(task_loss(logits, batch.targets, regression)) * len(chunk)
-            predictions += predictions_of(logits, regression)
-    model.train(was_training)
-    return predictions, total / max(1, len(encoded))
+    predictions = []
+
+    def loss_of(chunk) -> tuple[torch.Tensor, int]:
+        batch = collate(chunk, pad_id, regression).to(device)
+        logits, _ = model(batch.idx, batch.extract, batch.choice_mask)
+        predictions.extend(predictions_of(logits, regression))
+        return task_loss(logits, batch.targets, regression), len(chunk)
+
+    chunks = (encoded[start:start + batch_size] for start in range(0, len(encoded), batch_size))
+    return predictions, mean_loss(model, chunks, loss_of, device)
 
 
 def _number(value) -> str:
@@ -305,60 +286,30 @@ def metrics_table(metrics: dict) -> str:
     return "\n".join(lines)
 
 
-def plot_run(metrics_path: str, png_path: str, headline: str, title: str) -> None:
-    """Training loss against step, and the headline evaluation metric (all examples) beside it."""
-    import matplotlib  # about 0.3 s, only when a plot is drawn
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    records = read_metrics(metrics_path)
-    train = [(r["step"], r["loss"]) for r in records if "loss" in r]
-    scores = [(r["step"], r["eval"]["all"][headline]) for r in records if "eval" in r]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
-    if train:
-        left.plot(*zip(*train), linewidth=1)
-    left.set_xlabel("step")
-    left.set_ylabel("loss (task + lambda x LM)")
-    left.grid(alpha=0.3)
-    if scores:
-        right.plot(*zip(*scores), "o-", markersize=3)
-    right.set_xlabel("step")
-    right.set_ylabel(f"evaluation {headline} (all)")
-    right.grid(alpha=0.3)
-    fig.suptitle(title)
-    fig.tight_layout()
-    with atomic_path(png_path) as temporary:
-        fig.savefig(temporary, format="png", dpi=100)
-    plt.close(fig)
-
-
 # ----------------------------------------------------------------------------- Hugging Face export
 
-def export_hf(model: TaskModel, folder: str, *, labels, regression: bool, special: SpecialTokens, pad_id: int,
-              tokenizer_dir: str | None = None) -> str:
-    """``folder`` as a ``GPT2ForSequenceClassification`` (GPT-1: ``OpenAIGPTForSequenceClassification``)
-    checkpoint, built beside it and renamed into place. ``pad_token_id`` is end-of-text: the
-    class pools the last token that is not padding, our extract token."""
+def export_task_model(model: TaskModel, out: str, *, labels, regression: bool, special: SpecialTokens,
+                      pad_id: int) -> str | None:
+    """``out/hf`` as a ``GPT2ForSequenceClassification`` (GPT-1: ``OpenAIGPTForSequenceClassification``)
+    checkpoint: ``model/run_folder.py``'s export of the transformer with the task head W_y as
+    ``score``. ``pad_token_id`` is end-of-text: the class pools the last token that is not
+    padding, our extract token."""
     gpt = model.gpt
-    state = to_hf_state_dict(gpt)
-    del state["lm_head.weight"]
-    state["score.weight"] = model.head.weight.detach().to("cpu", copy=True).contiguous()
-    config = hf_config_dict(gpt.config, eot_token_id=pad_id)
     arch = "GPT2ForSequenceClassification" if gpt.config.arch == "gpt2" else "OpenAIGPTForSequenceClassification"
     names = list(labels) if labels else (["score"] if regression or model.task == "multiple_choice" else [])
-    config.update({"architectures": [arch], "pad_token_id": pad_id, "num_labels": model.head.out_features,
-                   "id2label": {str(i): n for i, n in enumerate(names)}, "label2id": {n: i for i, n in enumerate(names)},
-                   # one score per candidate is not a classifier's loss: no problem_type for multiple choice
-                   "problem_type": ("regression" if regression else None if model.task == "multiple_choice"
-                                    else "single_label_classification"),
-                   "task_specific_params": {"corpusforge_finetune": {
-                       "task": model.task, **{f"{name}_token_id": getattr(special, name) for name in TASK_TOKENS},
-                       "combine": {"similarity": "sum the logits of both orders",
-                                   "multiple_choice": "softmax over the candidates' logits"}.get(model.task, "none")}}})
-    extra = [os.path.join(tokenizer_dir, name) for name in sorted(os.listdir(tokenizer_dir))] \
-        if tokenizer_dir and os.path.isdir(tokenizer_dir) else []
-    return write_hf_folder(folder, state, config, extra)
+
+    def task_head(state: dict, config: dict) -> None:
+        state["score.weight"] = model.head.weight.detach().to("cpu", copy=True).contiguous()
+        config.update({"architectures": [arch], "pad_token_id": pad_id, "num_labels": model.head.out_features,
+                       "id2label": {str(i): n for i, n in enumerate(names)}, "label2id": {n: i for i, n in enumerate(names)},
+                       # one score per candidate is not a classifier's loss: no problem_type for multiple choice
+                       "problem_type": ("regression" if regression else None if model.task == "multiple_choice"
+                                        else "single_label_classification"),
+                       "task_specific_params": {"corpusforge_finetune": {
+                           "task": model.task, **{f"{name}_token_id": getattr(special, name) for name in TASK_TOKENS},
+                           "combine": {"similarity": "sum the logits of both orders",
+                                       "multiple_choice": "softmax over the candidates' logits"}.get(model.task, "none")}}})
+    return export_hf(gpt, out, eot_token_id=pad_id, head=task_head)
 
 
 # ----------------------------------------------------------------------------- the run
@@ -369,16 +320,10 @@ def run(cfg: FinetuneConfig) -> dict:
     out = cfg.out
     ckpt_file = os.path.join(out, CHECKPOINT_FILE)
     metrics_file = os.path.join(out, METRICS_FILE)
-    state = None
-    if cfg.resume:
-        try:
-            state, used = latest_good_checkpoint(out, required=RESUME_ENTRIES)
-        except CheckpointError as exc:
-            raise FinetuneError(f"--resume: {exc}") from None
-        if used != ckpt_file:
-            log.warning("--resume: %s failed its check; continuing from %s", ckpt_file, used)
-    elif os.path.exists(ckpt_file):
-        raise FinetuneError(f"{ckpt_file} already exists: pass --resume to continue that run, or choose a new --out")
+    try:
+        state = resume_state(out, cfg.resume, RESUME_ENTRIES, FinetuneError)
+    except CheckpointError as exc:
+        raise FinetuneError(f"--resume: {exc}") from None
 
     # every input is read and checked before the model is built
     train_data, eval_data = read_tasks(cfg)
@@ -431,21 +376,22 @@ def run(cfg: FinetuneConfig) -> dict:
     model = TaskModel(gpt, task, outputs, cfg.clf_dropout)
     if state is not None:
         model.head.load_state_dict(state["head"])
-    device = resolve_device(cfg.device)
+    device = resolve_device(cfg.device, FinetuneError)
     model.to(device)
-    extra = {"fused": True} if device.type in ("cpu", "cuda") else {}
-    optimizer = torch.optim.AdamW(decay_groups(model, cfg.weight_decay), lr=cfg.lr, betas=ADAM_BETAS, eps=1e-8, **extra)
+    optimizer = make_optimizer(model, device, cfg.lr, ADAM_BETAS, cfg.weight_decay)
     micro = cfg.micro_batch or cfg.batch_size
     per_epoch = math.ceil(len(train_set) / cfg.batch_size)
     total = cfg.max_steps or cfg.epochs * per_epoch
     warmup = math.ceil(cfg.warmup_fraction * total)
     eval_every = cfg.eval_interval or per_epoch
+    schedule = LRSchedule(optimizer, cfg.lr, 0.0, warmup, total, decay="linear")  # GPT-1: linear decay to 0
     step = 0
     if state is not None:
         check_optimizer_state(state["optimizer"], optimizer)
         optimizer.load_state_dict(state["optimizer"])
         step = int(state["step"])
         set_rng_state(state["rng"], device)
+    schedule.step_count = step
     pad_id = tokenizer.eot_id
     names = metric_names(task, regression, len(space) if space else 0)
     headline = names[0]
@@ -457,8 +403,7 @@ def run(cfg: FinetuneConfig) -> dict:
         "warmup_steps": warmup, "max_len": max_len, "device": str(device)}, indent=2) + "\n")
     if state is None and not os.path.exists(os.path.join(out, TOKENIZER_DIR)):
         tokenizer.save(os.path.join(out, TOKENIZER_DIR))
-    kept = [r for r in read_metrics(metrics_file) if r.get("step", 0) <= step]
-    write_atomically(metrics_file, "".join(json.dumps(r) + "\n" for r in kept))
+    keep_metrics_until(metrics_file, step)
     truncated = sum(e.truncated for e in train_set) + sum(e.truncated for e in eval_set)
     log.info("%s (%s): %d training / %d evaluation examples, %d cut to %d tokens; %d steps (%d per epoch, warmup %d), "
              "batch %d, lr %.3g, LM coefficient %g, on %s", task, cfg.format, len(train_set), len(eval_set), truncated,
@@ -473,7 +418,7 @@ def run(cfg: FinetuneConfig) -> dict:
             "labels": list(space) if space else None, "regression": regression, "finetune_config": asdict(cfg),
             "optimizer": optimizer.state_dict(), "scheduler": {"step": step, "warmup": warmup, "total": total},
             "step": step, "rng": rng_state(device), "metrics": metrics})
-        plot_run(metrics_file, os.path.join(out, PLOT_FILE), headline, f"{task} ({cfg.format}) from {cfg.model}")
+        plot_task_run(metrics_file, os.path.join(out, LOSS_PLOT), headline, f"{task} ({cfg.format}) from {cfg.model}")
 
     def run_eval() -> dict:
         predictions, loss = evaluate(model, eval_set, micro, pad_id, regression, device)
@@ -488,9 +433,7 @@ def run(cfg: FinetuneConfig) -> dict:
         try:
             while step < end:
                 started = time.perf_counter()
-                lr = lr_at(step, cfg.lr, warmup, total)
-                for group in optimizer.param_groups:
-                    group["lr"] = lr
+                lr = schedule.apply()
                 indices = batch_indices(step, len(train_set), cfg.batch_size, cfg.seed)
                 # the task loss is a mean over the batch's examples, the LM loss over its tokens, whatever
                 # the micro-batches: each micro-batch's means are weighted by its share of both
@@ -522,6 +465,7 @@ def run(cfg: FinetuneConfig) -> dict:
                     break
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)
+                schedule.step()
                 step += 1
                 record["examples_per_s"] = len(indices) / (time.perf_counter() - started)
                 last.update({"step": step, "train_loss": record["loss"]})
@@ -555,8 +499,7 @@ def run(cfg: FinetuneConfig) -> dict:
             report_paths = write_report(out, cfg, task, space, regression, evaluation, eval_set, dirty, marks_info,
                                         train_data, eval_data)
         if cfg.hf_export:
-            hf_dir = export_hf(model, os.path.join(out, HF_DIR), labels=space, regression=regression, special=special,
-                               pad_id=pad_id, tokenizer_dir=os.path.join(out, TOKENIZER_DIR))
+            hf_dir = export_task_model(model, out, labels=space, regression=regression, special=special, pad_id=pad_id)
     return {"status": status, "message": message, "steps": step, "max_steps": total, "task": task,
             "format": cfg.format, "train_examples": len(train_set), "eval_examples": len(eval_set),
             "train_loss": last.get("train_loss"), "eval": evaluation["metrics"] if evaluation else None,

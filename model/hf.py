@@ -245,10 +245,16 @@ def save_hf_dir(model: GPT, folder: str | os.PathLike, tokenizer_files: Iterable
     for source in sources:
         if not os.path.isfile(source):
             raise FileNotFoundError(f"tokenizer file {source} does not exist")
+    state, config = hf_export_parts(model, eot_token_id)
+    return write_hf_folder(folder, state, config, sources)
+
+
+def hf_export_parts(model: GPT, eot_token_id: int | None = None) -> tuple[dict[str, torch.Tensor], dict]:
+    """The weights (Hugging Face names, the tied ``lm_head`` left out) and ``config.json`` of ``model``."""
     state = to_hf_state_dict(model)
     del state["lm_head.weight"]  # tied: transformers re-ties it on load, as save_pretrained leaves it out
     dtype = str(next(iter(state.values())).dtype).removeprefix("torch.")
-    return write_hf_folder(folder, state, hf_config_dict(model.config, eot_token_id, dtype), sources)
+    return state, hf_config_dict(model.config, eot_token_id, dtype)
 
 
 def write_hf_folder(folder: str | os.PathLike, state: dict, config: dict, extra_files: Iterable[str] = ()) -> str:

@@ -17,6 +17,14 @@ What one optimizer step does (defaults from nanoGPT / GPT-2, all exposed as flag
 Data come from ``model.data``: windows sampled without replacement, a resumable cursor,
 rank ``r`` of a DDP run taking every ``world_size``-th window.
 
+This file is the loop, in three functions: ``setup_run`` (device, data, model, optimizer,
+schedule; a resumed run's state put back), ``train_loop`` (the optimizer steps, metrics,
+evaluations, checkpoints) and ``finish_run`` (status, Hugging Face export, summary). What it
+shares with ``model/finetune.py`` lives in its own module: ``model/device.py`` (device, dtype,
+MFU peak, RNG states), ``model/distributed.py`` (torchrun), ``model/optim.py`` (AdamW and the
+schedule), ``model/validation.py`` (the evaluation loop), ``model/run_folder.py`` (metrics,
+the loss plot, resume, the Hugging Face export) and ``model/checkpoint.py``.
+
 A run folder holds ``config.json`` (train and model config), ``ckpt.pt`` (the full state:
 model, optimizer, schedule, data cursor, every rank's RNG states, written atomically every
 ``ckpt_interval`` steps and at the end), ``tokenizer/`` (copied from the data folder),
@@ -25,9 +33,7 @@ model, optimizer, schedule, data cursor, every rank's RNG states, written atomic
 continues from ``ckpt.pt`` exactly: on CPU the losses of a stopped-and-resumed run equal
 an uninterrupted run's bit for bit.
 
-MFU = FLOPs per token (``GPT.flops_per_token``: ``6 N + 12 L C T``, nanoGPT's convention)
-x tokens/s / (peak x processes), against the dense bf16 peak of the GPU (``PEAK_FLOPS``);
-on CPU it is n/a.
+MFU: see ``model/device.py``.
 """
 
 from __future__ import annotations
@@ -38,48 +44,39 @@ import json
 import logging
 import math
 import os
-import random
 import shutil
 import sys
 import time
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Callable
 
 import numpy as np
 import torch
-import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 from common import storage
-from common.storage import atomic_path, write_atomically
-from model.checkpoint import (CHECKPOINT_FILE, HF_DIR, RUN_CONFIG_FILE, TOKENIZER_DIR, CheckpointError, clean_state_dict,
-                              check_optimizer_state, kept_checkpoints, latest_good_checkpoint, save_checkpoint)
+from common.storage import write_atomically
+from model.checkpoint import (CHECKPOINT_FILE, RUN_CONFIG_FILE, TOKENIZER_DIR, CheckpointError, clean_state_dict,
+                              check_optimizer_state, save_checkpoint)
 from model.data import DataError, TokenLoader, TokenWindows, eval_indices, read_meta, split_paths, tokenizer_dir
+from model.device import (DTYPES, allow_tf32, autocast_for, peak_flops, resolve_device, resolve_dtype, rng_state,
+                          seed_everything, set_rng_state)
+from model.distributed import Dist, all_mean, barrier_and_close, gather_objects, init_distributed
 from model.gpt import GPT, GPT2_VOCAB, LOSS_IMPLS, GPTConfig
-from model.hf import save_hf_dir
+from model.optim import LRSchedule, make_optimizer
+from model.run_folder import (LOSS_PLOT, METRICS_FILE, export_hf, keep_metrics_until, plot_losses, resume_state,
+                              resumed_config)
+from model.validation import mean_loss
 
 log = logging.getLogger("corpusforge.train")
 
 GPT2_BATCH_TOKENS = 512 * 1024  # GPT-2 section 2.3: batches of 512 sequences of 1024 tokens
-ADAM_EPS = 1e-8  # torch / nanoGPT default
-METRICS_FILE = "metrics.jsonl"
-LOSS_PLOT = "loss.png"
-# Dense (no sparsity) bf16 tensor-core peak FLOP/s, from NVIDIA's data sheets. First match
-# of the device name wins, so the PCIe H100 comes before the SXM one.
-PEAK_FLOPS = (
-    ("H100 PCIe", 756e12),  # H100 PCIe: 756 TFLOP/s bf16 dense
-    ("H200", 989e12),  # H200 SXM: 989 TFLOP/s bf16 dense (the H100 SXM's tensor cores)
-    ("H100", 989e12),  # H100 SXM: 989 TFLOP/s bf16 dense
-    ("A100", 312e12),  # A100: 312 TFLOP/s bf16 dense
-    ("V100", 125e12),  # V100: 125 TFLOP/s fp16 tensor cores (no bf16)
-)
 # torch.compile(mode=) choices of the trainer. "reduce-overhead" (CUDA graphs) is left out: its replays
 # overwrite the outputs that gradient accumulation still reads (measured failing on an H200, torch 2.11).
 COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")
-FALLBACK_PEAK = 312e12  # other GPUs: A100's peak, as nanoGPT's estimate_mfu assumes; override with --peak_tflops
 
 
 @dataclass
@@ -134,229 +131,6 @@ class TrainConfig:
 
 class TrainError(ValueError):
     """A training configuration or state that cannot be run: said plainly, before any work is lost."""
-
-
-# ---------------------------------------------------------------- schedule and optimizer
-
-def lr_at(step: int, lr: float, min_lr: float, warmup_steps: int, decay_steps: int) -> float:
-    """The learning rate of update ``step`` (0-based): linear warmup, cosine to ``min_lr``, then flat."""
-    if step < warmup_steps:
-        return lr * (step + 1) / warmup_steps
-    if step >= decay_steps:
-        return min_lr
-    progress = (step - warmup_steps) / max(1, decay_steps - warmup_steps)
-    return min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (lr - min_lr)
-
-
-class WarmupCosine:
-    """Sets the optimizer's learning rate each step from ``lr_at``; its state is the step count."""
-
-    def __init__(self, optimizer: torch.optim.Optimizer, lr: float, min_lr: float, warmup_steps: int, decay_steps: int):
-        self.optimizer = optimizer
-        self.lr, self.min_lr, self.warmup_steps, self.decay_steps = lr, min_lr, warmup_steps, decay_steps
-        self.step_count = 0
-
-    def apply(self) -> float:
-        value = lr_at(self.step_count, self.lr, self.min_lr, self.warmup_steps, self.decay_steps)
-        for group in self.optimizer.param_groups:
-            group["lr"] = value
-        return value
-
-    def step(self) -> None:
-        self.step_count += 1
-
-    def state_dict(self) -> dict:
-        return {"step": self.step_count, "lr": self.lr, "min_lr": self.min_lr, "warmup_steps": self.warmup_steps,
-                "decay_steps": self.decay_steps}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.step_count = int(state["step"])
-
-
-def decay_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
-    """AdamW parameter groups: matrices (``dim >= 2``) decayed, vectors (biases, gains) not."""
-    decay, no_decay, seen = [], [], set()
-    for _, param in model.named_parameters():
-        if not param.requires_grad or id(param) in seen:
-            continue
-        seen.add(id(param))
-        (decay if param.dim() >= 2 else no_decay).append(param)
-    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-
-
-FUSED_ADAMW_DEVICES = ("cuda", "cpu")  # torch's one-kernel AdamW; on CPU it replaces a Python loop over the tensors
-
-
-def make_optimizer(model: torch.nn.Module, cfg: TrainConfig, device: torch.device) -> torch.optim.AdamW:
-    extra = {"fused": True} if device.type in FUSED_ADAMW_DEVICES else {}
-    return torch.optim.AdamW(decay_groups(model, cfg.weight_decay), lr=cfg.lr, betas=(cfg.beta1, cfg.beta2),
-                             eps=ADAM_EPS, **extra)
-
-
-# ---------------------------------------------------------------- devices, precision, MFU
-
-def peak_flops(device: torch.device, override_tflops: float | None = None) -> tuple[float | None, str]:
-    """``(peak FLOP/s of one device, how it was chosen)``; None on CPU."""
-    if override_tflops:
-        return override_tflops * 1e12, f"--peak_tflops {override_tflops:g}"
-    if device.type != "cuda":
-        return None, "CPU: MFU n/a"
-    return peak_for_name(torch.cuda.get_device_name(device))
-
-
-def peak_for_name(name: str) -> tuple[float, str]:
-    """The ``PEAK_FLOPS`` entry of a GPU name (``torch.cuda.get_device_name``), else the stated fallback."""
-    for key, value in PEAK_FLOPS:
-        if key.lower() in name.lower():
-            return value, f"{name}: {value / 1e12:g} TFLOP/s bf16 dense"
-    return FALLBACK_PEAK, f"{name}: not in the table, assuming A100's {FALLBACK_PEAK / 1e12:g} TFLOP/s (set --peak_tflops)"
-
-
-def resolve_device(cfg: TrainConfig, local_rank: int | None) -> torch.device:
-    if local_rank is not None and cfg.device in ("auto", "cuda") and torch.cuda.is_available():
-        return torch.device("cuda", local_rank)
-    if cfg.device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(cfg.device)
-    except RuntimeError:
-        raise TrainError(f"--device {cfg.device!r} is not a device torch knows (auto, cpu, cuda, cuda:1, mps ...)") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        build = "a CPU-only build" if torch.version.cuda is None else f"CUDA {torch.version.cuda}, but no GPU is visible"
-        raise TrainError(f"--device {cfg.device}: this torch ({torch.__version__}) is {build}; use --device cpu or auto")
-    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
-        raise TrainError(f"--device {cfg.device}: only {torch.cuda.device_count()} GPU(s) are visible")
-    return device
-
-
-def resolve_dtype(cfg: TrainConfig, device: torch.device) -> torch.dtype:
-    if cfg.dtype == "fp32":
-        return torch.float32
-    if cfg.dtype == "bf16":
-        if device.type == "cuda" and not torch.cuda.is_bf16_supported():
-            raise TrainError(f"{torch.cuda.get_device_name(device)} does not support bf16: use --dtype fp32")
-        return torch.bfloat16
-    if cfg.dtype != "auto":
-        raise TrainError(f"--dtype must be auto, bf16 or fp32, got {cfg.dtype!r}")
-    return torch.bfloat16 if device.type == "cuda" and torch.cuda.is_bf16_supported() else torch.float32
-
-
-# ---------------------------------------------------------------- RNG states
-
-def rng_state(device: torch.device) -> dict:
-    name, keys, pos, has_gauss, cached = np.random.get_state()
-    return {"torch": torch.get_rng_state(),
-            "cuda": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
-            "numpy": {"name": name, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
-                      "has_gauss": int(has_gauss), "cached_gaussian": float(cached)},
-            "python": random.getstate()}
-
-
-def set_rng_state(state: dict, device: torch.device) -> None:
-    torch.set_rng_state(state["torch"])
-    if device.type == "cuda" and state.get("cuda") is not None:
-        torch.cuda.set_rng_state(state["cuda"], device)
-    n = state["numpy"]
-    np.random.set_state((n["name"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["cached_gaussian"]))
-    version, internal, gauss = state["python"]
-    random.setstate((version, tuple(internal), gauss))
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
-
-
-# ---------------------------------------------------------------- distributed
-
-@dataclass
-class Dist:
-    rank: int = 0
-    world_size: int = 1
-    local_rank: int | None = None
-
-    @property
-    def enabled(self) -> bool:
-        return self.world_size > 1
-
-    @property
-    def master(self) -> bool:
-        return self.rank == 0
-
-
-def init_distributed(device_kind: str) -> Dist:
-    """torchrun sets RANK/WORLD_SIZE/LOCAL_RANK: one process per GPU (nccl) or CPU process (gloo)."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world <= 1:
-        return Dist()
-    rank, local = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
-    use_cuda = device_kind in ("auto", "cuda") and torch.cuda.is_available()
-    if use_cuda:
-        torch.cuda.set_device(local)
-    if not dist.is_initialized():
-        dist.init_process_group(backend="nccl" if use_cuda else "gloo")
-    return Dist(rank, world, local)
-
-
-def all_mean(value: torch.Tensor, dist_info: Dist) -> torch.Tensor:
-    if dist_info.enabled:
-        value = value.clone()
-        dist.all_reduce(value, op=dist.ReduceOp.SUM)
-        value /= dist_info.world_size
-    return value
-
-
-def gather_objects(obj, dist_info: Dist) -> list:
-    if not dist_info.enabled:
-        return [obj]
-    out = [None] * dist_info.world_size
-    dist.all_gather_object(out, obj)
-    return out
-
-
-# ---------------------------------------------------------------- metrics and the loss plot
-
-def read_metrics(path: str) -> list[dict]:
-    if not os.path.isfile(path):
-        return []
-    records = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
-            if line:
-                try:
-                    records.append(json.loads(line))
-                except json.JSONDecodeError:
-                    break  # a line cut by a crash: everything before it is kept
-    return records
-
-
-def plot_losses(metrics_path: str, png_path: str, title: str = "") -> None:
-    """Train and validation loss against step, written atomically as a PNG."""
-    import matplotlib  # about 0.3 s: only when a plot is drawn (a checkpoint), never at import
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    records = read_metrics(metrics_path)
-    train = [(r["step"], r["loss"]) for r in records if "loss" in r]
-    val = [(r["step"], r["val_loss"]) for r in records if "val_loss" in r]
-    fig, ax = plt.subplots(figsize=(7, 4))
-    if train:
-        ax.plot(*zip(*train), label="train", linewidth=1)
-    if val:
-        ax.plot(*zip(*val), "o-", label="validation", markersize=3)
-    ax.set_xlabel("step")
-    ax.set_ylabel("loss (nats/token)")
-    ax.set_title(title or "loss")
-    ax.grid(alpha=0.3)
-    if train or val:
-        ax.legend()
-    fig.tight_layout()
-    with atomic_path(png_path) as temporary:
-        fig.savefig(temporary, format="png", dpi=100)
-    plt.close(fig)
 
 
 def format_count(value: float) -> str:
@@ -424,21 +198,15 @@ def check_config(cfg: TrainConfig) -> None:
 def evaluate(model, windows: TokenWindows, indices: np.ndarray, micro_batch: int, device, autocast,
              vocab_size: int, dist_info: Dist) -> float:
     """Mean loss over the fixed validation windows (all ranks' shares together)."""
-    was_training = model.training
-    model.eval()
-    total = torch.zeros(2, dtype=torch.float64, device=device)
-    with torch.no_grad():
-        for start in range(0, len(indices), micro_batch):
-            chunk = indices[start:start + micro_batch]
-            x, y = windows.batch(chunk, vocab_size)
-            with autocast():
-                _, loss = model(x.to(device), y.to(device), return_logits=False)
-            total[0] += loss.double() * len(chunk)
-            total[1] += len(chunk)
-    model.train(was_training)
-    if dist_info.enabled:
-        dist.all_reduce(total, op=dist.ReduceOp.SUM)
-    return float(total[0] / total[1]) if total[1] > 0 else math.nan
+
+    def loss_of(chunk: np.ndarray) -> tuple[torch.Tensor, int]:
+        x, y = windows.batch(chunk, vocab_size)
+        with autocast():
+            _, loss = model(x.to(device), y.to(device), return_logits=False)
+        return loss, len(chunk)
+
+    chunks = (indices[start:start + micro_batch] for start in range(0, len(indices), micro_batch))
+    return mean_loss(model, chunks, loss_of, device, dist_info)
 
 
 @dataclass
@@ -460,7 +228,7 @@ class Run:
     model: torch.nn.Module  # raw_model, compiled with --compile: what evaluation calls
     train_model: torch.nn.Module  # model, wrapped in DDP when distributed
     optimizer: torch.optim.Optimizer
-    schedule: WarmupCosine
+    schedule: LRSchedule
     autocast: Callable
     flops_token: float
     peak: float | None
@@ -482,23 +250,7 @@ class Run:
         return os.path.join(self.cfg.out, METRICS_FILE)
 
 
-def resume_state(cfg: TrainConfig) -> dict | None:
-    """The checkpoint state ``--resume`` continues from (None for a new run); refuses a new
-    run over an old one, and falls back to the newest kept checkpoint that passes its check."""
-    ckpt_file = os.path.join(cfg.out, CHECKPOINT_FILE)
-    if cfg.resume:
-        if not os.path.isfile(ckpt_file) and not kept_checkpoints(cfg.out):
-            raise TrainError(f"--resume: there is no checkpoint at {ckpt_file}")
-        state, ckpt_used = latest_good_checkpoint(cfg.out, required=RESUME_ENTRIES)
-        if ckpt_used != ckpt_file:
-            log.warning("--resume: %s failed its check; continuing from %s (step %s)", ckpt_file, ckpt_used, state.get("step"))
-        return state
-    if os.path.exists(ckpt_file):
-        raise TrainError(f"{ckpt_file} already exists: pass --resume to continue that run, or choose a new --out")
-    return None
-
-
-def restore_state(state: dict, optimizer: torch.optim.Optimizer, schedule: WarmupCosine, loader: TokenLoader,
+def restore_state(state: dict, optimizer: torch.optim.Optimizer, schedule: LRSchedule, loader: TokenLoader,
                   cfg: TrainConfig, dist_info: Dist, device: torch.device) -> int:
     """Put the optimizer, schedule, data cursor and this rank's RNG back where ``state`` left them; return its step."""
     check_optimizer_state(state["optimizer"], optimizer)
@@ -521,12 +273,10 @@ def setup_run(cfg: TrainConfig) -> Run:
     ``--resume``); the master process writes ``config.json``, the tokenizer and the metrics kept so far."""
     check_config(cfg)
     dist_info = init_distributed(cfg.device)
-    device = resolve_device(cfg, dist_info.local_rank)
-    dtype = resolve_dtype(cfg, device)
-    if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
-    state = resume_state(cfg)
+    device = resolve_device(cfg.device, TrainError, dist_info.local_rank)
+    dtype = resolve_dtype(cfg.dtype, device, TrainError)
+    allow_tf32(device)
+    state = resume_state(cfg.out, cfg.resume, RESUME_ENTRIES, TrainError)
 
     vocab_size = resolve_vocab(cfg)
     model_config = model_config_for(cfg, vocab_size)
@@ -549,8 +299,8 @@ def setup_run(cfg: TrainConfig) -> Run:
     if state is not None:
         raw_model.load_state_dict(clean_state_dict(state["model"]))
     raw_model.to(device)
-    optimizer = make_optimizer(raw_model, cfg, device)
-    schedule = WarmupCosine(optimizer, cfg.lr, cfg.resolved_min_lr(), cfg.resolved_warmup(), cfg.resolved_decay_steps())
+    optimizer = make_optimizer(raw_model, device, cfg.lr, (cfg.beta1, cfg.beta2), cfg.weight_decay)
+    schedule = LRSchedule(optimizer, cfg.lr, cfg.resolved_min_lr(), cfg.resolved_warmup(), cfg.resolved_decay_steps())
     step = 0
     if state is not None:
         step = restore_state(state, optimizer, schedule, loader, cfg, dist_info, device)
@@ -569,8 +319,7 @@ def setup_run(cfg: TrainConfig) -> Run:
     if dist_info.enabled:
         train_model = DistributedDataParallel(model, device_ids=[dist_info.local_rank] if device.type == "cuda" else None)
 
-    autocast = ((lambda: torch.autocast(device.type, dtype=torch.bfloat16)) if dtype == torch.bfloat16
-                else nullcontext)
+    autocast = autocast_for(device, dtype)
     peak, peak_note = peak_flops(device, cfg.peak_tflops)
     run = Run(cfg, dist_info, device, dtype, model_config, vocab_size, accumulation, train_windows, val_windows, val_idx, loader,
               raw_model, model, train_model, optimizer, schedule, autocast, raw_model.flops_per_token(block), peak, peak_note,
@@ -596,8 +345,7 @@ def write_run_files(run: Run) -> None:
     source = tokenizer_dir(cfg.data)
     if source and not os.path.exists(os.path.join(run.out, TOKENIZER_DIR)):
         shutil.copytree(source, os.path.join(run.out, TOKENIZER_DIR))
-    kept = [r for r in read_metrics(run.metrics_file) if r.get("step", 0) <= run.step]
-    write_atomically(run.metrics_file, "".join(json.dumps(r) + "\n" for r in kept))
+    keep_metrics_until(run.metrics_file, run.step)
     log.info("model %s (%s): %s parameters, %s FLOPs/token at T=%d; %s on %s x%d",
              cfg.model, run.model_config.arch, format_count(raw_model.num_parameters()), format_count(run.flops_token),
              block, str(run.dtype).replace("torch.", ""), run.device, dist_info.world_size)
@@ -729,7 +477,7 @@ def finish_run(run: Run, ended: LoopResult) -> dict:
     hf_dir = None
     if status == "finished" and cfg.hf_export and dist_info.master:
         meta = read_meta(cfg.data)
-        hf_dir = export_hf(run.raw_model, run.out, eot_id=(meta or {}).get("eot_id"))
+        hf_dir = export_hf(run.raw_model, run.out, eot_token_id=(meta or {}).get("eot_id"))
     timed_tokens, timed_seconds, peak = ended.timed_tokens, ended.timed_seconds, run.peak
     summary = {"status": status, "message": message, "steps": step, "max_steps": cfg.max_steps,
                "train_loss": run.last.get("train_loss"), "val_loss": run.last.get("val_loss"),
@@ -738,9 +486,7 @@ def finish_run(run: Run, ended: LoopResult) -> dict:
                        if peak and timed_seconds else None),
                "accumulation": run.accumulation, "world_size": dist_info.world_size, "device": str(run.device),
                "out": run.out, "checkpoint": run.ckpt_file if os.path.isfile(run.ckpt_file) else None, "hf": hf_dir}
-    if dist_info.enabled:
-        dist.barrier()
-        dist.destroy_process_group()
+    barrier_and_close(dist_info)
     return summary
 
 
@@ -748,19 +494,6 @@ def train(cfg: TrainConfig) -> dict:
     """Run (or resume) training; returns a summary: status, steps, losses, tokens/s, MFU, out dir."""
     run = setup_run(cfg)
     return finish_run(run, train_loop(run))
-
-
-def export_hf(model, out: str, eot_id: int | None = None) -> str | None:
-    """Write ``out/hf`` (a Hugging Face GPT-2 folder); None when the model's shape cannot be exported."""
-    folder = os.path.join(out, HF_DIR)
-    tokenizer = os.path.join(out, TOKENIZER_DIR)
-    files = sorted(os.path.join(tokenizer, f) for f in os.listdir(tokenizer)) if os.path.isdir(tokenizer) else None
-    try:
-        save_hf_dir(model, folder, tokenizer_files=files, eot_token_id=eot_id)
-    except (ValueError, NotImplementedError) as exc:  # a shape the Hugging Face classes cannot hold
-        log.warning("no Hugging Face export: %s", exc)
-        return None
-    return folder
 
 
 # ---------------------------------------------------------------- command line
@@ -812,7 +545,7 @@ def build_parser(suppress_defaults: bool = False) -> argparse.ArgumentParser:
                         f"its checksum when ckpt.pt does not (default {d.keep_checkpoints}; 0 keeps none)")
     g.add_argument("--log_interval", type=int, default=default(d.log_interval), help=f"log line every N steps (default {d.log_interval})")
     g.add_argument("--device", default=default(d.device), help="auto, cpu, cuda, cuda:1 ... (default auto)")
-    g.add_argument("--dtype", default=default(d.dtype), choices=["auto", "bf16", "fp32"], help="autocast dtype (default auto: bf16 on a bf16 GPU, fp32 on CPU)")
+    g.add_argument("--dtype", default=default(d.dtype), choices=DTYPES, help="autocast dtype (default auto: bf16 on a bf16 GPU, fp32 on CPU)")
     g.add_argument("--compile", action="store_true", default=default(None),
                    help="torch.compile the model (default: on for CUDA devices, off on CPU)")
     g.add_argument("--no_compile", dest="compile", action="store_false", default=default(None),
@@ -833,28 +566,6 @@ def build_parser(suppress_defaults: bool = False) -> argparse.ArgumentParser:
 def config_from_args(argv: list[str]) -> TrainConfig:
     cfg = TrainConfig(**vars(build_parser().parse_args(argv)))
     return resumed_config(cfg, argv, build_parser, "train", RESUME_OVERRIDABLE, TrainError)
-
-
-def resumed_config(cfg, argv: list[str], build_parser, section: str, overridable: set[str], error: type[Exception]):
-    """With ``--resume`` and a saved run config in ``cfg.out``: the saved settings (its
-    ``section``), with only the ``overridable`` options taken from ``argv``; any other option
-    given with a different value is ``error``. ``--stop_at`` is for one invocation, never
-    inherited. Without either, ``cfg`` as it is."""
-    saved_path = os.path.join(cfg.out, RUN_CONFIG_FILE)
-    if not cfg.resume or not os.path.isfile(saved_path):
-        return cfg
-    with open(saved_path, encoding="utf-8") as f:
-        saved = json.load(f)[section]
-    given = vars(build_parser(suppress_defaults=True).parse_args(argv))
-    changed = sorted(k for k, v in given.items() if k not in overridable and saved.get(k) != v)
-    if changed:
-        raise error(f"--resume continues {cfg.out} with its saved settings; these cannot change: "
-                    + ", ".join(f"--{k} (saved {saved.get(k)!r}, given {given[k]!r})" for k in changed))
-    names = {f.name for f in fields(type(cfg))}
-    merged = {k: v for k, v in saved.items() if k in names}
-    merged.update({k: v for k, v in given.items() if k in overridable})
-    merged.update(resume=True, stop_at=given.get("stop_at"))
-    return type(cfg)(**merged)
 
 
 def format_summary(summary: dict) -> str:

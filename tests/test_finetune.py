@@ -18,13 +18,14 @@ from corpus.shards import write_shards
 from dedup.benchmark_sets import load_wsc
 from model.checkpoint import load_checkpoint, load_model, save_checkpoint
 from model.finetune import (DEMO_SENTENCES, TaskModel, add_task_tokens, batch_indices, config_from_args, demo_finetune, format_summary,
-                            lr_at, main, run, task_loss)
+                            main, run, task_loss)
 from model.gpt import GPT, GPTConfig
 from model.hf import save_hf_dir
 from model.task_formats import read_task_file
 from model.tasks import SpecialTokens, collate, encode_task
 from model.tokenizer import BPETokenizer, train_tokenizer
-from model.train import read_metrics
+from model.optim import lr_at
+from model.run_folder import read_metrics
 
 torch.set_num_threads(1)
 FIXTURES = Path(__file__).parent / "fixtures" / "finetune"
@@ -139,7 +140,7 @@ def test_auxiliary_lm_loss_adds_lambda_times_its_gradient(base):
 
 
 def test_schedule_and_data_order():
-    assert [round(lr_at(s, 1.0, 2, 6), 4) for s in range(6)] == [0.5, 1.0, 1.0, 0.75, 0.5, 0.25]
+    assert [round(lr_at(s, 1.0, 0.0, 2, 6, decay="linear"), 4) for s in range(6)] == [0.5, 1.0, 1.0, 0.75, 0.5, 0.25]
     first = [batch_indices(s, 10, 4, 3).tolist() for s in range(3)]  # one epoch: 4 + 4 + 2
     assert sorted(sum(first, [])) == list(range(10)) and [len(b) for b in first] == [4, 4, 2]
     assert batch_indices(3, 10, 4, 3).tolist() != first[0]  # the next epoch is another permutation

@@ -26,8 +26,10 @@ from model.gpt import GPT, GPTConfig
 from model.sample import generate, main as sample_main, top_k_mask, top_p_mask
 from model.tokenizer import train_tokenizer
 from model.tokens import shard_name, write_token_shard
-from model.train import (FALLBACK_PEAK, TrainConfig, TrainError, decay_groups, lr_at, main as train_main, make_optimizer, peak_for_name,
-                         read_metrics, train)
+from model.device import FALLBACK_PEAK, peak_for_name
+from model.optim import decay_groups, lr_at, make_optimizer
+from model.run_folder import read_metrics
+from model.train import TrainConfig, TrainError, main as train_main, train
 
 torch.set_num_threads(1)
 REPO = Path(__file__).resolve().parents[1]
@@ -135,7 +137,7 @@ def test_cpu_optimizer_is_the_fused_adamw_and_updates_like_the_reference_loop():
     reference = GPT(model.config)
     reference.load_state_dict(model.state_dict())
     cfg = TrainConfig(data="unused", out="unused", **TINY)
-    fused = make_optimizer(model, cfg, torch.device("cpu"))
+    fused = make_optimizer(model, torch.device("cpu"), cfg.lr, (cfg.beta1, cfg.beta2), cfg.weight_decay)
     loop = torch.optim.AdamW(decay_groups(reference, cfg.weight_decay), lr=cfg.lr, betas=(cfg.beta1, cfg.beta2),
                              eps=1e-8, foreach=False)
     assert fused.defaults["fused"] is True
