@@ -1,6 +1,6 @@
 """A synthetic token-shard folder for trainer benchmarks: a Zipf-like unigram stream of GPT-2 ids.
 
-Written with the project's own shard writer (``model.tokens.write_token_shard``, llm.c's uint16
+Written with the project's own shard writer (``model.token_shards.write_token_shard``, llm.c's uint16
 format), so ``corpusforge train --data FOLDER`` reads it with no tokenizer and no Beam job. The
 loss falls from ln(50257) ~ 10.8 toward the stream's unigram entropy, enough to see a training
 curve move.
@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 from model.gpt import GPT2_VOCAB  # noqa: E402
-from model.tokens import shard_name, write_token_shard  # noqa: E402
+from model.token_shards import shard_name, write_token_shard  # noqa: E402
 
 ZIPF_EXPONENT = 1.2  # a heavy-tailed id distribution, roughly like text's
 

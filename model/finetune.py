@@ -61,7 +61,7 @@ from model.gpt import GPT, INIT_STD, GPTConfig
 from model.optim import LRSchedule, make_optimizer
 from model.run_folder import (LOSS_PLOT, METRICS_FILE, export_hf, keep_metrics_until, plot_task_run, resume_state,
                               resumed_config)
-from model.task_formats import FORMATS, TASK_TYPES, TaskData, TaskFormatError, parse_fields, read_task_file
+from model.task_files import FORMATS, TASK_TYPES, TaskData, TaskFormatError, parse_fields, read_task_file
 from model.tasks import (IGNORE, SpecialTokens, TaskError, collate, encode_task, label_space, mark_task,
                          metric_names, split_metrics)
 from model.tokenizer import BPETokenizer

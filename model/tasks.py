@@ -33,7 +33,7 @@ import torch
 
 from dedup.benchmark_sets import BenchmarkSet, Example
 from model.contamination import mark_benchmarks
-from model.task_formats import TaskData, TaskExample
+from model.task_files import TaskData, TaskExample
 
 IGNORE = -1  # an LM target that is not scored (padding, the last position)
 

@@ -14,7 +14,7 @@ What one optimizer step does (defaults from nanoGPT / GPT-2, all exposed as flag
 - learning rate: linear warmup ``lr * (step + 1) / warmup_steps``, then a cosine from
   ``lr`` to ``min_lr`` (``lr / 10``) at ``decay_steps`` (``max_steps``), then ``min_lr``.
 
-Data come from ``model.data``: windows sampled without replacement, a resumable cursor,
+Data come from ``model.token_loader``: windows sampled without replacement, a resumable cursor,
 rank ``r`` of a DDP run taking every ``world_size``-th window.
 
 This file is the loop, in three functions: ``setup_run`` (device, data, model, optimizer,
@@ -61,7 +61,6 @@ from common import storage
 from common.storage import write_atomically
 from model.checkpoint import (CHECKPOINT_FILE, RUN_CONFIG_FILE, TOKENIZER_DIR, CheckpointError, clean_state_dict,
                               check_optimizer_state, save_checkpoint)
-from model.data import DataError, TokenLoader, TokenWindows, eval_indices, read_meta, split_paths, tokenizer_dir
 from model.device import (DTYPES, allow_tf32, autocast_for, peak_flops, resolve_device, resolve_dtype, rng_state,
                           seed_everything, set_rng_state)
 from model.distributed import Dist, all_mean, barrier_and_close, gather_objects, init_distributed
@@ -69,6 +68,7 @@ from model.gpt import GPT, GPT2_VOCAB, LOSS_IMPLS, GPTConfig
 from model.optim import LRSchedule, make_optimizer
 from model.run_folder import (LOSS_PLOT, METRICS_FILE, export_hf, keep_metrics_until, plot_losses, resume_state,
                               resumed_config)
+from model.token_loader import DataError, TokenLoader, TokenWindows, eval_indices, read_meta, split_paths, tokenizer_dir
 from model.validation import mean_loss
 
 log = logging.getLogger("corpusforge.train")

@@ -56,8 +56,8 @@ from common import storage
 from common.decision import DOCUMENTS, OTHER
 from corpus.inputs import InputError
 from corpus.shards import first_texts, nonempty_text, read_texts, shard_files
+from model.token_shards import DEFAULT_SHARD_TOKENS, MAX_TOKEN_ID, find_token_shards, shard_name, write_token_shard
 from model.tokenizer import BPETokenizer, TokenizerFileError, text_bytes, train_tokenizer
-from model.tokens import DEFAULT_SHARD_TOKENS, MAX_TOKEN_ID, find_token_shards, shard_name, write_token_shard
 from pipelines import progress
 from pipelines.options import add_overwrite_argument, non_negative_int, positive_int, split_job_args, stage_setup_file, unit_fraction
 from pipelines.jobs import begin_job, counters_of, error_examples, finish_job, write_json

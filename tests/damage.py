@@ -226,7 +226,7 @@ def tiny_training_run(folder) -> str:
 
     import numpy as np
 
-    from model.tokens import shard_name, write_token_shard
+    from model.token_shards import shard_name, write_token_shard
     from model.train import main as train_main
 
     data = folder / "tokens"

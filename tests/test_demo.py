@@ -12,8 +12,8 @@ import pytest
 from corpus.records import Document, HtmlPage, ReadError
 from corpus.shards import read_documents
 from corpus.warc import read_archive
+from model.token_shards import find_token_shards, read_token_shard
 from model.tokenizer import BPETokenizer
-from model.tokens import find_token_shards, read_token_shard
 from pipelines.demo import run_demo
 
 pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`

@@ -21,11 +21,11 @@ from model.finetune import (DEMO_SENTENCES, TaskModel, add_task_tokens, batch_in
                             main, run, task_loss)
 from model.gpt import GPT, GPTConfig
 from model.hf import save_hf_dir
-from model.task_formats import read_task_file
-from model.tasks import SpecialTokens, collate, encode_task
-from model.tokenizer import BPETokenizer, train_tokenizer
 from model.optim import lr_at
 from model.run_folder import read_metrics
+from model.task_files import read_task_file
+from model.tasks import SpecialTokens, collate, encode_task
+from model.tokenizer import BPETokenizer, train_tokenizer
 
 torch.set_num_threads(1)
 FIXTURES = Path(__file__).parent / "fixtures" / "finetune"

@@ -13,7 +13,7 @@ import torch
 from corpus.records import Document
 from corpus.shards import write_shards
 from model.finetune import main
-from model.task_formats import NLI_LABELS, read_task_file
+from model.task_files import NLI_LABELS, read_task_file
 from model.tasks import metric_names
 from tests.test_finetune import make_base
 

@@ -16,8 +16,8 @@ import pytest
 from common.decision import Decision
 from corpus.inputs import InputError
 from corpus.shards import nonempty_text, read_error, read_texts, shard_files
+from model.token_shards import find_token_shards, read_token_shard
 from model.tokenizer import BPETokenizer
-from model.tokens import find_token_shards, read_token_shard
 from pipelines import tokenize
 from pipelines.cli import main
 

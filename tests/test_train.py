@@ -22,13 +22,13 @@ from transformers.generation.logits_process import TopKLogitsWarper, TopPLogitsW
 
 from model.checkpoint import (CheckpointError, clean_state_dict, load_checkpoint, load_model, model_from_state, save_checkpoint,
                               tokenizer_folder)
-from model.gpt import GPT, GPTConfig
-from model.sample import generate, main as sample_main, top_k_mask, top_p_mask
-from model.tokenizer import train_tokenizer
-from model.tokens import shard_name, write_token_shard
 from model.device import FALLBACK_PEAK, peak_for_name
+from model.gpt import GPT, GPTConfig
 from model.optim import decay_groups, lr_at, make_optimizer
 from model.run_folder import read_metrics
+from model.sample import generate, main as sample_main, top_k_mask, top_p_mask
+from model.token_shards import shard_name, write_token_shard
+from model.tokenizer import train_tokenizer
 from model.train import TrainConfig, TrainError, main as train_main, train
 
 torch.set_num_threads(1)

@@ -1,4 +1,4 @@
-"""model.data: windows over token shards, sampling without replacement, DDP shards, a resumable cursor."""
+"""model.token_loader: windows over token shards, sampling without replacement, DDP shards, a resumable cursor."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from model.data import (DataError, TokenLoader, TokenWindows, WindowSampler, eval_indices, read_meta, split_paths,
+from model.token_loader import (DataError, TokenLoader, TokenWindows, WindowSampler, eval_indices, read_meta, split_paths,
                         tokenizer_dir)
-from model.tokens import shard_name, write_token_shard
+from model.token_shards import shard_name, write_token_shard
 
 
 @pytest.fixture

@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 from common import storage
-from model.tokens import find_token_shards, read_tokens
+from model.token_shards import find_token_shards, read_tokens
 
 META_FILE = "meta.json"  # written by `corpusforge tokenize` next to the shards
 TOKENIZER_DIR = "tokenizer"  # the tokenizer files inside a data folder (and a run folder)

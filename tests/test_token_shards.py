@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from model.tokens import (
+from model.token_shards import (
     HEADER_BYTES,
     MAGIC,
     VERSION,
