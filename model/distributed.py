@@ -4,6 +4,9 @@ the trainer needs (a mean of a scalar, a gather of Python objects).
 ``torchrun --nproc_per_node N -m pipelines.cli train ...`` sets ``RANK``, ``WORLD_SIZE``
 and ``LOCAL_RANK``; ``init_distributed`` starts one process group per run (NCCL on GPUs,
 gloo on CPU). A single process is ``Dist()``: rank 0 of 1, every collective a no-op.
+
+Tested through a real ``torchrun`` with gloo in ``tests/test_train.py``
+(``test_torchrun_ranks_share_the_batch_like_one_process_with_accumulation``).
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ model, optimizer, schedule, data cursor, every rank's RNG states, written atomic
 continues from ``ckpt.pt`` exactly: on CPU the losses of a stopped-and-resumed run equal
 an uninterrupted run's bit for bit.
 
-MFU: see ``model/device.py``.
+MFU (model FLOPs utilisation) is measured against the GPU's dense bf16 peak: ``model/device.py``.
 """
 
 from __future__ import annotations
@@ -77,6 +77,10 @@ GPT2_BATCH_TOKENS = 512 * 1024  # GPT-2 section 2.3: batches of 512 sequences of
 # torch.compile(mode=) choices of the trainer. "reduce-overhead" (CUDA graphs) is left out: its replays
 # overwrite the outputs that gradient accumulation still reads (measured failing on an H200, torch 2.11).
 COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")
+# What a resume needs besides the weights; a checkpoint without one of them is refused.
+RESUME_ENTRIES = ("optimizer", "scheduler", "step", "data", "rng")
+RESUME_OVERRIDABLE = {"max_steps", "stop_at", "eval_interval", "eval_windows", "ckpt_interval", "keep_checkpoints", "log_interval",
+                      "compile", "compile_mode", "loss_impl", "quiet", "device", "dtype", "peak_tflops", "hf_export", "resume", "out"}
 
 
 @dataclass
@@ -497,12 +501,6 @@ def train(cfg: TrainConfig) -> dict:
 
 
 # ---------------------------------------------------------------- command line
-
-# What a resume needs besides the weights; a checkpoint without one of them is refused.
-RESUME_ENTRIES = ("optimizer", "scheduler", "step", "data", "rng")
-RESUME_OVERRIDABLE = {"max_steps", "stop_at", "eval_interval", "eval_windows", "ckpt_interval", "keep_checkpoints", "log_interval",
-                      "compile", "compile_mode", "loss_impl", "quiet", "device", "dtype", "peak_tflops", "hf_export", "resume", "out"}
-
 
 def build_parser(suppress_defaults: bool = False) -> argparse.ArgumentParser:
     d = TrainConfig()
