@@ -39,6 +39,7 @@ from model.fused_loss import linear_cross_entropy
 INIT_STD = 0.02  # GPT-1 section 4.1 / GPT-2: weights initialised from N(0, 0.02)
 MLP_RATIO = 4  # GPT-1 section 4.1: 3072-wide inner states for a 768-wide model
 GPT2_VOCAB = 50257  # GPT-2 section 2.2: byte-level BPE vocabulary of 50,257 tokens
+LOSS_IMPLS = ("chunked", "full")  # the training loss path: linear_cross_entropy, or padded logits + F.cross_entropy
 
 # name -> (arch, n_layer, n_head, n_embd, block_size, dropout)
 _NAMED = {
@@ -184,12 +185,9 @@ class Block(nn.Module):
         return self.ln_2(x + self.mlp(x))
 
 
-LOSS_IMPLS = ("chunked", "full")  # the training loss path: linear_cross_entropy, or padded logits + F.cross_entropy
-
-
 class GPT(nn.Module):
-    # "chunked": linear_cross_entropy (no [B*T, V] logits). "full": the logits over all
-    # V_padded rows (aligned matmul), cut to the real vocabulary, then F.cross_entropy: under
+    # "chunked": linear_cross_entropy (no (B*T, V) logits). "full": the logits over all
+    # Vp padded rows (aligned matmul), cut to the real vocabulary, then F.cross_entropy: under
     # torch.compile the slice, the cast and the loss fuse into the compiler's own kernels.
     loss_impl = "chunked"
 
