@@ -259,22 +259,31 @@ def test_live_fetch_into_an_object_store_keeps_its_log_there_and_resumes(server,
 
 
 class _SlowSite(_Handler):
-    """Many small articles, each answered after 0.1 s; robots.txt answers 503 while ``down``."""
+    """Many small articles, each answered after 0.1 s; robots.txt answers 503 while ``down``.
+    Past ``hold_after`` articles, answers wait for ``released``: a job cannot finish before
+    the test has interrupted it, however slow the machine."""
 
     body = ""
     down = False
     hits: list[str] = []
+    hold_after: int | None = None
+    released = threading.Event()
 
     def answer(self, path):
         if path == "/robots.txt":
             return (503, b"busy", "text/plain") if type(self).down else (200, b"User-agent: *\n", "text/plain")
+        site = type(self)
+        arrived = [p for p in site.hits if p.startswith("/story-")].index(path) if path.startswith("/story-") else 0
         time.sleep(0.1)
+        if site.hold_after is not None and arrived >= site.hold_after:
+            site.released.wait(timeout=120)
         return 200, article(path, [type(self).body]).encode("utf-8"), "text/html; charset=utf-8"
 
 
 @pytest.fixture()
 def slow_server(real_data):
     _SlowSite.body, _SlowSite.down, _SlowSite.hits = paragraphs(real_data, 1)[0], False, []
+    _SlowSite.hold_after, _SlowSite.released = None, threading.Event()
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _SlowSite)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     yield httpd
@@ -296,12 +305,15 @@ def test_ctrl_c_keeps_what_was_fetched_and_a_rerun_resumes(slow_server, tmp_path
     shard = out / "fetch" / "shard-00000"
     shard.mkdir(parents=True)
     (shard / ".webtext-old.warc.gz.tmp-999999-0badc0de").write_bytes(b"left by a killed run")  # no such process
+    _SlowSite.hold_after = 12
     job = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "webtext", *_fetch_argv(dump, port, out)],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
-    while sum(p.startswith("/story-") for p in _SlowSite.hits) < 12 and time.monotonic() < deadline:
+    while sum(p.startswith("/story-") for p in _SlowSite.hits) < 14 and time.monotonic() < deadline:  # 12 answered, 2 held
         time.sleep(0.05)
     job.send_signal(signal.SIGINT)
+    _SlowSite.hold_after = None
+    _SlowSite.released.set()
     _, stderr = job.communicate(timeout=120)
     assert job.returncode == 130, stderr
     assert "interrupted: no output was committed" in stderr and "Traceback" not in stderr
