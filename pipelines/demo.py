@@ -30,6 +30,8 @@
 
 from __future__ import annotations
 
+import argparse
+import functools
 import importlib.util
 import json
 import logging
@@ -55,14 +57,11 @@ from model.tokenizer import BPETokenizer
 from model.train import config_from_args, train
 from model.train import format_summary as format_training
 from pipelines.audit import format_audit, format_decontaminate, run_audit, run_decontaminate
-from pipelines.c4 import format_summary
-from pipelines.c4 import run as run_c4
+from pipelines.c4 import format_summary as format_c4_summary
+from pipelines.cli import run_job
 from pipelines.jobs import STATS_FILE, write_json
-from pipelines.read import run as run_read
 from pipelines.tokenize import format_summary as format_tokenize
-from pipelines.tokenize import run as run_tokenize
 from pipelines.webtext import format_summary as format_webtext_summary
-from pipelines.webtext import run as run_webtext
 from samplecrawl.crawl import SampleCrawl, write_sample_crawl
 
 log = logging.getLogger(__name__)
@@ -73,6 +72,9 @@ DEMO_MODEL = ["--model", "gpt2", "--n_layer", "2", "--n_head", "2", "--n_embd", 
 DEMO_MODEL_DESC = "2 layers, 64 wide, context 64"
 DEMO_STEPS = 40
 C4_MEMORY = "memory://demo/c4"  # the C4 job's second output: an in-process object store
+
+# Each job as ``corpusforge NAME ARGV`` runs it (pipelines.cli), its summary returned.
+run_read, run_c4, run_webtext, run_tokenize = (functools.partial(run_job, name) for name in ("read", "c4", "webtext", "tokenize"))
 
 
 @dataclass(frozen=True)
@@ -293,7 +295,7 @@ def print_report(folders: DemoFolders, result: dict, stats) -> None:
     """Every job's summary, then where each output is."""
     crawl, out = result["crawl"], folders.out
     counters = result["read"]["counters"].get("read-archive", {})
-    print(format_summary(result["c4"]))
+    print(format_c4_summary(result["c4"]))
     print()
     print(format_webtext_summary(result["webtext"]))
     print()
@@ -355,3 +357,19 @@ def run_demo(out: str, seed: int = 0, pages: int = 300) -> dict:
               "eval": evaluation}
     print_report(folders, result, stats)
     return result
+
+
+# --- ``corpusforge demo``: the command (pipelines.cli) ---------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", default="demo-out", help="output folder (default demo-out)")
+    parser.add_argument("--seed", type=int, default=0, help="sample crawl seed (default 0)")
+    parser.add_argument("--pages", type=int, default=300, help="pages in the sample crawl (default 300)")
+
+
+def run(args: argparse.Namespace) -> dict:
+    return run_demo(args.out, seed=args.seed, pages=args.pages)
+
+
+def format_summary(result: dict) -> str:
+    """Nothing more: ``run_demo`` printed the report, stage by stage."""
+    return ""

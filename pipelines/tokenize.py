@@ -66,6 +66,8 @@ from pipelines.steps import Steps, collect_examples, count, units_of
 
 log = logging.getLogger(__name__)
 
+EXTRA_OPTIONS = "beam"  # pipelines.cli: what is not this job's option is a Beam pipeline option
+
 NAMESPACE = "tokenize"
 SPLITS = ("val", "train")  # val first: it holds the smallest digests
 DEFAULT_VAL_FRACTION = 0.005
@@ -288,10 +290,8 @@ def build(p: beam.Pipeline, files: list[str], tokenizer, args, parts_dir: str, p
     run_step.write_examples(args.output)
 
 
-def run(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(prog="corpusforge tokenize", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_arguments(parser)
-    args, beam_args = split_job_args(parser, argv)
+def run(args: argparse.Namespace) -> dict:
+    beam_args = args.beam_args
     check_arguments(args)
     files = shard_files(args.input)
     begin_job(args.output, "tokenize", args.overwrite)
@@ -354,11 +354,7 @@ def format_summary(result: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    print(format_summary(run(argv)))
-    return 0
-
-
 if __name__ == "__main__":
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr)
-    sys.exit(main())
+    from pipelines.cli import main
+
+    sys.exit(main(["tokenize", *sys.argv[1:]]))
