@@ -36,6 +36,7 @@ from corpus.sentences import count_line_sentences, require_punkt
 from corpus.shards import FORMATS
 from corpus.warc import MAX_RECORD_BYTES, ReadStats
 from pipelines import progress
+from pipelines.cli import run_job
 from pipelines.dedupe import DEDUPE_SPANS, DedupeText
 from pipelines.jobs import begin_job, counters_of, finish_job, read_status
 from pipelines.options import (add_engine_arguments, add_manifest_path_argument, add_overwrite_argument, positive_float, positive_int, spark_engine,
@@ -304,7 +305,9 @@ def _read_text(location: str, option: str) -> str:
         raise InputError(f"{option}: cannot read {location}: {exc}") from exc
 
 
-def run(args: argparse.Namespace) -> dict:
+def run(args: argparse.Namespace | list[str] | None = None) -> dict:
+    if not isinstance(args, argparse.Namespace):  # run(argv), as Beam's wordcount: `corpusforge c4 ARGV`, errors raised
+        return run_job("c4", sys.argv[1:] if args is None else args)
     beam_args = args.beam_args
     check_source(args)
     try:

@@ -31,7 +31,6 @@
 from __future__ import annotations
 
 import argparse
-import functools
 import importlib.util
 import json
 import logging
@@ -58,10 +57,13 @@ from model.train import config_from_args, train
 from model.train import format_summary as format_training
 from pipelines.audit import format_audit, format_decontaminate, run_audit, run_decontaminate
 from pipelines.c4 import format_summary as format_c4_summary
-from pipelines.cli import run_job
+from pipelines.c4 import run as run_c4
 from pipelines.jobs import STATS_FILE, write_json
+from pipelines.read import run as run_read
 from pipelines.tokenize import format_summary as format_tokenize
+from pipelines.tokenize import run as run_tokenize
 from pipelines.webtext import format_summary as format_webtext_summary
+from pipelines.webtext import run as run_webtext
 from samplecrawl.crawl import SampleCrawl, write_sample_crawl
 
 log = logging.getLogger(__name__)
@@ -72,9 +74,6 @@ DEMO_MODEL = ["--model", "gpt2", "--n_layer", "2", "--n_head", "2", "--n_embd", 
 DEMO_MODEL_DESC = "2 layers, 64 wide, context 64"
 DEMO_STEPS = 40
 C4_MEMORY = "memory://demo/c4"  # the C4 job's second output: an in-process object store
-
-# Each job as ``corpusforge NAME ARGV`` runs it (pipelines.cli), its summary returned.
-run_read, run_c4, run_webtext, run_tokenize = (functools.partial(run_job, name) for name in ("read", "c4", "webtext", "tokenize"))
 
 
 @dataclass(frozen=True)
@@ -359,7 +358,7 @@ def run_demo(out: str, seed: int = 0, pages: int = 300) -> dict:
     return result
 
 
-# --- ``corpusforge demo``: the command (pipelines.cli) ---------------------------------------
+# --- ``corpusforge demo`` (pipelines.cli) ------------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="demo-out", help="output folder (default demo-out)")
     parser.add_argument("--seed", type=int, default=0, help="sample crawl seed (default 0)")
@@ -371,5 +370,5 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def format_summary(result: dict) -> str:
-    """Nothing more: ``run_demo`` printed the report, stage by stage."""
+    """Nothing more to print: ``run_demo`` printed the report."""
     return ""

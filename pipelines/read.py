@@ -24,6 +24,7 @@ from corpus.inputs import COMMON_CRAWL_BASE_URL, expand_inputs
 from corpus.shards import FORMATS
 from corpus.warc import TEXT_MODES
 from pipelines import progress
+from pipelines.cli import run_job
 from pipelines.options import add_engine_arguments, add_manifest_path_argument, add_overwrite_argument, positive_int, spark_engine, stage_setup_file
 from pipelines.jobs import begin_job, counters_of, error_examples, finish_job, read_status
 from pipelines.sources import ReadCrawlFiles, WriteErrors, WriteShards, add_max_record_bytes
@@ -55,7 +56,9 @@ def build(pipeline: beam.Pipeline, files: list[str], args: argparse.Namespace) -
     read.errors | "Write errors" >> WriteErrors(args.output)
 
 
-def run(args: argparse.Namespace) -> dict:
+def run(args: argparse.Namespace | list[str] | None = None) -> dict:
+    if not isinstance(args, argparse.Namespace):  # run(argv), as Beam's wordcount: `corpusforge read ARGV`, errors raised
+        return run_job("read", sys.argv[1:] if args is None else args)
     beam_args = args.beam_args
     files = expand_inputs(args.input, base=args.base_url, max_files=args.max_files, allow_any_manifest_path=args.allow_any_manifest_path)
     log.info("reading %d file(s) into %s on %s", len(files), args.output, args.engine)

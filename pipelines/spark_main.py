@@ -23,9 +23,8 @@ if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.a
 import json  # noqa: E402
 import logging  # noqa: E402
 
-from common.errors import InputError  # noqa: E402
+from corpus.inputs import InputError  # noqa: E402
 from pipelines import c4, read  # noqa: E402
-from pipelines.cli import run_job  # noqa: E402
 
 JOBS = {"c4": c4, "read": read}
 
@@ -39,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     job = JOBS[argv[0]]
     print(f"corpusforge {argv[0]} on Spark, the project from {c4.__file__}", file=sys.stderr)  # a zip/wheel with --py-files
     try:
-        stats = run_job(argv[0], argv[1:] + ["--engine", "spark"])
+        stats = job.run(argv[1:] + ["--engine", "spark"])
     except InputError as exc:
         print(f"corpusforge {argv[0]}: {exc}", file=sys.stderr)
         return 2

@@ -59,6 +59,7 @@ from corpus.shards import first_texts, nonempty_text, read_texts, shard_files
 from model.tokenizer import BPETokenizer, TokenizerFileError, text_bytes, train_tokenizer
 from model.tokens import DEFAULT_SHARD_TOKENS, MAX_TOKEN_ID, find_token_shards, shard_name, write_token_shard
 from pipelines import progress
+from pipelines.cli import run_job
 from pipelines.options import add_overwrite_argument, non_negative_int, positive_int, split_job_args, stage_setup_file, unit_fraction
 from pipelines.jobs import begin_job, counters_of, error_examples, finish_job, write_json
 from pipelines.sources import WriteErrors
@@ -290,7 +291,9 @@ def build(p: beam.Pipeline, files: list[str], tokenizer, args, parts_dir: str, p
     run_step.write_examples(args.output)
 
 
-def run(args: argparse.Namespace) -> dict:
+def run(args: argparse.Namespace | list[str] | None = None) -> dict:
+    if not isinstance(args, argparse.Namespace):  # run(argv), as Beam's wordcount: `corpusforge tokenize ARGV`, errors raised
+        return run_job("tokenize", sys.argv[1:] if args is None else args)
     beam_args = args.beam_args
     check_arguments(args)
     files = shard_files(args.input)

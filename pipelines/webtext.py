@@ -45,6 +45,7 @@ from corpus.webtext import (DEFAULT_EXTRACTOR, EXTRACTOR_CHOICES, MIN_ENGLISH_PR
                             clean_webtext, doc_id, extract_document, fetched_page, text_hash, webtext_extractor)
 from dedup import minhash
 from pipelines import progress
+from pipelines.cli import run_job
 from pipelines.dedupe import DedupeText
 from pipelines.options import add_manifest_path_argument, add_overwrite_argument, non_negative_float, non_negative_int, positive_float, positive_int, split_job_args, stage_setup_file, unit_fraction
 from pipelines.jobs import begin_job, counters_of, finish_job, read_status
@@ -408,7 +409,9 @@ def fetch_config_from(args: argparse.Namespace):
                        allow_hosts=frozenset(args.allow_hosts), respect_robots=not args.ignore_robots)
 
 
-def run(args: argparse.Namespace) -> dict:
+def run(args: argparse.Namespace | list[str] | None = None) -> dict:
+    if not isinstance(args, argparse.Namespace):  # run(argv), as Beam's wordcount: `corpusforge webtext ARGV`, errors raised
+        return run_job("webtext", sys.argv[1:] if args is None else args)
     beam_args = args.beam_args
     if args.span_dedup:
         try:
