@@ -87,7 +87,9 @@ def parse_command(parser: argparse.ArgumentParser, module: ModuleType, argv: lis
         args = parser.parse_args(argv)
         try:
             storage.configure(store)
-        except ValueError as exc:  # e.g. --store_timeout_s 0
+        except InputError:
+            raise  # a store that cannot be used: the funnel's one line
+        except ValueError as exc:  # an option's value, e.g. --store_timeout_s 0
             parser.error(str(exc))
     else:
         args = parser.parse_args(argv)
