@@ -49,7 +49,7 @@ Then what a job writes and later reads back (``--outputs N`` variants each, 0 sk
   checkpoint  a real training checkpoint rewritten with a matching .sha256: NaN / Inf /
               3e38 weights, wrong shape, missing, int dtype, block_size 1e7..2^40,
               n_layer 1e4..2^20, a short RNG state, scheduler/step of the wrong type, an
-              AdamW moment of the wrong shape; resumed by model.train.main in-process
+              AdamW moment of the wrong shape; resumed by `corpusforge train` (pipelines.cli.main) in-process
   claim       six processes claiming one output folder at once (common.storage)
 
 Reported: variants, refused in one line, accepted, exceptions other than the refusal,
