@@ -49,7 +49,7 @@ Then what a job writes and later reads back (``--outputs N`` variants each, 0 sk
   checkpoint  a real training checkpoint rewritten with a matching .sha256: NaN / Inf /
               3e38 weights, wrong shape, missing, int dtype, block_size 1e7..2^40,
               n_layer 1e4..2^20, a short RNG state, scheduler/step of the wrong type, an
-              AdamW moment of the wrong shape; resumed by model.train.main in-process
+              AdamW moment of the wrong shape; resumed by `corpusforge train` (pipelines.cli.main) in-process
   claim       six processes claiming one output folder at once (common.storage)
 
 Reported: variants, refused in one line, accepted, exceptions other than the refusal,
@@ -403,7 +403,7 @@ def output_families(count: int, seed: int) -> bool:
         report("filter", count, *refused, time.perf_counter() - start, before, baseline)
 
         from model.checkpoint import load_checkpoint, save_checkpoint
-        from model.train import main as train_main
+        from pipelines.cli import main as corpusforge_main
 
         with contextlib.redirect_stdout(io.StringIO()):  # its summary table
             path = tiny_training_run(root / "train")
@@ -415,7 +415,7 @@ def output_families(count: int, seed: int) -> bool:
             save_checkpoint(path, crafted)
             baseline += old_checkpoint_load(path)
             try:
-                code = train_main(["--out", str(root / "train" / "run"), "--resume", "--max_steps", "3", "-q"])
+                code = corpusforge_main(["train", "--out", str(root / "train" / "run"), "--resume", "--max_steps", "3", "-q"])
             except Exception as exc:  # noqa: BLE001
                 refused[2] += 1
                 print(f"  checkpoint {name}: {type(exc).__name__}: {exc}"[:200])

@@ -42,6 +42,8 @@ import urllib.parse
 import uuid
 from typing import BinaryIO, Iterable, Iterator
 
+from common.errors import InputError
+
 log = logging.getLogger(__name__)
 
 SUCCESS_FILE = "_SUCCESS"
@@ -51,7 +53,7 @@ MANIFEST_FORMAT = "corpusforge-output-v1"
 COPY_CHUNK = 8 << 20
 
 
-class IncompleteOutputError(ValueError):
+class IncompleteOutputError(InputError):
     """An output folder that a reader must not take as complete; the message says why."""
 
 
@@ -183,7 +185,7 @@ STORE_OPTION_PREFIXES = ("--s3_", "--gcs_", "--hdfs_", "--project", STORE_TIMEOU
 _FLAG_STORE_OPTIONS = ("--s3_disable_ssl", "--hdfs_full_urls")  # take no value
 
 
-class StoreError(ValueError):
+class StoreError(InputError):
     """A store that cannot be used (unreachable, silent, refusing the credentials, a missing
     library): one line naming the store and what to check."""
 
@@ -842,7 +844,7 @@ def staging_path(folder: str, *names: str) -> str:
     return join(folder, STAGING_DIR, *names)
 
 
-class OutputExistsError(ValueError):
+class OutputExistsError(InputError):
     """The output folder already holds files and the job was not told to replace them."""
 
 

@@ -37,7 +37,7 @@ The fetcher in five parts
                           out, resumable; the public names of policy, client and archive
 
 Command line: ``corpusforge fetch LINKS --out DIR [--allow_hosts 127.0.0.1:8080]``
-(``pipelines/cli.py``; ``python -m corpus.fetch`` runs the same command) runs
+(``pipelines/fetch_links.py``; ``python -m corpus.fetch`` runs the same command) runs
 ``fetch_links`` over a file of URLs and prints the counts; run it again to resume.
 """
 
@@ -189,7 +189,7 @@ def fetch_links(
 
 
 if __name__ == "__main__":
-    # ``python -m corpus.fetch`` is ``corpusforge fetch``: the command line lives in pipelines/cli.py.
+    # ``python -m corpus.fetch`` is ``corpusforge fetch``: the command line lives in pipelines/fetch_links.py.
     from pipelines.cli import main
 
     sys.exit(main(["fetch", *sys.argv[1:]]))

@@ -21,6 +21,7 @@ import zlib
 from typing import BinaryIO, Iterable
 
 from common import storage
+from common.errors import InputError  # noqa: F401  (raised here; imported from here by the jobs)
 from common.storage import write_atomically
 
 # Common Crawl's public data host; relative paths in wet.paths.gz / warc.paths.gz join to it.
@@ -31,10 +32,6 @@ DUMP_PREFIX = "RS_"  # Pushshift submission dumps (RS_2019-04.zst): the files of
 CRAWL_FILES, SUBMISSION_DUMPS = "crawl", "dumps"
 INPUT_KINDS = (CRAWL_FILES, SUBMISSION_DUMPS)
 USER_AGENT = "corpusforge/0.1 (+https://github.com/corpusforge/corpusforge)"
-
-
-class InputError(ValueError):
-    """An input that names nothing readable; the message says what was looked for."""
 
 
 class ManifestPathError(InputError):

@@ -57,6 +57,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
+from common.errors import InputError
+
 WSC273_SCHEMAS = 273  # Levesque et al.'s WSC273: the first 273 schemas of WSCollection.xml
 CBT_LINES_PER_EXAMPLE = 21  # Hill et al. 2016: 20 context sentences + 1 query
 CBT_BLANK = "XXXXX"
@@ -97,7 +99,7 @@ class BenchmarkSet:
         return [e.text for e in self.examples]
 
 
-class BenchmarkSpecError(ValueError):
+class BenchmarkSpecError(InputError):
     """A ``kind:path[:option]`` spec that names no known kind or has a bad option."""
 
 

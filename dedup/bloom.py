@@ -133,6 +133,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 import pybloom_live
 
+from common.errors import InputError
 from common.storage import atomic_path
 from dedup import ngrams
 
@@ -156,11 +157,11 @@ _THREE, _SEVEN = np.uint64(3), np.uint64(7)
 _BIT = np.array([1 << b for b in range(8)], dtype=np.uint8)  # bit b of a byte, as a mask
 
 
-class BloomFileError(ValueError):
+class BloomFileError(InputError):
     """A Bloom filter file that is not ours, of another version, truncated or corrupted."""
 
 
-class BloomMismatchError(ValueError):
+class BloomMismatchError(InputError):
     """Two filters that cannot be merged: different m, k, seed or hashing settings."""
 
 

@@ -42,6 +42,7 @@ import shutil
 
 import torch
 
+from common.errors import InputError
 from common.storage import DiskFullError, atomic_path, disk_full_cause, local_copy, sync_mirror, write_atomically
 from model.gpt import GPT, GPTConfig
 from model.hf import load_hf_dir
@@ -73,7 +74,7 @@ WEIGHT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 MAX_WEIGHT_ABS = 1e6
 
 
-class CheckpointError(ValueError):
+class CheckpointError(InputError):
     """A file that cannot be used as a checkpoint: missing, truncated, corrupted, or of another kind."""
 
 

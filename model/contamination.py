@@ -50,6 +50,7 @@ import numpy as np
 from tqdm import tqdm
 
 from common import storage
+from common.errors import InputError
 from corpus.shards import find_shards, read_documents
 from dedup.audit import bloom_report, build_indexes, exact_report, scan_documents
 from dedup.bloom import MAGIC, BloomFileError, BloomFilter
@@ -71,7 +72,7 @@ BUCKETS = (("0", -1.0, 0.0), ("(0, 0.25]", 0.0, 0.25), ("(0.25, 0.5]", 0.25, 0.5
 _BOOTSTRAP_CHUNK = 1 << 22  # resampled example indices drawn at once (32 MiB of int64)
 
 
-class ContaminationError(ValueError):
+class ContaminationError(InputError):
     """A training source that cannot be used: missing, unknown, or built with other n-gram settings."""
 
 

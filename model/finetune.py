@@ -51,6 +51,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from tqdm import tqdm
 
+from common.errors import InputError
 from common.storage import write_atomically
 from model.checkpoint import (CHECKPOINT_FILE, RUN_CONFIG_FILE, TOKENIZER_DIR, CheckpointError, check_optimizer_state,
                               load_model, save_checkpoint, tokenizer_folder)
@@ -65,7 +66,7 @@ from model.task_files import FORMATS, TASK_TYPES, TaskData, TaskFormatError, par
 from model.tasks import (IGNORE, SpecialTokens, TaskError, collate, encode_task, label_space, mark_task,
                          metric_names, split_metrics)
 from model.tokenizer import BPETokenizer
-from model.train import run_command
+from model.train import exit_status, run_in_run_folder  # noqa: F401 (exit_status: the command's exit code, read by pipelines.cli)
 from model.validation import mean_loss
 
 log = logging.getLogger("corpusforge.finetune")
@@ -116,7 +117,7 @@ class FinetuneConfig:
     quiet: bool = False
 
 
-class FinetuneError(ValueError):
+class FinetuneError(InputError):
     """A fine-tuning run that cannot start as given; said before any training."""
 
 
@@ -314,7 +315,7 @@ def export_task_model(model: TaskModel, out: str, *, labels, regression: bool, s
 
 # ----------------------------------------------------------------------------- the run
 
-def run(cfg: FinetuneConfig) -> dict:
+def finetune(cfg: FinetuneConfig) -> dict:
     """Fine-tune (or resume) as ``cfg`` says; returns a summary (status, steps, losses, metrics, paths)."""
     check_config(cfg)
     out = cfg.out
@@ -584,19 +585,28 @@ def demo_finetune(checkpoint_dir: str, work_dir: str, steps: int = 40, training:
             "--device", "cpu", "--seed", str(seed), "--quiet"]
     if training:
         argv += ["--training", training]
-    return run(config_from_args(argv))
+    return finetune(config_from_args(argv))
 
 
 # ----------------------------------------------------------------------------- command line
 
+DESCRIPTION = "Fine-tune a pre-trained GPT on a labelled task with GPT-1's input transformations; exact resume."
+EXTRA_OPTIONS = "store"  # pipelines.cli: models and run folders on an object store take the store options (common.storage)
+
+
 def build_parser(suppress_defaults: bool = False) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="corpusforge finetune", description=DESCRIPTION)
+    add_arguments(p, suppress_defaults)
+    return p
+
+
+def add_arguments(p: argparse.ArgumentParser, suppress_defaults: bool = False) -> None:
+    """``corpusforge finetune``'s options; ``suppress_defaults``: only those given are set (``resumed_config``)."""
     d = FinetuneConfig()
 
     def default(value):
         return argparse.SUPPRESS if suppress_defaults else value
 
-    p = argparse.ArgumentParser(prog="corpusforge finetune", description=(
-        "Fine-tune a pre-trained GPT on a labelled task with GPT-1's input transformations; exact resume."))
     g = p.add_argument_group("task")
     g.add_argument("--model", default=default(d.model), help="run folder, checkpoint, or Hugging Face GPT-2 / GPT-1 folder")
     g.add_argument("--tokenizer", default=default(None), help="tokenizer folder (default: the model's)")
@@ -637,7 +647,6 @@ def build_parser(suppress_defaults: bool = False) -> argparse.ArgumentParser:
     g.add_argument("--stop_at", type=int, default=default(None), help="stop after this step with a checkpoint")
     g.add_argument("--no_hf_export", dest="hf_export", action="store_false", default=default(True), help="no out/hf")
     g.add_argument("-q", "--quiet", action="store_true", default=default(False), help="no progress bar")
-    return p
 
 
 def config_from_args(argv: list[str]) -> FinetuneConfig:
@@ -657,10 +666,12 @@ def format_summary(summary: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    return run_command(argv, config_from_args, run, format_summary,
-                       (FinetuneError, CheckpointError, FileNotFoundError, ValueError), logger=log)
+def run(args: argparse.Namespace) -> dict:
+    """``corpusforge finetune`` (``pipelines.cli``): the run's summary; ``exit_status`` as train's."""
+    return run_in_run_folder(args.command_argv, config_from_args, finetune)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from pipelines.cli import main
+
+    sys.exit(main(["finetune", *sys.argv[1:]]))

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
+from common.errors import InputError
 from corpus.sentences import split_sentences
 from model.gpt import KVCache, decode
 from model.sample import top_k_mask
@@ -31,7 +32,7 @@ from model.sample import top_k_mask
 STOP_KINDS = ("newline", "sentences", "tokens")
 
 
-class GenerationError(ValueError):
+class GenerationError(InputError):
     """A generation request that cannot be run as asked (a prompt that cannot fit, a bad setting)."""
 
 

@@ -41,6 +41,7 @@ from typing import Sequence
 from rouge_score import rouge_scorer
 from sacrebleu.metrics import BLEU
 
+from common.errors import InputError
 from corpus.sentences import split_sentences
 from dedup.benchmark_sets import COQA_IN_DOMAIN, BenchmarkSet, Example
 from model.generate import Decoding, StopRule, answer_logprob, generate_texts
@@ -92,7 +93,7 @@ def paper_reference(bench: BenchmarkSet) -> dict | None:
     return {"label": PAPER_LABEL, "values": dict(values)} if values else None
 
 
-class PairsError(ValueError):
+class PairsError(InputError):
     """An example-pairs file that cannot be read."""
 
 

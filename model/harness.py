@@ -31,12 +31,13 @@ import sys
 from typing import Sequence
 
 from common import storage
+from common.errors import InputError
 from common.storage import write_atomically
 from dedup.benchmark_sets import GENERATIVE_KINDS, BenchmarkSet, BenchmarkSpecError, load_benchmark
 from model.contamination import (DEFAULT_CONFIDENCE, DEFAULT_FP_QUERIES, DEFAULT_N, DEFAULT_RESAMPLES,
                                  DEFAULT_THRESHOLD, ContaminationError, mark_benchmarks, open_source,
                                  per_example_rows, summarize_benchmark)
-from model.eval_report import benchmark_entry, build_report, format_summary, gpt2_size, write_report
+from model.eval_report import benchmark_entry, build_report, format_summary as format_report, gpt2_size, write_report
 from model.tokenizer import BPETokenizer
 
 log = logging.getLogger(__name__)
@@ -45,7 +46,7 @@ PROG = "corpusforge eval"
 DTYPES = ("float32", "bfloat16", "float16")
 
 
-class EvalInputError(ValueError):
+class EvalInputError(InputError):
     """Input the evaluation cannot use; ``main`` turns it into exit status 2."""
 
 
@@ -232,8 +233,17 @@ def run_eval(model, benchmarks: Sequence, *, training=None, tokenizer=None, ngra
     return document
 
 
+EXTRA_OPTIONS = "store"  # pipelines.cli: models, benchmarks and corpora on an object store take the store options
+PLAIN_ERRORS = True  # pipelines.cli: an input error is the line 'corpusforge eval: error: ...', as argparse writes its own
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(p)
+    return p
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="our run folder or checkpoint file, or a Hugging Face GPT-2 folder")
     p.add_argument("--tokenizer", default=None, help="tokenizer folder (vocab.json + merges.txt); default: the model's")
     p.add_argument("--benchmark", action="append", required=True, metavar="KIND:PATH[:OPTION]",
@@ -262,41 +272,31 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: drawn from other documents of the same test set)")
     p.add_argument("--report", default=None, metavar="OUT", help="write OUT/report.json, report.md, report.html")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
-    return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    store, argv = storage.split_store_args(sys.argv[1:] if argv is None else argv)  # the store options, for remote paths
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:  # --help (0) or a usage error (2)
-        return int(exc.code or 0)
+def run(args: argparse.Namespace) -> dict:
+    """``corpusforge eval`` (``pipelines.cli``): the report document (``run_eval``)."""
     training = None
-    try:
-        storage.configure(store)
-    except ValueError as exc:  # --store_timeout_s
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return 2
     if args.training:
         training = args.training[0] if len(args.training) == 1 else args.training
-    try:
-        document = run_eval(args.model, args.benchmark, training=training, tokenizer=args.tokenizer, ngram=args.ngram,
-                            threshold=args.threshold, apostrophes=args.apostrophes, unicode=not args.ascii,
-                            max_doc_count=args.max_doc_count, fp_queries=args.fp_queries, context=args.context,
-                            stride=args.stride, batch_size=args.batch_size, device=args.device, dtype=args.dtype,
-                            limit=args.limit, detokenize=not args.no_detokenize, bootstrap=args.bootstrap,
-                            confidence=args.confidence, seed=args.seed, report=args.report, progress=not args.quiet,
-                            example_pairs=args.example_pairs)
-    except (EvalInputError, storage.StoreError, storage.IncompleteOutputError) as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return 2
-    print(format_summary(document))
+    return run_eval(args.model, args.benchmark, training=training, tokenizer=args.tokenizer, ngram=args.ngram,
+                    threshold=args.threshold, apostrophes=args.apostrophes, unicode=not args.ascii,
+                    max_doc_count=args.max_doc_count, fp_queries=args.fp_queries, context=args.context,
+                    stride=args.stride, batch_size=args.batch_size, device=args.device, dtype=args.dtype,
+                    limit=args.limit, detokenize=not args.no_detokenize, bootstrap=args.bootstrap,
+                    confidence=args.confidence, seed=args.seed, report=args.report, progress=not args.quiet,
+                    example_pairs=args.example_pairs)
+
+
+def format_summary(document: dict) -> str:
+    """The report's table (``model.eval_report.format_summary``) and where the report files are."""
+    lines = [format_report(document)]
     if document.get("paths"):
-        print("reports: " + ", ".join(document["paths"].values()))
-    return 0
+        lines.append("reports: " + ", ".join(document["paths"].values()))
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr)
-    sys.exit(main())
+    from pipelines.cli import main
+
+    sys.exit(main(["eval", *sys.argv[1:]]))

@@ -30,6 +30,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from common.errors import InputError
 from model.gpt import GPT, GPTConfig, INIT_STD
 
 CONFIG_NAME = "config.json"  # transformers' file names (transformers.utils.CONFIG_NAME ...)
@@ -49,7 +50,7 @@ _BUFFERS = re.compile(r"\.attn\.(bias|masked_bias)$")  # causal-mask buffers som
 _HEADS_BY_WIDTH = {768: 12, 1024: 16, 1280: 20, 1600: 25}
 
 
-class HFCheckpointError(ValueError):
+class HFCheckpointError(InputError):
     """A Hugging Face folder or state dict that cannot be read as a GPT-1/GPT-2 checkpoint."""
 
 

@@ -20,8 +20,8 @@ import sys
 
 import torch
 
-from common import storage
-from model.checkpoint import CheckpointError, load_model, tokenizer_folder
+from common.errors import InputError
+from model.checkpoint import load_model, tokenizer_folder
 from model.tokenizer import BPETokenizer
 
 log = logging.getLogger("corpusforge.sample")
@@ -49,6 +49,10 @@ def top_p_mask(logits: torch.Tensor, p: float) -> torch.Tensor:
     drop_sorted = before >= p  # already reached p without this token
     drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
     return logits.masked_fill(drop, float("-inf"))
+
+
+class NonFiniteError(InputError):
+    """Next-token probabilities that are NaN or infinite: weights unusable for sampling."""
 
 
 @torch.no_grad()
@@ -80,7 +84,7 @@ def generate(model, idx: torch.Tensor, max_new_tokens: int, temperature: float =
                 logits = top_p_mask(logits, top_p)
             probs = torch.softmax(logits, dim=-1)
             if not bool(torch.isfinite(probs).all()):
-                raise ValueError("the model's next-token probabilities are not finite (NaN or infinite logits): "
+                raise NonFiniteError("the model's next-token probabilities are not finite (NaN or infinite logits): "
                                  "its weights are not usable for sampling")
             if generator is not None and generator.device != probs.device:
                 next_id = torch.multinomial(probs.cpu(), 1, generator=generator).to(probs.device)
@@ -95,8 +99,17 @@ def generate(model, idx: torch.Tensor, max_new_tokens: int, temperature: float =
     return idx
 
 
+DESCRIPTION = "Generate text from a trained GPT (top-k / top-p / temperature)."
+EXTRA_OPTIONS = "store"  # pipelines.cli: s3:// / gs:// / memory:// models take the store options (common.storage)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="corpusforge sample", description="Generate text from a trained GPT (top-k / top-p / temperature).")
+    p = argparse.ArgumentParser(prog="corpusforge sample", description=DESCRIPTION)
+    add_arguments(p)
+    return p
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="a training run folder, a checkpoint file, or a Hugging Face GPT-2 folder")
     p.add_argument("--prompt", default="", help="text to continue (default: start from the end-of-text token)")
     p.add_argument("--tokenizer", help="tokenizer folder (default: the one that came with the model)")
@@ -108,59 +121,54 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=1337, help="random seed (default 1337)")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda ... (default auto)")
     p.add_argument("--keep_going", action="store_true", help="do not stop a sample at the end-of-text token")
-    return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    store, argv = storage.split_store_args(argv)  # s3:// / gs:// / memory:// models: the store options
-    args = build_parser().parse_args(argv)
-    try:
-        storage.configure(store)
-    except ValueError as exc:
-        log.error("%s", exc)
-        return 2
+def run(args: argparse.Namespace) -> dict:
+    """``corpusforge sample`` (``pipelines.cli``): the prompt and the samples drawn."""
     if args.max_new_tokens < 1 or args.num_samples < 1:
-        log.error("--max_new_tokens and --num_samples must be at least 1")
-        return 2
+        raise InputError("--max_new_tokens and --num_samples must be at least 1")
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
                           ("cpu" if args.device == "auto" else args.device))
-    try:
-        model = load_model(args.model, device=device)
-        folder = args.tokenizer or tokenizer_folder(args.model)
-        if folder is None:
-            raise ValueError(f"no tokenizer files came with {args.model} (vocab.json + merges.txt): pass --tokenizer")
-        tokenizer = BPETokenizer.load(folder)
-        prompt = tokenizer.encode(args.prompt) if args.prompt else [tokenizer.eot_id]
-        if tokenizer.vocab_size > model.config.vocab_size:
-            raise ValueError(f"the tokenizer in {folder} has {tokenizer.vocab_size} tokens, the model only "
-                             f"{model.config.vocab_size}: wrong --tokenizer?")
-        top_k_mask(torch.zeros(1, 2), args.top_k) if args.top_k is not None else None  # validate early
+    model = load_model(args.model, device=device)
+    folder = args.tokenizer or tokenizer_folder(args.model)
+    if folder is None:
+        raise InputError(f"no tokenizer files came with {args.model} (vocab.json + merges.txt): pass --tokenizer")
+    tokenizer = BPETokenizer.load(folder)
+    prompt = tokenizer.encode(args.prompt) if args.prompt else [tokenizer.eot_id]
+    if tokenizer.vocab_size > model.config.vocab_size:
+        raise InputError(f"the tokenizer in {folder} has {tokenizer.vocab_size} tokens, the model only "
+                         f"{model.config.vocab_size}: wrong --tokenizer?")
+    try:  # the sampling options, checked before any token is drawn
+        top_k_mask(torch.zeros(1, 2), args.top_k) if args.top_k is not None else None
         top_p_mask(torch.zeros(1, 2), args.top_p) if args.top_p is not None else None
-        if args.temperature < 0:
-            raise ValueError(f"--temperature must not be negative, got {args.temperature}")
-    except (CheckpointError, ValueError, FileNotFoundError) as exc:
-        log.error("%s", exc)
-        return 2
+    except ValueError as exc:
+        raise InputError(str(exc)) from exc
+    if args.temperature < 0:
+        raise InputError(f"--temperature must not be negative, got {args.temperature}")
     generator = torch.Generator(device=device).manual_seed(args.seed)
     start = torch.tensor([prompt[-model.config.block_size:]] * args.num_samples, dtype=torch.long, device=device)
     try:
         out = generate(model, start, args.max_new_tokens, args.temperature, args.top_k, args.top_p, generator,
                        stop_token=None if args.keep_going else tokenizer.eot_id)
-    except ValueError as exc:  # non-finite probabilities from weights that pass every check
-        log.error("%s: %s", args.model, exc)
-        return 2
-    for n, row in enumerate(out.tolist()):
+    except NonFiniteError as exc:  # from weights that pass every check
+        raise InputError(f"{args.model}: {exc}") from exc
+    samples = []
+    for row in out.tolist():
         new = row[start.shape[1]:]
         if not args.keep_going and tokenizer.eot_id in new:
             new = new[:new.index(tokenizer.eot_id)]
-        if args.num_samples > 1:
-            print(f"--- sample {n + 1}/{args.num_samples}")
-        print(args.prompt + tokenizer.decode(new))
-    return 0
+        samples.append(args.prompt + tokenizer.decode(new))
+    return {"samples": samples}
+
+
+def format_summary(summary: dict) -> str:
+    samples = summary["samples"]
+    if len(samples) == 1:
+        return samples[0]
+    return "\n".join(f"--- sample {n + 1}/{len(samples)}\n{text}" for n, text in enumerate(samples))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from pipelines.cli import main
+
+    sys.exit(main(["sample", *sys.argv[1:]]))

@@ -31,6 +31,7 @@ import json
 import os
 from dataclasses import dataclass, field
 
+from common.errors import InputError
 from common.storage import local_copy
 
 TASK_TYPES = ("classification", "entailment", "similarity", "multiple_choice")
@@ -41,7 +42,7 @@ NLI_LABELS = ("entailment", "neutral", "contradiction")  # SNLI / MultiNLI label
 RACE_LETTERS = "ABCD"
 
 
-class TaskFormatError(ValueError):
+class TaskFormatError(InputError):
     """A task file that cannot be read as the format it was given as: said with file and line."""
 
 

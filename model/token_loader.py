@@ -34,13 +34,14 @@ import numpy as np
 import torch
 
 from common import storage
+from common.errors import InputError
 from model.token_shards import find_token_shards, read_tokens
 
 META_FILE = "meta.json"  # written by `corpusforge tokenize` next to the shards
 TOKENIZER_DIR = "tokenizer"  # the tokenizer files inside a data folder (and a run folder)
 
 
-class DataError(ValueError):
+class DataError(InputError):
     """Training data that cannot be used as asked: missing, too small, ids out of range."""
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from common import storage
+from common.errors import InputError
 from common.storage import atomic_path
 
 MAGIC = 20240520  # llm.c dev/data/data_common.py: the uint16 GPT-2 token-shard magic
@@ -30,7 +31,7 @@ TOKEN_DTYPE = np.dtype("<u2")
 MAX_TOKEN_ID = 2**16 - 1
 
 
-class TokenShardError(ValueError):
+class TokenShardError(InputError):
     """A file that is not a valid token shard: wrong magic or version, truncated, too long."""
 
 

@@ -43,6 +43,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from common import storage
+from common.errors import InputError
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +61,7 @@ DECODE_ERRORS = "corpusforge-surrogates-else-replace"
 _SURROGATES = re.compile("[\ud800-\udfff]")
 
 
-class TokenizerFileError(ValueError):
+class TokenizerFileError(InputError):
     """Vocabulary files that are missing, malformed, or not a byte-level BPE vocabulary."""
 
 

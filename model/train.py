@@ -58,9 +58,10 @@ from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 from common import storage
+from common.errors import InputError
 from common.storage import write_atomically
-from model.checkpoint import (CHECKPOINT_FILE, RUN_CONFIG_FILE, TOKENIZER_DIR, CheckpointError, clean_state_dict,
-                              check_optimizer_state, save_checkpoint)
+from model.checkpoint import (CHECKPOINT_FILE, RUN_CONFIG_FILE, TOKENIZER_DIR, clean_state_dict, check_optimizer_state,
+                              save_checkpoint)
 from model.device import (DTYPES, allow_tf32, autocast_for, peak_flops, resolve_device, resolve_dtype, rng_state,
                           seed_everything, set_rng_state)
 from model.distributed import Dist, all_mean, barrier_and_close, gather_objects, init_distributed
@@ -133,7 +134,7 @@ class TrainConfig:
         return self.decay_steps if self.decay_steps is not None else self.max_steps
 
 
-class TrainError(ValueError):
+class TrainError(InputError):
     """A training configuration or state that cannot be run: said plainly, before any work is lost."""
 
 
@@ -146,7 +147,10 @@ def format_count(value: float) -> str:
 def model_config_for(cfg: TrainConfig, vocab_size: int) -> GPTConfig:
     overrides = {k: getattr(cfg, k) for k in ("n_layer", "n_head", "n_embd", "block_size", "dropout")
                  if getattr(cfg, k) is not None}
-    return GPTConfig.named(cfg.model, vocab_size=vocab_size, **overrides)
+    try:
+        return GPTConfig.named(cfg.model, vocab_size=vocab_size, **overrides)
+    except ValueError as exc:  # --model or an override the config refuses (GPTConfig's checks)
+        raise TrainError(f"--model {cfg.model}: {exc}") from exc
 
 
 def resolve_vocab(cfg: TrainConfig) -> int:
@@ -502,14 +506,23 @@ def train(cfg: TrainConfig) -> dict:
 
 # ---------------------------------------------------------------- command line
 
+DESCRIPTION = "Train GPT-1/GPT-2 on token shards (CPU, GPU, or DDP under torchrun); checkpoints resume exactly."
+EXTRA_OPTIONS = "store"  # pipelines.cli: a run folder on an object store takes the store options (common.storage)
+
+
 def build_parser(suppress_defaults: bool = False) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="corpusforge train", description=DESCRIPTION)
+    add_arguments(p, suppress_defaults)
+    return p
+
+
+def add_arguments(p: argparse.ArgumentParser, suppress_defaults: bool = False) -> None:
+    """``corpusforge train``'s options; ``suppress_defaults``: only those given are set (``resumed_config``)."""
     d = TrainConfig()
 
     def default(value):
         return argparse.SUPPRESS if suppress_defaults else value
 
-    p = argparse.ArgumentParser(prog="corpusforge train", description=(
-        "Train GPT-1/GPT-2 on token shards (CPU, GPU, or DDP under torchrun); checkpoints resume exactly."))
     g = p.add_argument_group("data")
     g.add_argument("--data", default=default(d.data),
                    help="a `corpusforge tokenize` folder (meta.json + shards), a folder with train.bin/val.bin, or a glob of shards")
@@ -558,7 +571,6 @@ def build_parser(suppress_defaults: bool = False) -> argparse.ArgumentParser:
     g.add_argument("--stop_at", type=int, default=default(None), help="stop after this step with a checkpoint (resume later)")
     g.add_argument("--no_hf_export", dest="hf_export", action="store_false", default=default(True), help="do not write out/hf at the end")
     g.add_argument("-q", "--quiet", action="store_true", default=default(False), help="no progress bar")
-    return p
 
 
 def config_from_args(argv: list[str]) -> TrainConfig:
@@ -581,42 +593,36 @@ def format_summary(summary: dict) -> str:
     return "\n".join(lines)
 
 
-def run_command(argv: list[str] | None, parse, run, summarize, errors: tuple[type[Exception], ...],
-                print_summary: bool = True, logger: logging.Logger = log) -> int:
-    """A model command's ``main``: logging to stderr, ``run(parse(argv))`` with progress bars
-    beside the log, one error line and exit 2 on bad input (``errors``), the summary on
-    stdout; exit 0 when the run finished or stopped as asked, 1 otherwise."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        store, argv = storage.split_store_args(argv)
-        storage.configure(store)
-        cfg = parse(argv)
-        remote = cfg.out
-        with storage.mirrored_folder(remote, download=True) as out, logging_redirect_tqdm():
-            if out != remote:  # a run folder on an object store: the run writes a local mirror, synced at each checkpoint
-                if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-                    raise ValueError(f"--out {remote}: a run folder on an object store takes one process; "
-                                     "with torchrun, write to a shared disk and copy it")
-                cfg = parse(argv + ["--out", out])
-            summary = run(cfg)
-        if out != remote:  # the summary names the run folder the user gave
-            summary = {k: remote if v == out else storage.join(remote, os.path.relpath(v, out))
-                       if isinstance(v, str) and v.startswith(out + os.sep) else v for k, v in summary.items()}
-    except errors + (storage.StoreError, storage.IncompleteOutputError) as exc:
-        logger.error("%s", exc)
-        return 2
-    if print_summary:
-        print(summarize(summary))
+def run_in_run_folder(argv: list[str], parse, run) -> dict:
+    """A model command's run: ``run(parse(argv))`` with progress bars beside the log. A run
+    folder (``--out``) on an object store is run in a local mirror, synced at each
+    checkpoint; the summary names the folder the user gave."""
+    cfg = parse(argv)
+    remote = cfg.out
+    with storage.mirrored_folder(remote, download=True) as out, logging_redirect_tqdm():
+        if out != remote:  # a run folder on an object store: the run writes a local mirror, synced at each checkpoint
+            if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+                raise TrainError(f"--out {remote}: a run folder on an object store takes one process; "
+                                 "with torchrun, write to a shared disk and copy it")
+            cfg = parse(argv + ["--out", out])
+        summary = run(cfg)
+    if out != remote:  # the summary names the run folder the user gave
+        summary = {k: remote if v == out else storage.join(remote, os.path.relpath(v, out))
+                   if isinstance(v, str) and v.startswith(out + os.sep) else v for k, v in summary.items()}
+    return summary
+
+
+def run(args: argparse.Namespace) -> dict:
+    """``corpusforge train`` (``pipelines.cli``): the run's summary."""
+    return run_in_run_folder(args.command_argv, config_from_args, train)
+
+
+def exit_status(summary: dict) -> int:
+    """0 when the run finished or stopped as asked (``--stop_at``), 1 otherwise."""
     return 0 if summary["status"] in ("finished", "stopped") else 1
 
 
-def main(argv: list[str] | None = None) -> int:
-    return run_command(argv, config_from_args, train, format_summary,
-                       (TrainError, DataError, CheckpointError, FileNotFoundError, ValueError),
-                       print_summary=int(os.environ.get("RANK", "0")) == 0)  # DDP: rank 0 prints
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    from pipelines.cli import main
+
+    sys.exit(main(["train", *sys.argv[1:]]))

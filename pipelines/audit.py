@@ -42,11 +42,14 @@ from dedup.overlap import GPT3_MAX_DOC_COUNT
 from dedup.report import render_html, render_json, render_markdown
 from pipelines import progress
 from pipelines.options import add_overwrite_argument, non_negative_int, open_probability, positive_int, power_of_two, split_job_args, stage_setup_file, unit_fraction
+from pipelines.cli import run_job
 from pipelines.jobs import begin_job, counters_of, finish_job, write_json
 from pipelines.sources import WriteShards
 from pipelines.steps import Steps, collect_examples, count, units_of
 
 log = logging.getLogger(__name__)
+
+EXTRA_OPTIONS = "beam"  # pipelines.cli: what is not this job's option is a Beam pipeline option
 
 AUDIT = "audit"
 DECONTAMINATE = "decontaminate"
@@ -179,8 +182,8 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ascii", action="store_true", help="only ASCII letters and digits are word characters")
 
 
-def run_audit(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(prog="corpusforge audit", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``corpusforge audit``'s options."""
     add_common_arguments(parser)
     parser.add_argument("--mode", choices=MODES, default="both", help="bloom filter, exact index, or both compared (default)")
     parser.add_argument("--error_rate", type=open_probability, default=1e-8, help="Bloom false-positive rate (GPT-2: <= 1e-8)")
@@ -193,7 +196,11 @@ def run_audit(argv: list[str] | None = None) -> dict:
     parser.add_argument("--max_doc_count", type=positive_int, default=None, help=f"ignore n-grams found in more training documents (GPT-3: {GPT3_MAX_DOC_COUNT})")
     parser.add_argument("--own_train", nargs="*", default=[], metavar="NAME=SPEC", help="a benchmark's own training split, for Table 6's first row")
     parser.add_argument("--corpus_name", default="training corpus", help="the corpus's name in the reports")
-    args, beam_args = split_job_args(parser, argv)
+
+
+def run(args: argparse.Namespace) -> dict:
+    """``corpusforge audit``: the n-gram overlap of the benchmarks with the corpus, reports in ``--output``."""
+    beam_args = args.beam_args
     files = shard_files(args.corpus)
     sets = load_benchmarks(args.benchmark)
     config = ngram_config(args)
@@ -228,6 +235,11 @@ def run_audit(argv: list[str] | None = None) -> dict:
     return result
 
 
+def run_audit(argv: list[str]) -> dict:
+    """``corpusforge audit ARGV``'s result, errors raised (the demo, benchmarks, tests)."""
+    return run_job("audit", argv)
+
+
 def format_audit(result: dict) -> str:
     lines = [f"{'benchmark':14} {'n-grams':>9} {'found %':>8} {'weighted %':>10} {'dirty':>7} {'of':>6} {'longest':>7}  agreement"]
     for row in result["rows"]:
@@ -243,6 +255,9 @@ def format_audit(result: dict) -> str:
     return "\n".join(lines)
 
 
+format_summary = format_audit
+
+
 # --- decontamination -----------------------------------------------------------------------
 def _matched_documents(path, indexes):
     """A shard file -> every document with where the benchmarks matched it (``dedup.decontaminate.match_documents``)."""
@@ -250,8 +265,8 @@ def _matched_documents(path, indexes):
     progress.tally("files")
 
 
-def run_decontaminate(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(prog="corpusforge decontaminate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_decontaminate_arguments(parser: argparse.ArgumentParser) -> None:
+    """``corpusforge decontaminate``'s options (``pipelines.decontaminate``)."""
     add_common_arguments(parser)
     parser.add_argument("--mode", choices=("spans", "drop", "mask"), default="spans", help="GPT-3 spans (default), drop documents, or mask matches")
     parser.add_argument("--margin", type=non_negative_int, default=GPT3_MARGIN, help="characters removed either side of a match (GPT-3: 200)")
@@ -260,7 +275,11 @@ def run_decontaminate(argv: list[str] | None = None) -> dict:
     parser.add_argument("--format", nargs="+", choices=FORMATS, default=["parquet"], help="output shard formats")
     parser.add_argument("--num_shards", type=positive_int, default=1, help="output shards")
     parser.add_argument("--name", default="decontaminated", help="output shard name")
-    args, beam_args = split_job_args(parser, argv)
+
+
+def decontaminate_shards(args: argparse.Namespace) -> dict:
+    """``corpusforge decontaminate``: the shards without the benchmarks' overlaps, in ``--output``."""
+    beam_args = args.beam_args
     files = shard_files(args.corpus)
     indexes = build_indexes(load_benchmarks(args.benchmark), ngram_config(args))
     options = {"mode": args.mode, "margin": args.margin, "min_piece": args.min_piece, "max_splits": args.max_splits}
@@ -289,6 +308,11 @@ def run_decontaminate(argv: list[str] | None = None) -> dict:
     return stats
 
 
+def run_decontaminate(argv: list[str]) -> dict:
+    """``corpusforge decontaminate ARGV``'s stats, errors raised (the demo, benchmarks, tests)."""
+    return run_job("decontaminate", argv)
+
+
 def files_by_split(files: list[str]) -> dict[str, list[str]]:
     """Shard files grouped by the split in their names (``train`` for names without one)."""
     groups: dict[str, list[str]] = {}
@@ -309,5 +333,6 @@ def format_decontaminate(stats: dict) -> str:
 
 
 if __name__ == "__main__":
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr)
-    print(format_audit(run_audit()))
+    from pipelines.cli import main
+
+    sys.exit(main(["audit", *sys.argv[1:]]))

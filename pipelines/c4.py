@@ -28,6 +28,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from common import storage
 from common.decision import OTHER
+from common.errors import UsageError
 from corpus import c4, langid
 from corpus.inputs import COMMON_CRAWL_BASE_URL, InputError, expand_inputs, open_input, read_pinned
 from corpus.records import Document, HtmlPage
@@ -35,15 +36,18 @@ from corpus.sentences import count_line_sentences, require_punkt
 from corpus.shards import FORMATS
 from corpus.warc import MAX_RECORD_BYTES, ReadStats
 from pipelines import progress
+from pipelines.cli import run_job
 from pipelines.dedupe import DEDUPE_SPANS, DedupeText
-from pipelines.jobs import begin_job, counters_of, finish_job
+from pipelines.jobs import begin_job, counters_of, finish_job, read_status
 from pipelines.options import (add_engine_arguments, add_manifest_path_argument, add_overwrite_argument, positive_float, positive_int, spark_engine,
-                               split_job_args, stage_setup_file)
+                               stage_setup_file)
 from pipelines.sources import READ_NAMESPACE, WriteErrors, WriteShards, add_max_record_bytes, crawl_records
 from pipelines.staging import LoadStaged, Stage
 from pipelines.steps import Steps, Tally, collect_examples, count, format_counter_table, format_read_errors, units_of
 
 log = logging.getLogger(__name__)
+
+EXTRA_OPTIONS = "beam"  # pipelines.cli: what is not this job's option is a Beam pipeline option
 
 EXTRACT_NAMESPACE = "extract-main-text"
 DEDUP_MODES = ("lines", "spans")
@@ -253,13 +257,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_engine_arguments(parser)
 
 
-def check_source(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+def check_source(args: argparse.Namespace) -> None:
     """--input or --crawl is required (usage error, exit 2), except for webtextlike, whose
     crawls default to the reference's OpenWebText crawls (TFDS ``OPENWEBTEXT_CC_VERSIONS``)."""
     if args.input or args.crawl:
         return
     if not c4.VARIANTS[args.variant].webtextlike:
-        parser.error("one of the arguments --input --crawl is required")
+        raise UsageError("one of the arguments --input --crawl is required")
     args.crawl = list(c4.OPENWEBTEXT_CRAWLS)
 
 
@@ -301,11 +305,11 @@ def _read_text(location: str, option: str) -> str:
         raise InputError(f"{option}: cannot read {location}: {exc}") from exc
 
 
-def run(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(prog="corpusforge c4", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_arguments(parser)
-    args, beam_args = split_job_args(parser, argv)
-    check_source(parser, args)
+def run(args: argparse.Namespace | list[str] | None = None) -> dict:
+    if not isinstance(args, argparse.Namespace):  # run(argv), as Beam's wordcount: `corpusforge c4 ARGV`, errors raised
+        return run_job("c4", sys.argv[1:] if args is None else args)
+    beam_args = args.beam_args
+    check_source(args)
     try:
         require_punkt()  # before any input is read
     except Exception as exc:
@@ -336,6 +340,10 @@ def format_summary(stats: dict) -> str:
     return "\n".join(filter(None, [table, format_read_errors(stats["counters"])]))
 
 
+exit_status = read_status
+
+
 if __name__ == "__main__":
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr)
-    print(format_summary(run()))
+    from pipelines.cli import main
+
+    sys.exit(main(["c4", *sys.argv[1:]]))

@@ -1,248 +1,115 @@
 """The ``corpusforge`` command: one subcommand per job. Logs go to stderr, results to stdout.
 
-Each subcommand imports its job's module when it runs, in one line at the top of its
-``cmd_*`` function that says why: Apache Beam (about a second to import), warcio and numpy,
-or torch. So ``corpusforge --help`` starts at once, and the corpus jobs (inspect, stats,
-fetch, read, c4, webtext, audit, decontaminate) never import torch or the tokenizer
-libraries: they run on an install of requirements.txt alone (a Beam worker's). train,
-finetune, sample, eval and demo need the ``model`` extra (requirements-model.txt);
-tokenize needs only its tokenizer libraries (tokenizers, tiktoken), never torch.
+One job contract (docs/architecture.md): every subcommand is a module named in ``COMMANDS``
+that exposes ``add_arguments(parser)``, ``run(args) -> summary`` and
+``format_summary(summary) -> str``. This module builds the parsers from that one registry,
+prints the summary, and is the one error funnel: the project's own input errors
+(``common.errors.InputError`` and its subclasses) are one line and exit 2; anything else is
+a bug and keeps its traceback (exit 1).
+
+A command's module is imported only when that command runs: Apache Beam takes about a
+second to import, torch longer. So ``corpusforge --help`` starts at once, and the corpus
+jobs (inspect, stats, fetch, read, c4, webtext, audit, decontaminate) never import torch or
+the tokenizer libraries: they run on an install of requirements.txt alone (a Beam
+worker's). train, finetune, sample, eval and demo need the ``model`` extra
+(requirements-model.txt); tokenize needs only its tokenizer libraries (tokenizers,
+tiktoken), never torch.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import importlib
 import logging
 import os
 import sys
-from collections import Counter
-
-from tqdm import tqdm
+from types import ModuleType
 
 from common import storage
-from corpus.inputs import InputError, expand_inputs
-from pipelines.options import LOST_WORKER, LOST_WORKER_CLEANUP, add_manifest_path_argument
+from common.errors import InputError, UsageError
+from pipelines.options import LOST_WORKER, LOST_WORKER_CLEANUP, split_job_args
 
 log = logging.getLogger("corpusforge")
 
 MODEL_LIBRARIES = ("torch", "tokenizers", "tiktoken", "safetensors")  # requirements-model.txt
 
-
-def cmd_inspect(args: argparse.Namespace) -> int:
-    from corpus.warc import inspect_archive  # warcio and numpy: not at the CLI's start (--help, the other jobs)
-
-    files = expand_inputs(args.files, base=args.base_url, allow_any_manifest_path=args.allow_any_manifest_path)
-    totals = {"records": Counter(), "mime_types": Counter(), "languages": Counter(), "errors": Counter()}
-    per_file = []
-    for path in tqdm(files, desc="inspect", unit="file", disable=args.quiet):
-        summary = inspect_archive(path)
-        per_file.append(summary.to_dict())
-        for key in totals:
-            totals[key].update(getattr(summary, key))
-    report = {"files": len(files), **{k: dict(v.most_common()) for k, v in totals.items()}, "per_file": per_file}
-    if args.json:
-        print(json.dumps(report, indent=2, ensure_ascii=False))
-    else:
-        print(format_inspection(report))
-    return 1 if args.strict and totals["errors"] else 0
-
-
-def format_inspection(report: dict) -> str:
-    lines = [f"{report['files']} file(s)"]
-    for title, key in (("records by type", "records"), ("payload MIME types", "mime_types"), ("language headers", "languages"), ("errors by reason", "errors")):
-        lines.append(f"\n{title}:")
-        counts = report[key]
-        if not counts:
-            lines.append("  (none)")
-        for name, count in counts.items():
-            lines.append(f"  {name:48} {count:>10,}")
-    errors = [e for f in report["per_file"] for e in f["first_errors"]]
-    if errors:
-        lines.append("\nfirst errors (file @ offset: reason):")
-        lines.extend(f"  {e['source']} @{e['offset']}: {e['reason']} {e['detail']}"[:160] for e in errors[:20])
-    return "\n".join(lines)
-
-
-def cmd_stats(args: argparse.Namespace) -> int:
-    # pyarrow, numpy and matplotlib (about a second): not at the CLI's start
-    from corpus.shards import find_shards, read_documents
-    from corpus.stats import compute_stats, format_stats, plot_length_histogram
-
-    storage.configure(getattr(args, "filesystem_args", []))
-    shards = find_shards(args.shards)
-    docs = tqdm(read_documents(shards), desc="stats", unit="doc", disable=args.quiet)
-    stats = compute_stats(docs, top_domains=args.top_domains)
-    if args.json:
-        print(json.dumps(stats.to_dict(), indent=2, ensure_ascii=False))
-    else:
-        print(format_stats(stats))
-    if args.plot:
-        plot_length_histogram(stats, args.plot, title=f"Document length, {len(shards)} shard(s)")
-        log.info("length histogram written to %s", args.plot)
-    return 0
-
-
-def cmd_fetch(args: argparse.Namespace) -> int:
-    from corpus.fetch import FetchConfig, fetch_links  # asyncio, ssl and warcio: only this command needs them
-
-    parser = fetch_parser(FetchConfig())
-    options = parser.parse_args(args.sub_argv)
-    try:
-        config = FetchConfig(
-            allow_hosts=frozenset(options.allow_hosts),
-            deadline_s=options.deadline,
-            concurrency=options.concurrency,
-            per_host_concurrency=options.per_host_concurrency,
-            per_host_delay_s=options.per_host_delay,
-            retries=options.retries,
-            respect_robots=not options.ignore_robots,
-        )
-    except ValueError as exc:  # e.g. --concurrency 0: a usage error, before anything runs
-        parser.error(str(exc))
-    source = sys.stdin if options.links == "-" else open(options.links, encoding="utf-8")
-    with source:
-        links = (line.strip() for line in source)
-        counts = fetch_links((link for link in links if link and not link.startswith("#")), config, options.out,
-                             resume=not options.no_resume)
-    print(json.dumps(dict(sorted(counts.items()))))
-    return 0
-
-
-def fetch_parser(defaults) -> argparse.ArgumentParser:
-    """``corpusforge fetch``'s options; ``defaults`` is a ``FetchConfig()``. The dashed spellings
-    (``--per-host-concurrency``) are those of the old ``python -m corpus.fetch`` and still work."""
-    parser = argparse.ArgumentParser(
-        prog="corpusforge fetch",
-        description="Fetch links (one per line) safely and politely into WARC files and a fetch log; rerun to resume.",
-    )
-    parser.add_argument("links", help="file of URLs, one per line ('-' reads standard input)")
-    parser.add_argument("--out", required=True, help="folder for the WARC files and fetch-log-*.jsonl")
-    parser.add_argument("--allow_hosts", "--allow-hosts", nargs="*", default=[], metavar="HOST:PORT",
-                        help="private/loopback host:port allowed anyway (tests, local mirrors)")
-    parser.add_argument("--deadline", type=float, default=defaults.deadline_s,
-                        help=f"seconds per page, redirects and retries included (default {defaults.deadline_s:g})")
-    parser.add_argument("--concurrency", type=int, default=defaults.concurrency,
-                        help=f"requests in flight overall (default {defaults.concurrency})")
-    parser.add_argument("--per_host_concurrency", "--per-host-concurrency", type=int, default=defaults.per_host_concurrency,
-                        help=f"requests in flight per host (default {defaults.per_host_concurrency})")
-    parser.add_argument("--per_host_delay", "--per-host-delay", type=float, default=defaults.per_host_delay_s,
-                        help=f"seconds between request starts on one host (default {defaults.per_host_delay_s:g})")
-    parser.add_argument("--retries", type=int, default=defaults.retries,
-                        help=f"extra tries for 429/5xx and reset connections (default {defaults.retries})")
-    parser.add_argument("--ignore_robots", "--ignore-robots", action="store_true", help="do not fetch or obey robots.txt")
-    parser.add_argument("--no_resume", "--no-resume", action="store_true", help="fetch every link even if a log in --out has it")
-    return parser
-
-
-def cmd_read(args: argparse.Namespace) -> int:
-    from pipelines.read import run  # Apache Beam (about a second): not at the CLI's start
-
-    stats = run(args.sub_argv)
-    read = stats["counters"].get("read-archive", {})
-    errors = {k.split(":", 1)[1]: v for k, v in read.items() if k.startswith("error:")}
-    print(f"{stats['files']} file(s): {read.get('produced:conversion', 0):,} documents, {read.get('produced:response', 0):,} HTML pages, errors {errors or 'none'}")
-    return _read_status(stats)
-
-
-def _read_status(stats: dict) -> int:
-    """1 when not one record could be read from the inputs (e.g. a ``.wet.gz`` that is not
-    gzip): the job ran and wrote empty shards, but what it was given is not what was meant."""
-    from pipelines.steps import read_nothing  # Apache Beam, already loaded by the job that just ran
-
-    if read_nothing(stats["counters"]):
-        log.error("no WARC record could be read from any input file (the summary lists the errors by reason)")
-        return 1
-    return 0
-
-
-def cmd_c4(args: argparse.Namespace) -> int:
-    from pipelines.c4 import format_summary, run  # Apache Beam: not at the CLI's start
-
-    stats = run(args.sub_argv)
-    print(format_summary(stats))
-    return _read_status(stats)
-
-
-def cmd_webtext(args: argparse.Namespace) -> int:
-    from pipelines.webtext import format_summary, run  # Apache Beam: not at the CLI's start
-
-    stats = run(args.sub_argv)
-    print(format_summary(stats))
-    return _read_status(stats)
-
-
-def cmd_audit(args: argparse.Namespace) -> int:
-    from pipelines.audit import format_audit, run_audit  # Apache Beam: not at the CLI's start
-
-    print(format_audit(run_audit(args.sub_argv)))
-    return 0
-
-
-def cmd_decontaminate(args: argparse.Namespace) -> int:
-    from pipelines.audit import format_decontaminate, run_decontaminate  # Apache Beam: not at the CLI's start
-
-    print(format_decontaminate(run_decontaminate(args.sub_argv)))
-    return 0
-
-
-def cmd_tokenize(args: argparse.Namespace) -> int:
-    from pipelines.tokenize import main  # Apache Beam and the tokenizer libraries: not at the CLI's start
-
-    return main(args.sub_argv)
-
-
-# The model commands import torch (requirements-model.txt), which data users and Beam workers do not install.
-
-
-def cmd_train(args: argparse.Namespace) -> int:
-    from model.train import main  # torch: only the model commands may import it
-
-    return main(args.sub_argv)
-
-
-def cmd_finetune(args: argparse.Namespace) -> int:
-    from model.finetune import main  # torch: only the model commands may import it
-
-    return main(args.sub_argv)
-
-
-def cmd_sample(args: argparse.Namespace) -> int:
-    from model.sample import main  # torch: only the model commands may import it
-
-    return main(args.sub_argv)
-
-
-def cmd_eval(args: argparse.Namespace) -> int:
-    from model.harness import main  # torch: only the model commands may import it
-
-    return main(args.sub_argv)
-
-
-def cmd_demo(args: argparse.Namespace) -> int:
-    from pipelines.demo import run_demo  # Apache Beam and torch: every job of the house runs
-
-    run_demo(args.out, seed=args.seed, pages=args.pages)
-    return 0
-
-
-# Jobs that own their options (each has its own --help): ``cmd(args)`` parses ``args.sub_argv``.
-JOBS = [
-    ("fetch", "fetch a file of links safely and politely into WARC files and a fetch log; rerun to resume", cmd_fetch),
-    ("read", "read WARC/WET files into document shards with Apache Beam (no filtering)", cmd_read),
-    ("c4", "build C4 (en, en.noclean, en.noblocklist, realnewslike, webtextlike) from Common Crawl with Apache Beam", cmd_c4),
-    ("webtext", "build WebText from Reddit links (>= 3 karma): safe live fetch or a Common Crawl join", cmd_webtext),
-    ("audit", "8-gram overlap of benchmarks with a training corpus: Bloom filter (1e-8) and exact index, reports", cmd_audit),
-    ("decontaminate", "remove benchmark overlaps from training shards (GPT-3 spans, drop or mask)", cmd_decontaminate),
-    ("tokenize", "train byte-level BPE on shards and write llm.c token shards (train/val) with Apache Beam", cmd_tokenize),
-    ("train", "train GPT-1/GPT-2 on token shards (CPU, GPU, torchrun DDP); exact resume", cmd_train),
-    ("finetune", "fine-tune a trained checkpoint on a task (GPT-1's input transformations, a linear head)", cmd_finetune),
-    ("sample", "generate text from a checkpoint (top-k / top-p / temperature)", cmd_sample),
-    ("eval", "zero-shot GPT-2 benchmarks, each reported on all / clean / contaminated examples", cmd_eval),
-]
+# The one registry: command -> (its module, the line ``corpusforge --help`` shows), in the
+# order --help lists them. A module may also define:
+#   EXTRA_OPTIONS = "beam"   what is not the job's own option must be a Beam pipeline option
+#                            (pipelines.options.split_job_args): ``args.beam_args``, store options applied
+#   EXTRA_OPTIONS = "store"  the object-store options (common.storage) are taken out and applied
+#   DESCRIPTION              the --help text (default: the module's docstring)
+#   PLAIN_ERRORS = True      an input error is printed as argparse prints its own ("corpusforge NAME: error: ..."), not logged
+#   exit_status(summary)     the exit code of a run that finished (default 0)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "inspect": ("pipelines.inspect_crawl", "count records in WARC/WET files by type, MIME type, language header and error"),
+    "stats": ("pipelines.shard_stats", "documents, bytes, characters, words, top domains and a length histogram of shards"),
+    "fetch": ("pipelines.fetch_links", "fetch a file of links safely and politely into WARC files and a fetch log; rerun to resume"),
+    "read": ("pipelines.read", "read WARC/WET files into document shards with Apache Beam (no filtering)"),
+    "c4": ("pipelines.c4", "build C4 (en, en.noclean, en.noblocklist, realnewslike, webtextlike) from Common Crawl with Apache Beam"),
+    "webtext": ("pipelines.webtext", "build WebText from Reddit links (>= 3 karma): safe live fetch or a Common Crawl join"),
+    "audit": ("pipelines.audit", "8-gram overlap of benchmarks with a training corpus: Bloom filter (1e-8) and exact index, reports"),
+    "decontaminate": ("pipelines.decontaminate", "remove benchmark overlaps from training shards (GPT-3 spans, drop or mask)"),
+    "tokenize": ("pipelines.tokenize", "train byte-level BPE on shards and write llm.c token shards (train/val) with Apache Beam"),
+    "train": ("model.train", "train GPT-1/GPT-2 on token shards (CPU, GPU, torchrun DDP); exact resume"),
+    "finetune": ("model.finetune", "fine-tune a trained checkpoint on a task (GPT-1's input transformations, a linear head)"),
+    "sample": ("model.sample", "generate text from a checkpoint (top-k / top-p / temperature)"),
+    "eval": ("model.harness", "zero-shot GPT-2 benchmarks, each reported on all / clean / contaminated examples"),
+    "demo": ("pipelines.demo", "generate the bundled sample crawl and run every working job on it"),
+}
+CONTRACT = ("add_arguments", "run", "format_summary")
 
 # Commands that never run a Beam pipeline: they do not pay for importing Beam's progress display.
 NO_BEAM = {"inspect", "stats", "fetch", "train", "finetune", "sample", "eval"}
+
+
+def load_command(name: str) -> ModuleType:
+    """The module of ``corpusforge NAME``, imported now (Beam, torch: only the command that runs pays)."""
+    return importlib.import_module(COMMANDS[name][0])
+
+
+def command_parser(name: str, module: ModuleType) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=f"corpusforge {name}", description=getattr(module, "DESCRIPTION", module.__doc__),
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    module.add_arguments(parser)
+    return parser
+
+
+def parse_command(parser: argparse.ArgumentParser, module: ModuleType, argv: list[str]) -> argparse.Namespace:
+    """The command's options from ``argv`` (a usage error exits 2 here, before any work), the
+    extra options its module takes (``EXTRA_OPTIONS``) applied; ``args.command_argv``: ``argv``
+    without the store options."""
+    extra = getattr(module, "EXTRA_OPTIONS", None)
+    if extra == "beam":
+        args, args.beam_args = split_job_args(parser, argv)
+    elif extra == "store":
+        store, argv = storage.split_store_args(argv)
+        args = parser.parse_args(argv)
+        try:
+            storage.configure(store)
+        except InputError:
+            raise  # a store that cannot be used: the funnel's one line
+        except ValueError as exc:  # an option's value, e.g. --store_timeout_s 0
+            parser.error(str(exc))
+    else:
+        args = parser.parse_args(argv)
+    args.command_argv = list(argv)  # what the command parses again (``--resume`` compares the options given)
+    return args
+
+
+def run_job(name: str, argv: list[str]):
+    """``corpusforge NAME ARGV``'s summary, for a program that runs a job in its own process
+    (the demo, benchmarks, tests): errors are raised, not reported."""
+    module = load_command(name)
+    parser = command_parser(name, module)
+    return _run(parser, module, parse_command(parser, module, argv))
+
+
+def _run(parser: argparse.ArgumentParser, module: ModuleType, args: argparse.Namespace):
+    try:
+        return module.run(args)
+    except UsageError as exc:  # an option combination argparse cannot state: reported as argparse does
+        parser.error(str(exc))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -252,32 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-q", "--quiet", action="store_true", dest="no_progress",
                         help="no progress display on Beam jobs (warnings and errors still shown)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    p = sub.add_parser("inspect", help="count records in WARC/WET files by type, MIME type, language header and error")
-    p.add_argument("files", nargs="+", help="files, globs, folders, *.paths.gz manifests or URLs")
-    p.add_argument("--base_url", default="https://data.commoncrawl.org/", help="base URL (or folder) for manifest paths")
-    add_manifest_path_argument(p)
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    p.add_argument("--strict", action="store_true", help="exit 1 if any error was found")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(func=cmd_inspect)
-
-    p = sub.add_parser("stats", help="documents, bytes, characters, words, top domains and a length histogram of shards")
-    p.add_argument("shards", nargs="+", help="shard files, globs or folders (.json.gz, .jsonl, .parquet)")
-    p.add_argument("--plot", metavar="PNG", help="write a document-length histogram to this PNG")
-    p.add_argument("--top_domains", type=int, default=20, help="how many domains to list (default 20)")
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(func=cmd_stats)
-
-    for name, help_text, func in JOBS:  # jobs that own their options (each has its own --help)
-        sub.add_parser(name, help=help_text, add_help=False).set_defaults(func=func)
-
-    p = sub.add_parser("demo", help="generate the bundled sample crawl and run every working job on it")
-    p.add_argument("--out", default="demo-out", help="output folder (default demo-out)")
-    p.add_argument("--seed", type=int, default=0, help="sample crawl seed (default 0)")
-    p.add_argument("--pages", type=int, default=300, help="pages in the sample crawl (default 300)")
-    p.set_defaults(func=cmd_demo)
+    for name, (_, help_text) in COMMANDS.items():  # each command owns its options (and its --help)
+        sub.add_parser(name, help=help_text, add_help=False)
     return parser
 
 
@@ -332,53 +175,55 @@ def _interrupted() -> int:
 
 
 def _main(argv: list[str]) -> int:
-    parser = build_parser()
-    args, rest = parser.parse_known_args(argv)
-    if args.command in {name for name, _, _ in JOBS}:
-        args.sub_argv = rest  # the job owns its options and passes Beam's through
-    elif args.command == "stats" and not storage.split_store_args(rest)[1]:
-        args.filesystem_args = rest  # the store options (common.storage), e.g. --s3_endpoint_url for s3:// shards
-    elif rest:
-        parser.error(f"unrecognized arguments: {' '.join(rest)}")
-    logging.getLogger().setLevel(logging.DEBUG if args.verbose else logging.INFO)
-    logging.getLogger("apache_beam").setLevel(logging.NOTSET if args.verbose else logging.WARNING)
-    logging.getLogger("matplotlib").setLevel(logging.NOTSET if args.verbose else logging.WARNING)
-    if args.command not in NO_BEAM:
+    top, rest = build_parser().parse_known_args(argv)  # the command's own options are in rest
+    logging.getLogger().setLevel(logging.DEBUG if top.verbose else logging.INFO)
+    logging.getLogger("apache_beam").setLevel(logging.NOTSET if top.verbose else logging.WARNING)
+    logging.getLogger("matplotlib").setLevel(logging.NOTSET if top.verbose else logging.WARNING)
+    if top.command not in NO_BEAM:
         from pipelines import progress  # Apache Beam: only for the commands that run a pipeline
 
         # one command's -q never outlives it (main() may run several commands in one process)
-        restore_progress, progress.enabled = progress.enabled, not args.no_progress
+        restore_progress, progress.enabled = progress.enabled, not top.no_progress
+    module = None
     try:
-        return args.func(args)
-    except (InputError, storage.IncompleteOutputError, storage.OutputExistsError, storage.StoreError, FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:
-        # A user's mistake (a path, an existing output): the cause in one line; -v adds the traceback.
-        log.error("%s", exc, exc_info=args.verbose)
+        module = load_command(top.command)
+        parser = command_parser(top.command, module)
+        summary = _run(parser, module, parse_command(parser, module, rest))
+        text = module.format_summary(summary)
+        if text and int(os.environ.get("RANK", "0")) == 0:  # under torchrun, rank 0 prints
+            print(text)
+        return module.exit_status(summary) if hasattr(module, "exit_status") else 0
+    except (InputError, FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:
+        # A user's mistake (a path, an existing output, a bad file): the cause in one line; -v adds the traceback.
+        if getattr(module, "PLAIN_ERRORS", False):
+            print(f"corpusforge {top.command}: error: {exc}", file=sys.stderr)
+        else:
+            log.error("%s", exc, exc_info=top.verbose)
         return 2
-    except Exception as exc:  # noqa: BLE001  (only a full disk is handled here; anything else goes on up)
+    except Exception as exc:  # noqa: BLE001  (only a full disk and a missing extra are handled here; anything else goes on up)
         full = storage.disk_full_cause(exc)
         if full is None:
             if isinstance(exc, ModuleNotFoundError) and (exc.name or "").split(".")[0] in MODEL_LIBRARIES:
                 log.error("corpusforge %s needs %s, which is not installed: pip install 'corpusforge[model]' "
-                          "(the pins of requirements-model.txt)", args.command, exc.name)
+                          "(the pins of requirements-model.txt)", top.command, exc.name)
                 return 2
             raise
-        log.error("%s", storage.disk_full_message(full, _written_path(args)), exc_info=args.verbose)
+        log.error("%s", storage.disk_full_message(full, _written_path(rest)), exc_info=top.verbose)
         return 1
     finally:
-        if args.command not in NO_BEAM:
+        if top.command not in NO_BEAM:
             progress.enabled = restore_progress
 
 
-def _written_path(args: argparse.Namespace) -> str | None:
+def _written_path(argv: list[str]) -> str | None:
     """Where the command writes (its --output, --out or --plot), for the disk-full line."""
-    argv = list(getattr(args, "sub_argv", None) or [])
-    for flag in ("--output", "--out"):
+    for flag in ("--output", "--out", "--plot"):
         for n, arg in enumerate(argv):
             if arg == flag and n + 1 < len(argv):
                 return argv[n + 1]
             if arg.startswith(flag + "="):
                 return arg.split("=", 1)[1]
-    return getattr(args, "plot", None)
+    return None
 
 
 if __name__ == "__main__":

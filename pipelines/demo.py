@@ -30,6 +30,7 @@
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
 import logging
@@ -55,7 +56,7 @@ from model.tokenizer import BPETokenizer
 from model.train import config_from_args, train
 from model.train import format_summary as format_training
 from pipelines.audit import format_audit, format_decontaminate, run_audit, run_decontaminate
-from pipelines.c4 import format_summary
+from pipelines.c4 import format_summary as format_c4_summary
 from pipelines.c4 import run as run_c4
 from pipelines.jobs import STATS_FILE, write_json
 from pipelines.read import run as run_read
@@ -293,7 +294,7 @@ def print_report(folders: DemoFolders, result: dict, stats) -> None:
     """Every job's summary, then where each output is."""
     crawl, out = result["crawl"], folders.out
     counters = result["read"]["counters"].get("read-archive", {})
-    print(format_summary(result["c4"]))
+    print(format_c4_summary(result["c4"]))
     print()
     print(format_webtext_summary(result["webtext"]))
     print()
@@ -355,3 +356,19 @@ def run_demo(out: str, seed: int = 0, pages: int = 300) -> dict:
               "eval": evaluation}
     print_report(folders, result, stats)
     return result
+
+
+# --- ``corpusforge demo`` (pipelines.cli) ------------------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", default="demo-out", help="output folder (default demo-out)")
+    parser.add_argument("--seed", type=int, default=0, help="sample crawl seed (default 0)")
+    parser.add_argument("--pages", type=int, default=300, help="pages in the sample crawl (default 300)")
+
+
+def run(args: argparse.Namespace) -> dict:
+    return run_demo(args.out, seed=args.seed, pages=args.pages)
+
+
+def format_summary(result: dict) -> str:
+    """Nothing more to print: ``run_demo`` printed the report."""
+    return ""

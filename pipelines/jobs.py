@@ -6,10 +6,13 @@ pipeline runs, read the finished pipeline's counters and error examples, write
 from __future__ import annotations
 
 import json
+import logging
 
 from common import storage
 from pipelines.sources import ERRORS_FILE
 from pipelines.steps import EXAMPLES_PER_REASON, read_nothing
+
+log = logging.getLogger("corpusforge")
 
 STATS_FILE = "stats.json"
 
@@ -61,3 +64,12 @@ def error_examples(out_dir: str) -> dict[str, list[dict]]:
 
 def write_json(path: str, value) -> None:
     storage.write_atomically(path, json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+
+
+def read_status(stats: dict) -> int:
+    """A reading job's exit code: 1 when not one record could be read from the inputs (e.g. a
+    ``.wet.gz`` that is not gzip): the job ran, but what it was given is not what was meant."""
+    if read_nothing(stats["counters"]):
+        log.error("no WARC record could be read from any input file (the summary lists the errors by reason)")
+        return 1
+    return 0

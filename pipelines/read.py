@@ -24,11 +24,14 @@ from corpus.inputs import COMMON_CRAWL_BASE_URL, expand_inputs
 from corpus.shards import FORMATS
 from corpus.warc import TEXT_MODES
 from pipelines import progress
-from pipelines.options import add_engine_arguments, add_manifest_path_argument, add_overwrite_argument, positive_int, spark_engine, split_job_args, stage_setup_file
-from pipelines.jobs import begin_job, counters_of, error_examples, finish_job
+from pipelines.cli import run_job
+from pipelines.options import add_engine_arguments, add_manifest_path_argument, add_overwrite_argument, positive_int, spark_engine, stage_setup_file
+from pipelines.jobs import begin_job, counters_of, error_examples, finish_job, read_status
 from pipelines.sources import ReadCrawlFiles, WriteErrors, WriteShards, add_max_record_bytes
 
 log = logging.getLogger(__name__)
+
+EXTRA_OPTIONS = "beam"  # pipelines.cli: what is not this job's option is a Beam pipeline option
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -53,10 +56,10 @@ def build(pipeline: beam.Pipeline, files: list[str], args: argparse.Namespace) -
     read.errors | "Write errors" >> WriteErrors(args.output)
 
 
-def run(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(prog="corpusforge read", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_arguments(parser)
-    args, beam_args = split_job_args(parser, argv)
+def run(args: argparse.Namespace | list[str] | None = None) -> dict:
+    if not isinstance(args, argparse.Namespace):  # run(argv), as Beam's wordcount: `corpusforge read ARGV`, errors raised
+        return run_job("read", sys.argv[1:] if args is None else args)
+    beam_args = args.beam_args
     files = expand_inputs(args.input, base=args.base_url, max_files=args.max_files, allow_any_manifest_path=args.allow_any_manifest_path)
     log.info("reading %d file(s) into %s on %s", len(files), args.output, args.engine)
     if args.engine == "spark":
@@ -74,6 +77,17 @@ def run(argv: list[str] | None = None) -> dict:
     return stats
 
 
+def format_summary(stats: dict) -> str:
+    read = stats["counters"].get("read-archive", {})
+    errors = {k.split(":", 1)[1]: v for k, v in read.items() if k.startswith("error:")}
+    return (f"{stats['files']} file(s): {read.get('produced:conversion', 0):,} documents, "
+            f"{read.get('produced:response', 0):,} HTML pages, errors {errors or 'none'}")
+
+
+exit_status = read_status
+
+
 if __name__ == "__main__":
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr)
-    run()
+    from pipelines.cli import main
+
+    sys.exit(main(["read", *sys.argv[1:]]))

@@ -59,12 +59,15 @@ from corpus.shards import first_texts, nonempty_text, read_texts, shard_files
 from model.token_shards import DEFAULT_SHARD_TOKENS, MAX_TOKEN_ID, find_token_shards, shard_name, write_token_shard
 from model.tokenizer import BPETokenizer, TokenizerFileError, text_bytes, train_tokenizer
 from pipelines import progress
+from pipelines.cli import run_job
 from pipelines.options import add_overwrite_argument, non_negative_int, positive_int, split_job_args, stage_setup_file, unit_fraction
 from pipelines.jobs import begin_job, counters_of, error_examples, finish_job, write_json
 from pipelines.sources import WriteErrors
 from pipelines.steps import Steps, collect_examples, count, units_of
 
 log = logging.getLogger(__name__)
+
+EXTRA_OPTIONS = "beam"  # pipelines.cli: what is not this job's option is a Beam pipeline option
 
 NAMESPACE = "tokenize"
 SPLITS = ("val", "train")  # val first: it holds the smallest digests
@@ -288,10 +291,10 @@ def build(p: beam.Pipeline, files: list[str], tokenizer, args, parts_dir: str, p
     run_step.write_examples(args.output)
 
 
-def run(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(prog="corpusforge tokenize", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_arguments(parser)
-    args, beam_args = split_job_args(parser, argv)
+def run(args: argparse.Namespace | list[str] | None = None) -> dict:
+    if not isinstance(args, argparse.Namespace):  # run(argv), as Beam's wordcount: `corpusforge tokenize ARGV`, errors raised
+        return run_job("tokenize", sys.argv[1:] if args is None else args)
+    beam_args = args.beam_args
     check_arguments(args)
     files = shard_files(args.input)
     begin_job(args.output, "tokenize", args.overwrite)
@@ -354,11 +357,7 @@ def format_summary(result: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    print(format_summary(run(argv)))
-    return 0
-
-
 if __name__ == "__main__":
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr)
-    sys.exit(main())
+    from pipelines.cli import main
+
+    sys.exit(main(["tokenize", *sys.argv[1:]]))

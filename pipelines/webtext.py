@@ -45,13 +45,16 @@ from corpus.webtext import (DEFAULT_EXTRACTOR, EXTRACTOR_CHOICES, MIN_ENGLISH_PR
                             clean_webtext, doc_id, extract_document, fetched_page, text_hash, webtext_extractor)
 from dedup import minhash
 from pipelines import progress
+from pipelines.cli import run_job
 from pipelines.dedupe import DedupeText
 from pipelines.options import add_manifest_path_argument, add_overwrite_argument, non_negative_float, non_negative_int, positive_float, positive_int, split_job_args, stage_setup_file, unit_fraction
-from pipelines.jobs import begin_job, counters_of, finish_job
+from pipelines.jobs import begin_job, counters_of, finish_job, read_status
 from pipelines.sources import ReadCrawlFiles, WriteErrors, WriteShards
 from pipelines.steps import Steps, Tally, collect_examples, count, format_counter_table, format_read_errors, keyed_step, units_of
 
 log = logging.getLogger(__name__)
+
+EXTRA_OPTIONS = "beam"  # pipelines.cli: what is not this job's option is a Beam pipeline option
 
 SUBMISSIONS = "webtext-submissions"  # one decision per submission line (unit: submissions)
 LINK_KARMA = "webtext-karma"  # one decision per merged link
@@ -406,10 +409,10 @@ def fetch_config_from(args: argparse.Namespace):
                        allow_hosts=frozenset(args.allow_hosts), respect_robots=not args.ignore_robots)
 
 
-def run(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(prog="corpusforge webtext", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_arguments(parser)
-    args, beam_args = split_job_args(parser, argv)
+def run(args: argparse.Namespace | list[str] | None = None) -> dict:
+    if not isinstance(args, argparse.Namespace):  # run(argv), as Beam's wordcount: `corpusforge webtext ARGV`, errors raised
+        return run_job("webtext", sys.argv[1:] if args is None else args)
+    beam_args = args.beam_args
     if args.span_dedup:
         try:
             require_punkt()
@@ -447,6 +450,10 @@ def format_summary(stats: dict) -> str:
     return "\n".join(filter(None, [table, format_read_errors(stats["counters"])]))
 
 
+exit_status = read_status
+
+
 if __name__ == "__main__":
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr)
-    print(format_summary(run()))
+    from pipelines.cli import main
+
+    sys.exit(main(["webtext", *sys.argv[1:]]))

@@ -227,7 +227,7 @@ def tiny_training_run(folder) -> str:
     import numpy as np
 
     from model.token_shards import shard_name, write_token_shard
-    from model.train import main as train_main
+    from pipelines.cli import main as corpusforge_main
 
     data = folder / "tokens"
     data.mkdir(parents=True)
@@ -235,7 +235,7 @@ def tiny_training_run(folder) -> str:
     write_token_shard(data / shard_name("t", "train", 0), tokens)
     (data / "meta.json").write_text(json.dumps({"vocab_size": 64, "eot_id": 63, "splits": {"train": {"shards": 1}}}))
     run = folder / "run"
-    code = train_main(["--data", str(data), "--out", str(run), "--model", "gpt2", "--n_layer", "1", "--n_head", "2", "--n_embd", "16",
+    code = corpusforge_main(["train", "--data", str(data), "--out", str(run), "--model", "gpt2", "--n_layer", "1", "--n_head", "2", "--n_embd", "16",
                        "--block_size", "16", "--batch_tokens", "64", "--micro_batch", "4", "--max_steps", "2", "--ckpt_interval", "1",
                        "--no_hf_export", "-q"])
     assert code == 0, "the tiny training run failed"

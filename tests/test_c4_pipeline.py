@@ -330,11 +330,11 @@ def test_webtextlike_without_a_source_reads_the_references_crawls_and_other_vari
     parser = argparse.ArgumentParser()
     c4_pipeline.add_arguments(parser)
     args = parser.parse_args(["--variant", "webtextlike", "--base_url", str(mirror), "--output", str(tmp_path / "out")])
-    c4_pipeline.check_source(parser, args)
+    c4_pipeline.check_source(args)
     files = c4_pipeline.input_files(args)
     assert [Path(f).name for f in files] == [f"{crawl}-00000.warc.wet.gz" for crawl in c4.OPENWEBTEXT_CRAWLS]
     args = parser.parse_args(["--variant", "webtextlike", "--crawl", "CC-MAIN-2019-18", "--base_url", str(mirror), "--output", "o"])
-    c4_pipeline.check_source(parser, args)
+    c4_pipeline.check_source(args)
     assert args.crawl == ["CC-MAIN-2019-18"]
     with pytest.raises(SystemExit) as stop:
         c4_pipeline.run(["--output", str(tmp_path / "en")])

@@ -9,7 +9,6 @@ import re
 import shutil
 import subprocess
 import sys
-import types
 
 import pytest
 import torch
@@ -17,8 +16,7 @@ import torch
 from corpus.fetch import FetchConfig
 from corpus.records import Document
 from corpus.shards import write_shards
-from pipelines import audit, cli
-from pipelines.cli import fetch_parser
+from pipelines import audit, cli, fetch_links
 
 pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`
 
@@ -43,17 +41,8 @@ def test_top_level_help_lists_only_working_commands():
                       "sample", "eval", "demo"}
 
 
-def test_finetune_hands_every_argument_after_it_to_model_finetune(monkeypatch):
-    seen = []
-    fake = types.ModuleType("model.finetune")
-    fake.main = lambda argv: seen.append(list(argv)) or 3
-    monkeypatch.setitem(sys.modules, "model.finetune", fake)
-    assert cli.main(["finetune", "--checkpoint", "run", "--task", "x", "--lr", "6.25e-5"]) == 3
-    assert seen == [["--checkpoint", "run", "--task", "x", "--lr", "6.25e-5"]]
-
-
 def test_fetch_takes_underscore_options_and_the_old_dashed_spellings():
-    parser = fetch_parser(FetchConfig())
+    parser = cli.command_parser("fetch", fetch_links)
     underscores = parser.parse_args(["links.txt", "--out", "o", "--allow_hosts", "127.0.0.1:8080", "--per_host_concurrency", "3",
                                      "--per_host_delay", "0", "--ignore_robots", "--no_resume"])
     dashes = parser.parse_args(["links.txt", "--out", "o", "--allow-hosts", "127.0.0.1:8080", "--per-host-concurrency", "3",

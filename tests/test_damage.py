@@ -220,7 +220,7 @@ def test_every_seeded_crafted_checkpoint_is_refused_by_resume_in_one_line(tmp_pa
 
     from damage import checkpoint_variants, tiny_training_run
     from model.checkpoint import load_checkpoint, save_checkpoint
-    from model.train import main as train_main
+    from pipelines.cli import main as corpusforge_main
 
     path = tiny_training_run(tmp_path)
     state = load_checkpoint(path)
@@ -230,6 +230,6 @@ def test_every_seeded_crafted_checkpoint_is_refused_by_resume_in_one_line(tmp_pa
         save_checkpoint(path, crafted)  # with a matching .sha256
         caplog.clear()
         with caplog.at_level(logging.ERROR):
-            assert train_main(["--out", str(tmp_path / "run"), "--resume", "--max_steps", "3", "-q"]) == 2, name
+            assert corpusforge_main(["train", "--out", str(tmp_path / "run"), "--resume", "--max_steps", "3", "-q"]) == 2, name
         errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
         assert len(errors) == 1 and not errors[0].exc_info, name

@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 import torch
 
-import model.finetune as finetune
+import model.finetune as finetune_module
 from corpus.records import Document
 from corpus.shards import write_shards
 from dedup.benchmark_sets import load_wsc
 from model.checkpoint import load_checkpoint, load_model, save_checkpoint
-from model.finetune import (DEMO_SENTENCES, TaskModel, add_task_tokens, batch_indices, config_from_args, demo_finetune, format_summary,
-                            main, run, task_loss)
+from model.finetune import (DEMO_SENTENCES, TaskModel, add_task_tokens, batch_indices, config_from_args, demo_finetune, finetune,
+                            format_summary, task_loss)
 from model.gpt import GPT, GPTConfig
 from model.hf import save_hf_dir
 from model.optim import lr_at
@@ -26,6 +26,7 @@ from model.run_folder import read_metrics
 from model.task_files import read_task_file
 from model.tasks import SpecialTokens, collate, encode_task
 from model.tokenizer import BPETokenizer, train_tokenizer
+from pipelines import cli
 
 torch.set_num_threads(1)
 FIXTURES = Path(__file__).parent / "fixtures" / "finetune"
@@ -151,8 +152,8 @@ def test_schedule_and_data_order():
 
 def test_micro_batches_give_the_gradient_of_the_whole_batch(base, tmp_path):
     common = ["--max_steps", "2", "--dropout", "0", "--clf_dropout", "0", "--no_hf_export", "--batch_size", "3"]
-    run(config_from_args(tiny_args(base, tmp_path / "whole", "snli", "snli.jsonl", *common)))
-    run(config_from_args(tiny_args(base, tmp_path / "micro", "snli", "snli.jsonl", *common, "--micro_batch", "1")))
+    finetune(config_from_args(tiny_args(base, tmp_path / "whole", "snli", "snli.jsonl", *common)))
+    finetune(config_from_args(tiny_args(base, tmp_path / "micro", "snli", "snli.jsonl", *common, "--micro_batch", "1")))
     a, b = (load_checkpoint(tmp_path / d / "ckpt.pt") for d in ("whole", "micro"))
     # fp32 sums in another order: Adam turns a bias's near-zero gradient's rounding into ~1e-6 of its
     # update (seen: 1.1e-6); a micro-batch that is lost or counted twice moves weights by ~lr = 1e-3
@@ -170,17 +171,17 @@ def test_stopped_and_resumed_equals_uninterrupted(base, tmp_path):
     args = ["--model", str(base), "--train", str(FIXTURES / "snli.jsonl"), "--eval", str(FIXTURES / "snli.jsonl"),
             "--format", "snli", "--batch_size", "2", "--lr", "1e-3", "--dropout", "0.1", "--epochs", "3",
             "--eval_interval", "2", "--ckpt_interval", "2", "--quiet", "--no_hf_export"]
-    whole = run(config_from_args(args + ["--out", str(tmp_path / "whole")]))
-    first = run(config_from_args(args + ["--out", str(tmp_path / "split"), "--stop_at", "3"]))
+    whole = finetune(config_from_args(args + ["--out", str(tmp_path / "whole")]))
+    first = finetune(config_from_args(args + ["--out", str(tmp_path / "split"), "--stop_at", "3"]))
     assert first["status"] == "stopped" and load_checkpoint(tmp_path / "split" / "ckpt.pt")["step"] == 3
-    resumed = run(config_from_args(args + ["--out", str(tmp_path / "split"), "--resume"]))
+    resumed = finetune(config_from_args(args + ["--out", str(tmp_path / "split"), "--resume"]))
     assert whole["status"] == resumed["status"] == "finished" and whole["steps"] == resumed["steps"] == 6
     assert _records(tmp_path / "split") == _records(tmp_path / "whole")  # losses and evaluations, bit for bit
     a, b = (load_checkpoint(tmp_path / d / "ckpt.pt") for d in ("whole", "split"))
     assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
     assert torch.equal(a["head"]["weight"], b["head"]["weight"])
     assert whole["eval"] == resumed["eval"]
-    other = run(config_from_args(args + ["--out", str(tmp_path / "other"), "--seed", "5"]))
+    other = finetune(config_from_args(args + ["--out", str(tmp_path / "other"), "--seed", "5"]))
     assert _records(tmp_path / "other") != _records(tmp_path / "whole")
     with pytest.raises(ValueError, match="cannot change: --lr"):
         config_from_args(args + ["--out", str(tmp_path / "split"), "--resume", "--lr", "1"])
@@ -190,7 +191,7 @@ def test_stopped_and_resumed_equals_uninterrupted(base, tmp_path):
 def test_a_run_writes_its_folder_and_an_hf_classifier_with_equal_logits(base, tmp_path):
     transformers = pytest.importorskip("transformers")
     out = tmp_path / "run"
-    assert main(tiny_args(base, out, "sst2", "sst2.tsv", "--max_steps", "3")) == 0
+    assert cli.main(["finetune", *tiny_args(base, out, "sst2", "sst2.tsv", "--max_steps", "3")]) == 0
     names = {p.name for p in out.iterdir()}
     assert {"ckpt.pt", "config.json", "metrics.jsonl", "loss.png", "report.json", "report.md", "predictions.jsonl",
             "tokenizer", "hf"} <= names
@@ -230,7 +231,7 @@ def _batch(out: Path, fmt: str, name: str):
 def test_similarity_regression_exports_a_classifier_whose_two_orders_sum_to_ours(base, tmp_path):
     transformers = pytest.importorskip("transformers")
     out = tmp_path / "stsb"
-    assert main(tiny_args(base, out, "stsb", "stsb.tsv", "--max_steps", "2")) == 0
+    assert cli.main(["finetune", *tiny_args(base, out, "stsb", "stsb.tsv", "--max_steps", "2")]) == 0
     report = json.loads((out / "report.json").read_text())
     assert set(report["metrics"]["all"]) == {"pearson", "spearman", "n"}
     hf = transformers.GPT2ForSequenceClassification.from_pretrained(out / "hf").eval()
@@ -251,7 +252,7 @@ def test_a_gpt1_hugging_face_folder_fine_tunes_and_exports_as_openai_gpt(base, t
     save_hf_dir(gpt1, tmp_path / "gpt1-hf", tokenizer_files=[base / "tokenizer" / "vocab.json",
                                                              base / "tokenizer" / "merges.txt"])
     out = tmp_path / "run"
-    assert main(tiny_args(tmp_path / "gpt1-hf", out, "rocstories", "rocstories.csv", "--max_steps", "2")) == 0
+    assert cli.main(["finetune", *tiny_args(tmp_path / "gpt1-hf", out, "rocstories", "rocstories.csv", "--max_steps", "2")]) == 0
     hf = transformers.OpenAIGPTForSequenceClassification.from_pretrained(out / "hf").eval()
     batch = _batch(out, "rocstories", "rocstories.csv")
     with torch.no_grad():
@@ -261,7 +262,7 @@ def test_a_gpt1_hugging_face_folder_fine_tunes_and_exports_as_openai_gpt(base, t
 
 
 def test_a_non_finite_loss_stops_before_the_update_and_keeps_the_last_checkpoint(base, tmp_path, monkeypatch):
-    real, calls = finetune.task_loss, []
+    real, calls = finetune_module.task_loss, []
 
     def poisoned(logits, targets, regression):
         loss = real(logits, targets, regression)
@@ -271,9 +272,9 @@ def test_a_non_finite_loss_stops_before_the_update_and_keeps_the_last_checkpoint
                 return loss * float("nan")
         return loss
 
-    monkeypatch.setattr(finetune, "task_loss", poisoned)
+    monkeypatch.setattr(finetune_module, "task_loss", poisoned)
     out = tmp_path / "run"
-    assert main(tiny_args(base, out, "snli", "snli.jsonl", "--max_steps", "5", "--ckpt_interval", "2")) == 1
+    assert cli.main(["finetune", *tiny_args(base, out, "snli", "snli.jsonl", "--max_steps", "5", "--ckpt_interval", "2")]) == 1
     assert load_checkpoint(out / "ckpt.pt")["step"] == 2
     assert [r["step"] for r in _records(out) if "loss" in r] == [1, 2]
     assert not (out / "hf").exists() and not (out / "report.json").exists()
@@ -291,7 +292,7 @@ def test_bad_input_is_refused_before_any_training(base, tmp_path, caplog):
     for extra, message in cases:
         out = tmp_path / "out"
         caplog.clear()
-        assert main(tiny_args(base, out, "sst2", "sst2.tsv", *extra)) == 2
+        assert cli.main(["finetune", *tiny_args(base, out, "sst2", "sst2.tsv", *extra)]) == 2
         assert message in caplog.text, caplog.text
         assert not (out / "ckpt.pt").exists() and not (out / "metrics.jsonl").exists()
     # a model whose vocabulary is smaller than its tokenizer's
@@ -302,11 +303,11 @@ def test_bad_input_is_refused_before_any_training(base, tmp_path, caplog):
     gpt = _gpt(vocab=100)
     save_checkpoint(small / "ckpt.pt", {"model": gpt.state_dict(), "model_config": gpt.config.to_dict()})
     caplog.clear()
-    assert main(tiny_args(small, tmp_path / "o2")) == 2
+    assert cli.main(["finetune", *tiny_args(small, tmp_path / "o2")]) == 2
     assert "lacks room for the tokenizer's" in caplog.text
-    assert main(tiny_args(base, tmp_path / "o3", "sst2", "sst2.tsv", "--max_steps", "1", "--no_hf_export")) == 0
+    assert cli.main(["finetune", *tiny_args(base, tmp_path / "o3", "sst2", "sst2.tsv", "--max_steps", "1", "--no_hf_export")]) == 0
     caplog.clear()
-    assert main(tiny_args(base, tmp_path / "o3", "sst2", "sst2.tsv", "--max_steps", "1")) == 2
+    assert cli.main(["finetune", *tiny_args(base, tmp_path / "o3", "sst2", "sst2.tsv", "--max_steps", "1")]) == 2
     assert "already exists: pass --resume" in caplog.text
 
 
@@ -345,7 +346,7 @@ def test_a_tiny_model_learns_wikitext_versus_ptb_above_chance(real_data, real_ba
     rows = [rows[i] for i in rng.permutation(len(rows))]
     for name, part in (("train.tsv", rows[:400]), ("dev.tsv", rows[400:])):
         (tmp_path / name).write_text("sentence\tlabel\n" + "".join(f"{s}\t{y}\n" for s, y in part), encoding="utf-8")
-    summary = run(config_from_args([
+    summary = finetune(config_from_args([
         "--model", str(real_base), "--train", str(tmp_path / "train.tsv"), "--eval", str(tmp_path / "dev.tsv"),
         "--format", "sst2", "--out", str(tmp_path / "run"), "--batch_size", "16", "--epochs", "2", "--lr", "2e-3",
         "--quiet", "--no_hf_export", "--seed", "0"]))
@@ -366,7 +367,7 @@ def test_wsc273_as_multiple_choice_with_a_clean_dirty_split(real_data, real_base
                      url=f"https://example.org/{i}", timestamp="2019-01-01T00:00:00Z") for i in planted]
     docs.append(Document(text="Nothing of the test set is here, only filler words about rivers.", url="u", timestamp="t"))
     write_shards(docs, tmp_path / "corpus", fmt="jsonl", num_shards=1)
-    summary = run(config_from_args([
+    summary = finetune(config_from_args([
         "--model", str(real_base), "--train", str(tmp_path / "wsc.jsonl"), "--eval", str(tmp_path / "wsc.jsonl"),
         "--format", "jsonl", "--task", "multiple_choice", "--out", str(tmp_path / "run"), "--batch_size", "32",
         "--max_steps", "3", "--quiet", "--no_hf_export", "--training", str(tmp_path / "corpus")]))

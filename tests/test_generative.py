@@ -20,8 +20,9 @@ from corpus.shards import write_shards
 from dedup.benchmark_sets import load_benchmark, load_cnn_dm, load_coqa, load_nq, load_wmt14
 from model.generative import (TASK_METRICS, bleu_values, coqa_turn_scores, draw_others, exact_match,
                               normalize_answer, token_f1)
-from model.harness import main, run_eval
+from model.harness import run_eval
 from model.scores import ExampleScore, compute_metric
+from pipelines import cli
 from tests.conftest import PUNKT_INSTALLED, PUNKT_SKIP
 from tests.test_finetune import make_base
 
@@ -238,12 +239,12 @@ def test_bad_input_is_one_line_and_exit_2_before_the_model_runs(lm, tmp_path, ca
     cases.append((f"cnn_dm:{cnn}", "2 articles but test.target has 1"))
     for spec, message in cases:
         out = tmp_path / "report"
-        assert main(["--model", str(model), "--benchmark", spec, "--report", str(out), "-q"]) == 2
+        assert cli.main(["eval", "--model", str(model), "--benchmark", spec, "--report", str(out), "-q"]) == 2
         line = _error_line(capsys)
         assert message in line and line.startswith("corpusforge eval: error:"), (spec, line)
         assert not out.exists()
     bad_pairs = tmp_path / "pairs.tsv"
     bad_pairs.write_text("no tab here\n", encoding="utf-8")
-    assert main(["--model", str(model), "--benchmark", f"nq:{lm / 'nq_open/NQ-open.dev.jsonl'}",
+    assert cli.main(["eval", "--model", str(model), "--benchmark", f"nq:{lm / 'nq_open/NQ-open.dev.jsonl'}",
                  "--example_pairs", str(bad_pairs), "-q"]) == 2
     assert "expected 'left<TAB>right'" in _error_line(capsys)

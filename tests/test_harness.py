@@ -21,10 +21,11 @@ from corpus.shards import write_shards
 from dedup.bloom import BloomFilter, ngram_meta
 from dedup.ngrams import NgramConfig
 from model.gpt import GPT, GPTConfig
-from model.harness import main, run_eval
+from model.harness import run_eval
 from model.hf import save_hf_dir
 from model.scores import ExampleScore, compute_metric
 from model.tokenizer import BPETokenizer, train_tokenizer
+from pipelines import cli
 
 torch.set_num_threads(1)
 
@@ -152,6 +153,6 @@ def test_bad_inputs_exit_2_without_a_report(case, expected, tiny_model, lambada_
 
     err = io.StringIO()
     with redirect_stderr(err):
-        assert main(args) == 2
+        assert cli.main(["eval", *args]) == 2
     assert expected in err.getvalue() and "corpusforge eval: error" in err.getvalue()
     assert not out.exists()

@@ -12,9 +12,9 @@ import torch
 
 from corpus.records import Document
 from corpus.shards import write_shards
-from model.finetune import main
 from model.task_files import NLI_LABELS, read_task_file
 from model.tasks import metric_names
+from pipelines import cli
 from tests.test_finetune import make_base
 
 torch.set_num_threads(1)
@@ -111,7 +111,7 @@ def test_finetune_on_a_real_task_file_reports_every_metric_on_every_split(tasks,
     # the planted examples' own text has long runs of words in the "pre-training corpus"
     corpus = _planted_corpus(tmp_path / "corpus", [data.examples[i].text() for i in planted])
     out = tmp_path / "run"
-    assert main(["--model", str(task_base), "--train", str(tasks / path), "--eval", str(tasks / path), "--format", fmt,
+    assert cli.main(["finetune", "--model", str(task_base), "--train", str(tasks / path), "--eval", str(tasks / path), "--format", fmt,
                  "--limit", str(limit), "--out", str(out), "--batch_size", "8", "--max_steps", "2", "--lr", "1e-3",
                  "--training", str(corpus), "--quiet", "--no_hf_export"]) == 0
     report = json.loads((out / "report.json").read_text())
@@ -131,6 +131,6 @@ def test_finetune_on_a_real_task_file_reports_every_metric_on_every_split(tasks,
 
 
 def test_limit_below_one_is_refused_before_training(tasks, task_base, tmp_path):
-    assert main(["--model", str(task_base), "--train", str(tasks / "sts-b/dev.tsv"), "--format", "stsb",
+    assert cli.main(["finetune", "--model", str(task_base), "--train", str(tasks / "sts-b/dev.tsv"), "--format", "stsb",
                  "--limit", "0", "--out", str(tmp_path / "run"), "--quiet"]) == 2
     assert not (tmp_path / "run").exists()

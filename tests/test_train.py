@@ -26,10 +26,11 @@ from model.device import FALLBACK_PEAK, peak_for_name
 from model.gpt import GPT, GPTConfig
 from model.optim import decay_groups, lr_at, make_optimizer
 from model.run_folder import read_metrics
-from model.sample import generate, main as sample_main, top_k_mask, top_p_mask
+from model.sample import generate, top_k_mask, top_p_mask
 from model.token_shards import shard_name, write_token_shard
 from model.tokenizer import train_tokenizer
-from model.train import TrainConfig, TrainError, main as train_main, train
+from model.train import TrainConfig, TrainError, train
+from pipelines import cli
 
 torch.set_num_threads(1)
 REPO = Path(__file__).resolve().parents[1]
@@ -359,10 +360,10 @@ def test_cli_trains_resumes_samples_and_exports(text_data, tmp_path, caplog, cap
                          "--ckpt_interval", "3", "-q", "--max_steps", "6", "--stop_at", "3")
     assert "status       stopped" in result.stdout and "steps        3/6" in result.stdout
     assert "1 accumulation step(s)" in result.stderr and "MFU n/a" in result.stderr
-    assert train_main(["--out", str(run), "--resume", "--n_layer", "3"]) == 2
+    assert cli.main(["train", "--out", str(run), "--resume", "--n_layer", "3"]) == 2
     assert "--n_layer (saved 2, given 3)" in caplog.text
     capsys.readouterr()
-    assert train_main(["--out", str(run), "--resume", "-q"]) == 0  # the saved settings, continued
+    assert cli.main(["train", "--out", str(run), "--resume", "-q"]) == 0  # the saved settings, continued
     out = capsys.readouterr().out
     assert "status       finished" in out and "steps        6/6" in out
     assert [r["step"] for r in read_metrics(str(run / "metrics.jsonl")) if "loss" in r] == [1, 2, 3, 4, 5, 6]
@@ -378,12 +379,12 @@ def test_cli_trains_resumes_samples_and_exports(text_data, tmp_path, caplog, cap
     sampled = corpusforge("sample", *args)
     assert sampled.stdout.count("--- sample") == 2
     assert all(line.startswith("The miller") for line in sampled.stdout.splitlines() if not line.startswith("---"))
-    assert sample_main(args) == 0
+    assert cli.main(["sample", *args]) == 0
     assert capsys.readouterr().out == sampled.stdout  # seeded: the same text in and out of process
-    assert sample_main(["--model", str(tmp_path / "nowhere"), "--prompt", "x"]) == 2
+    assert cli.main(["sample", "--model", str(tmp_path / "nowhere"), "--prompt", "x"]) == 2
     assert "no such file or folder" in caplog.text
     (run / "ckpt.pt").write_bytes((run / "ckpt.pt").read_bytes()[:1000])
-    assert train_main(["--out", str(run), "--resume", "--max_steps", "8", "-q"]) == 2
+    assert cli.main(["train", "--out", str(run), "--resume", "--max_steps", "8", "-q"]) == 2
     assert "no usable checkpoint" in caplog.text and "1,000 bytes, but" in caplog.text and "truncated or replaced" in caplog.text
 
 
@@ -524,8 +525,7 @@ def test_an_optimizer_state_of_another_shape_is_refused_before_load_state_dict(p
     assert "Traceback" not in result.stderr
     state["optimizer"]["param_groups"][0]["params"].append(999)
     save_checkpoint(run / "ckpt.pt", state)
-    from model.train import main as train_main
-    assert train_main(["--out", str(run), "--resume", "--max_steps", "6", "-q"]) == 2
+    assert cli.main(["train", "--out", str(run), "--resume", "--max_steps", "6", "-q"]) == 2
 
 
 def test_a_checkpoint_save_on_a_full_disk_is_one_line_exit_1_and_keeps_nothing_partial(pattern_data, tmp_path):
