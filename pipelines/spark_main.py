@@ -4,7 +4,8 @@
     spark-submit --master yarn --py-files dist/corpusforge-*.whl pipelines/spark_main.py \\
         c4 --input s3://bucket/wet/ --output s3://bucket/c4 --num_shards 1024 [c4's options]
 
-The first argument names the job (``c4``, ``read``), the rest are its options as
+The first argument names the job (``c4``, ``read``, ``tokenize``, ``webtext`` with
+``--pages crawl``), the rest are its options as
 ``corpusforge <job>`` takes them; ``--engine spark`` is implied and the master is
 spark-submit's. Executors need the project's dependencies (``requirements.txt``) in the
 Python that ``PYSPARK_PYTHON`` names (by default the driver's). docs/spark.md.
@@ -24,9 +25,12 @@ import json  # noqa: E402
 import logging  # noqa: E402
 
 from corpus.inputs import InputError  # noqa: E402
-from pipelines import c4, read  # noqa: E402
+from pipelines import c4, read, tokenize, webtext  # noqa: E402
 
-JOBS = {"c4": c4, "read": read}
+JOBS = {"c4": c4, "read": read, "tokenize": tokenize, "webtext": webtext}
+# What each job prints when it is done: its own summary (read has none: its counters).
+SUMMARIES = {"c4": c4.format_summary, "read": lambda stats: json.dumps(stats["counters"], indent=1),
+             "tokenize": tokenize.format_summary, "webtext": webtext.format_summary}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as exc:
         print(f"corpusforge {argv[0]}: {exc}", file=sys.stderr)
         return 2
-    print(c4.format_summary(stats) if job is c4 else json.dumps(stats["counters"], indent=1))
+    print(SUMMARIES[argv[0]](stats))
     return 0
 
 

@@ -7,6 +7,6 @@ namespaces and counter names imported from where the Beam wiring takes them. The
 (every shard, ``_SUCCESS``, ``stats.json``) is the same bytes as Beam's. docs/spark.md.
 """
 
-from pipelines.spark import c4, read  # noqa: F401
+from pipelines.spark import c4, read, tokenize, webtext  # noqa: F401
 
-__all__ = ["c4", "read"]
+__all__ = ["c4", "read", "tokenize", "webtext"]
