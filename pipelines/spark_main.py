@@ -21,16 +21,14 @@ if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.a
     # library (pipelines/tokenize.py is not ``tokenize``); the project comes from --py-files.
     del sys.path[0]
 
+import importlib  # noqa: E402
 import json  # noqa: E402
 import logging  # noqa: E402
 
 from corpus.inputs import InputError  # noqa: E402
-from pipelines import c4, read, tokenize, webtext  # noqa: E402
 
-JOBS = {"c4": c4, "read": read, "tokenize": tokenize, "webtext": webtext}
-# What each job prints when it is done: its own summary (read has none: its counters).
-SUMMARIES = {"c4": c4.format_summary, "read": lambda stats: json.dumps(stats["counters"], indent=1),
-             "tokenize": tokenize.format_summary, "webtext": webtext.format_summary}
+# The jobs (``pipelines.<job>``) and what each prints when done: its summary, or (read) its counters.
+JOBS = ("c4", "read", "tokenize", "webtext")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,14 +37,15 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] not in JOBS:
         print(f"usage: spark-submit [spark options] pipelines/spark_main.py {{{','.join(JOBS)}}} [job options]", file=sys.stderr)
         return 2
-    job = JOBS[argv[0]]
-    print(f"corpusforge {argv[0]} on Spark, the project from {c4.__file__}", file=sys.stderr)  # a zip/wheel with --py-files
+    # only the job that runs is loaded: a zip shipped for c4 needs no model/ (tokenize's tokenizer)
+    job = importlib.import_module(f"pipelines.{argv[0]}")
+    print(f"corpusforge {argv[0]} on Spark, the project from {job.__file__}", file=sys.stderr)  # a zip/wheel with --py-files
     try:
         stats = job.run(argv[1:] + ["--engine", "spark"])
     except InputError as exc:
         print(f"corpusforge {argv[0]}: {exc}", file=sys.stderr)
         return 2
-    print(SUMMARIES[argv[0]](stats))
+    print(json.dumps(stats["counters"], indent=1) if argv[0] == "read" else job.format_summary(stats))
     return 0
 
 
