@@ -67,6 +67,10 @@ NEAR_DEDUP = "webtext-near-dedup"
 DUMPS_READ, SUBMISSIONS_READ, LINKS_FETCHED, PAGES_EXTRACTED = "dumps", "submissions read", "links fetched", "pages extracted"
 SUMMARY_STAGES = (SUBMISSIONS, LINK_KARMA, FETCH, CRAWL_JOIN, EXTRACT, CLEAN, EXACT_DEDUP, NEAR_DEDUP, "dedupe-spans")
 PAGE_SOURCES = ("fetch", "crawl")
+# Where the output goes, for every engine: webtext-train.NNNNN-of-MMMMM.<ext>, the link table
+# under links/ (recorded for _SUCCESS as "links"); crawl pages read as written; span dedup's mode.
+SHARD_NAME, SHARD_SPLIT, LINK_TABLE = "webtext", "train", "links"
+CRAWL_TEXT_MODE, SPAN_DEDUP_MODE = "faithful", "spans"
 UNREADABLE_DUMP = "unreadable_dump"  # error reason (counted error:<reason> in webtext-submissions): a dump that stops decompressing part-way
 
 
@@ -120,13 +124,13 @@ class WriteLinkTable(beam.PTransform):
             | "Group link shards" >> beam.GroupByKey()
             | "Write link shard" >> beam.Map(write_link_shard, out_dir=out_dir, count=count)
             | "Collect link files" >> beam.combiners.ToList()
-            | "Record link files" >> beam.Map(lambda infos: storage.record_written(out_dir, "links", infos))
+            | "Record link files" >> beam.Map(lambda infos: storage.record_written(out_dir, LINK_TABLE, infos))
         )
 
 
 def write_link_shard(keyed, out_dir, count):
     index, links = keyed
-    name = f"links/links-{index:05d}-of-{count:05d}.parquet"
+    name = f"{LINK_TABLE}/{LINK_TABLE}-{index:05d}-of-{count:05d}.parquet"
     path = write_link_table([link for link in links if link is not None], storage.join(out_dir, name))
     return storage.file_info(path, name)
 
@@ -312,7 +316,7 @@ def build(pipeline: beam.Pipeline, dumps: list[str], crawl_files: list[str], arg
         linked_pages = run_step(fetched, "Fetch outcome", FETCH, fetched_page)
         errors = [lines.errors]
     else:
-        read = pipeline | "Crawl files" >> beam.Create(crawl_files) | "Read WARC" >> ReadCrawlFiles("faithful")
+        read = pipeline | "Crawl files" >> beam.Create(crawl_files) | "Read WARC" >> ReadCrawlFiles(CRAWL_TEXT_MODE)
         joined = (
             {"links": links | "Key links" >> beam.Map(lambda link: (link.key, link)),
              "pages": read.pages | "Key pages" >> beam.Map(lambda p: (url_key(p.url), p))}
@@ -339,7 +343,7 @@ def build(pipeline: beam.Pipeline, dumps: list[str], crawl_files: list[str], arg
     docs = run_step.keyed(joined_losers, "Drop near duplicates", NEAR_DEDUP, minhash.drop_near_duplicate) | "Kept" >> beam.Values()
     if args.span_dedup:
         as_pages = docs | "As pages" >> beam.Map(lambda d: c4.C4Page(url=d.url, text=d.text, timestamp=d.timestamp))
-        deduped = as_pages | "Span dedup" >> DedupeText("spans", c4.MIN_NUM_SENTENCES, out_dir=args.output)
+        deduped = as_pages | "Span dedup" >> DedupeText(SPAN_DEDUP_MODE, c4.MIN_NUM_SENTENCES, out_dir=args.output)
         run_step.add(deduped.examples)
         docs = (
             {"docs": docs | "Docs by url" >> beam.Map(lambda d: (d.url, d)),
@@ -347,7 +351,7 @@ def build(pipeline: beam.Pipeline, dumps: list[str], crawl_files: list[str], arg
             | "Join span-deduped text" >> beam.CoGroupByKey()
             | "Take span-deduped text" >> beam.FlatMapTuple(with_span_deduped_text)
         )
-    docs | "Write shards" >> WriteShards(args.output, formats=args.format, name="webtext", split="train", num_shards=args.num_shards)
+    docs | "Write shards" >> WriteShards(args.output, formats=args.format, name=SHARD_NAME, split=SHARD_SPLIT, num_shards=args.num_shards)
     tuple(errors) | "Merge errors" >> beam.Flatten() | "Write errors" >> WriteErrors(args.output)
     run_step.write_examples(args.output)
 

@@ -33,8 +33,9 @@ from pipelines.spark.dedupe import dedupe_text
 from pipelines.spark.engine import SparkJob, add_tally, on_worker, tally_of
 from pipelines.spark.read import read_crawl_files
 from pipelines.steps import Tally
-from pipelines.webtext import (CLEAN, CRAWL_JOIN, EXACT_DEDUP, EXTRACT, LINK_KARMA, NEAR_DEDUP, PAGES_EXTRACTED, SUBMISSIONS, band_claims,
-                               carry_shingles, dump_error_counts, dump_lines, with_span_deduped_text, write_link_shard)
+from pipelines.webtext import (CLEAN, CRAWL_JOIN, CRAWL_TEXT_MODE, EXACT_DEDUP, EXTRACT, LINK_KARMA, LINK_TABLE, NEAR_DEDUP, PAGES_EXTRACTED,
+                               SHARD_NAME, SHARD_SPLIT, SPAN_DEDUP_MODE, SUBMISSIONS, band_claims, carry_shingles, dump_error_counts, dump_lines,
+                               with_span_deduped_text, write_link_shard)
 
 
 def _read_dumps(tallies, errors, beam_args):
@@ -85,7 +86,7 @@ def write_links(job: SparkJob, links, out_dir: str, count: int) -> None:
              .partitionBy(count, lambda index: index)
              .mapPartitionsWithIndex(_link_shard_writer(out_dir, count, job.beam_args))
              .collect())
-    storage.record_written(out_dir, "links", infos)
+    storage.record_written(out_dir, LINK_TABLE, infos)
 
 
 def near_duplicates(job: SparkJob, id_texts, threshold: float, ngram: int, num_perm: int, seed: int = minhash.DEFAULT_SEED):
@@ -115,7 +116,7 @@ def run(spark, dumps: list[str], crawl_files: list[str], args, link_filter, beam
     links = job.once(job.keyed(grouped, LINK_KARMA, functools.partial(merge_link, filt=link_filter)).values())
     write_links(job, links, args.output, args.num_link_shards)
 
-    pages = read_crawl_files(job, crawl_files, HtmlPage, "faithful")
+    pages = read_crawl_files(job, crawl_files, HtmlPage, CRAWL_TEXT_MODE)
     joined = job.cogroup({"links": links.map(lambda link: (link.key, link)), "pages": pages.map(lambda page: (url_key(page.url), page))})
     linked_pages = job.keyed(joined, CRAWL_JOIN, capture_of_link).values()
 
@@ -131,10 +132,10 @@ def run(spark, dumps: list[str], crawl_files: list[str], args, link_filter, beam
     if args.span_dedup:
         docs = job.once(docs)
         as_pages = docs.map(lambda doc: c4.C4Page(url=doc.url, text=doc.text, timestamp=doc.timestamp))
-        deduped = dedupe_text(job, as_pages, "spans", c4.MIN_NUM_SENTENCES)
+        deduped = dedupe_text(job, as_pages, SPAN_DEDUP_MODE, c4.MIN_NUM_SENTENCES)
         docs = (job.cogroup({"docs": docs.map(lambda doc: (doc.url, doc)), "pages": deduped.map(lambda page: (page.url, page))})
                 .flatMap(lambda kv: with_span_deduped_text(*kv)))
-    job.write_shards(docs.map(lambda doc: (0, doc)), args.output, args.format, "webtext", [("train", args.num_shards)])
+    job.write_shards(docs.map(lambda doc: (0, doc)), args.output, args.format, SHARD_NAME, [(SHARD_SPLIT, args.num_shards)])
     job.release()
     write_errors(job.error_rows(), args.output)
     return {"counters": job.counters(), "units": job.units(), "examples": job.examples()}
