@@ -4,7 +4,8 @@
     spark-submit --master yarn --py-files dist/corpusforge-*.whl pipelines/spark_main.py \\
         c4 --input s3://bucket/wet/ --output s3://bucket/c4 --num_shards 1024 [c4's options]
 
-The first argument names the job (``c4``, ``read``), the rest are its options as
+The first argument names the job (``c4``, ``read``, ``tokenize``, ``webtext`` with
+``--pages crawl``), the rest are its options as
 ``corpusforge <job>`` takes them; ``--engine spark`` is implied and the master is
 spark-submit's. Executors need the project's dependencies (``requirements.txt``) in the
 Python that ``PYSPARK_PYTHON`` names (by default the driver's). docs/spark.md.
@@ -20,13 +21,14 @@ if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.a
     # library (pipelines/tokenize.py is not ``tokenize``); the project comes from --py-files.
     del sys.path[0]
 
+import importlib  # noqa: E402
 import json  # noqa: E402
 import logging  # noqa: E402
 
 from corpus.inputs import InputError  # noqa: E402
-from pipelines import c4, read  # noqa: E402
 
-JOBS = {"c4": c4, "read": read}
+# The jobs (``pipelines.<job>``) and what each prints when done: its summary, or (read) its counters.
+JOBS = ("c4", "read", "tokenize", "webtext")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,14 +37,15 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] not in JOBS:
         print(f"usage: spark-submit [spark options] pipelines/spark_main.py {{{','.join(JOBS)}}} [job options]", file=sys.stderr)
         return 2
-    job = JOBS[argv[0]]
-    print(f"corpusforge {argv[0]} on Spark, the project from {c4.__file__}", file=sys.stderr)  # a zip/wheel with --py-files
+    # only the job that runs is loaded: a zip shipped for c4 needs no model/ (tokenize's tokenizer)
+    job = importlib.import_module(f"pipelines.{argv[0]}")
+    print(f"corpusforge {argv[0]} on Spark, the project from {job.__file__}", file=sys.stderr)  # a zip/wheel with --py-files
     try:
         stats = job.run(argv[1:] + ["--engine", "spark"])
     except InputError as exc:
         print(f"corpusforge {argv[0]}: {exc}", file=sys.stderr)
         return 2
-    print(c4.format_summary(stats) if job is c4 else json.dumps(stats["counters"], indent=1))
+    print(json.dumps(stats["counters"], indent=1) if argv[0] == "read" else job.format_summary(stats))
     return 0
 
 

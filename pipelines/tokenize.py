@@ -4,6 +4,7 @@
         [--tokenizer FOLDER | --vocab_size 50257 --train_docs 100000] \
         [--val_fraction 0.005 | --val_docs N] [--shard_tokens 100000000] [--prefix c4] \
         [--field text] [any Beam option, e.g. --direct_num_workers 4 --direct_running_mode multi_processing]
+        [--engine spark --spark_master 'local[2]']   (native Spark, the same bytes: docs/spark.md)
 
 The steps:
 
@@ -60,7 +61,7 @@ from model.token_shards import DEFAULT_SHARD_TOKENS, MAX_TOKEN_ID, find_token_sh
 from model.tokenizer import BPETokenizer, TokenizerFileError, text_bytes, train_tokenizer
 from pipelines import progress
 from pipelines.cli import run_job
-from pipelines.options import add_overwrite_argument, non_negative_int, positive_int, split_job_args, stage_setup_file, unit_fraction
+from pipelines.options import add_engine_arguments, add_overwrite_argument, non_negative_int, positive_int, spark_engine, split_job_args, stage_setup_file, unit_fraction
 from pipelines.jobs import begin_job, counters_of, error_examples, finish_job, write_json
 from pipelines.sources import WriteErrors
 from pipelines.steps import Steps, collect_examples, count, units_of
@@ -79,6 +80,7 @@ DIGEST_BYTES = 16  # blake2b-128 of the text's UTF-8 (surrogatepass) bytes
 TOKENIZER_FOLDER = "tokenizer"
 PARTS_FOLDER = "parts"  # under the output's _temporary/ while the job runs
 PLAN_FILE = "plan.json"
+SHARDS_WRITTEN = "shards_written"  # counter: token shards written (unit: other)
 
 
 # --- documents ----------------------------------------------------------------------------
@@ -96,18 +98,48 @@ def bucket_of(digest: bytes, buckets: int) -> int:
     return (int.from_bytes(digest[:8], "big") * buckets) >> 64
 
 
-# --- Beam steps -----------------------------------------------------------------------------
-def _read_texts(path: str, field: str):
-    """A shard file -> its texts (``corpus.shards.read_texts``); unreadable rows to ``errors``."""
-    errors = Counter()
+def file_texts(path: str, field: str, errors: Counter):
+    """A shard file -> its texts (``corpus.shards.read_texts``), and each unreadable row as
+    its error row, counted in ``errors`` (``error:<reason>``). One file's reading for every engine."""
     for item in read_texts(path, field):
         if isinstance(item, dict):
             errors[f"error:{item['reason']}"] += 1
-            yield beam.pvalue.TaggedOutput("errors", item)
-            continue
-        yield item[1]
-    count(NAMESPACE, errors, DOCUMENTS)
+            yield item
+        else:
+            yield item[1]
     progress.tally("files")
+
+
+def last_val_digest(smallest: list[bytes], val_docs: int | None) -> bytes | None:
+    """``--val_docs``: the largest digest of validation, from the ``max(val_docs, 1)``
+    smallest digests in order (None when no document goes to validation)."""
+    return smallest[-1] if smallest and val_docs else None
+
+
+def encode_document(tokenizer, digest: bytes, text: str, buckets: int, val_fraction: float | None, val_last: bytes | None,
+                    documents: Counter, tokens: Counter):
+    """(digest, text) -> ((split, range), (digest, EOT + ids as uint16 bytes)), the document
+    and its tokens counted per split (``<split>_documents``, ``<split>_tokens``)."""
+    if val_last is not None or val_fraction is None:
+        split = "val" if val_last is not None and digest <= val_last else "train"
+    else:
+        split = "val" if in_val_fraction(digest, val_fraction) else "train"
+    ids = tokenizer.encode(text)
+    encoded = np.empty(len(ids) + 1, dtype="<u2")
+    encoded[0] = tokenizer.eot_id
+    encoded[1:] = ids
+    documents[f"{split}_documents"] += 1
+    tokens[f"{split}_tokens"] += len(encoded)
+    return (split, bucket_of(digest, buckets)), (digest, encoded.tobytes())
+
+
+# --- Beam steps -----------------------------------------------------------------------------
+def _read_texts(path: str, field: str):
+    """A shard file -> its texts; unreadable rows to ``errors``."""
+    errors = Counter()
+    for item in file_texts(path, field, errors):
+        yield beam.pvalue.TaggedOutput("errors", item) if isinstance(item, dict) else item
+    count(NAMESPACE, errors, DOCUMENTS)
 
 
 class _EncodeFn(beam.DoFn):
@@ -131,21 +163,11 @@ class _EncodeFn(beam.DoFn):
 
     def process(self, element, val_last=None):
         digest, text = element
-        if val_last is not None or self.val_fraction is None:
-            split = "val" if val_last is not None and digest <= val_last else "train"
-        else:
-            split = "val" if in_val_fraction(digest, self.val_fraction) else "train"
-        ids = self.tokenizer.encode(text)
-        tokens = np.empty(len(ids) + 1, dtype="<u2")
-        tokens[0] = self.tokenizer.eot_id
-        tokens[1:] = ids
-        self.documents[f"{split}_documents"] += 1
-        self.tokens[f"{split}_tokens"] += len(tokens)
         progress.tally("records")
-        yield (split, bucket_of(digest, self.buckets)), (digest, tokens.tobytes())
+        yield encode_document(self.tokenizer, digest, text, self.buckets, self.val_fraction, val_last, self.documents, self.tokens)
 
 
-def _write_part(keyed, parts_dir: str) -> dict:
+def write_part(keyed, parts_dir: str) -> dict:
     """One digest range of one split, sorted by digest, as a raw uint16 file."""
     (split, bucket), docs = keyed
     docs = sorted(docs)
@@ -184,7 +206,8 @@ def plan_shards(parts: list[dict], shard_tokens: int, out_dir: str, prefix: str)
     return plan
 
 
-def _plan_and_record(parts, shard_tokens, out_dir, prefix, plan_path):
+def plan_and_record(parts, shard_tokens, out_dir, prefix, plan_path) -> list[dict]:
+    """The shards to write (``plan_shards``); the whole plan staged at ``plan_path`` for ``run``."""
     plan = plan_shards(list(parts), shard_tokens, out_dir, prefix)
     write_json(plan_path, plan)
     return plan["shards"]
@@ -199,8 +222,13 @@ def write_planned_shard(shard: dict) -> str:
             tokens[at:at + stop - start] = np.frombuffer(part.read(2 * (stop - start)), dtype="<u2")
         at += stop - start
     write_token_shard(shard["path"], tokens)
-    count(NAMESPACE, {"shards_written": 1}, OTHER)
     return shard["path"]
+
+
+def _write_counted_shard(shard: dict) -> str:
+    path = write_planned_shard(shard)
+    count(NAMESPACE, {SHARDS_WRITTEN: 1}, OTHER)
+    return path
 
 
 # --- the job --------------------------------------------------------------------------------
@@ -219,6 +247,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prefix", default="corpus", help="shard name prefix: <prefix>_<split>_<i:06d>.bin")
     parser.add_argument("--field", default="text", help="the JSON field / Parquet column holding the text")
     parser.add_argument("--buckets", type=positive_int, default=None, help="digest ranges sorted in parallel (default: one per 64 MB of input)")
+    add_engine_arguments(parser)
 
 
 def check_arguments(args) -> None:
@@ -276,17 +305,17 @@ def build(p: beam.Pipeline, files: list[str], tokenizer, args, parts_dir: str, p
     if args.val_docs is not None:
         val_last = (docs | "Digests" >> beam.Keys()
                     | "Smallest digests" >> beam.combiners.Top.Smallest(max(args.val_docs, 1))
-                    | "Last val digest" >> beam.Map(lambda d: d[-1] if d and args.val_docs else None))
+                    | "Last val digest" >> beam.Map(last_val_digest, args.val_docs))
         encoded = docs | "Split and encode" >> beam.ParDo(encode, val_last=beam.pvalue.AsSingleton(val_last))
     else:
         encoded = docs | "Split and encode" >> beam.ParDo(encode)
     (encoded
      | "Group by digest range" >> beam.GroupByKey()
-     | "Sort and write range" >> beam.Map(_write_part, parts_dir)
+     | "Sort and write range" >> beam.Map(write_part, parts_dir)
      | "Collect parts" >> beam.combiners.ToList()
-     | "Plan shards" >> beam.FlatMap(_plan_and_record, args.shard_tokens, args.output, args.prefix, plan_path)
+     | "Plan shards" >> beam.FlatMap(plan_and_record, args.shard_tokens, args.output, args.prefix, plan_path)
      | "Spread shards" >> beam.Reshuffle()
-     | "Write shards" >> beam.Map(write_planned_shard))
+     | "Write shards" >> beam.Map(_write_counted_shard))
     read.errors | "Write errors" >> WriteErrors(args.output)
     run_step.write_examples(args.output)
 
@@ -297,15 +326,19 @@ def run(args: argparse.Namespace | list[str] | None = None) -> dict:
     beam_args = args.beam_args
     check_arguments(args)
     files = shard_files(args.input)
-    begin_job(args.output, "tokenize", args.overwrite)
-    tokenizer = prepare_tokenizer(args, files)
-    if args.buckets is None:
-        args.buckets = default_buckets(files)
     parts_dir = storage.staging_path(args.output, PARTS_FOLDER)
     plan_path = storage.staging_path(args.output, PLAN_FILE)
-    with progress.pipeline(PipelineOptions(stage_setup_file(beam_args, extras=("tokenize",))), "tokenize", len(files)) as p:
-        build(p, files, tokenizer, args, parts_dir, plan_path)
-    counters = counters_of(p.result).get(NAMESPACE, {})
+    if args.engine == "spark":
+        spark = spark_engine(args)
+        with spark.engine.job_session(args.spark_master) as session:
+            tokenizer = _begin(args, files)
+            counted = spark.tokenize.run(session, files, tokenizer, args, parts_dir, plan_path, beam_args)
+    else:
+        tokenizer = _begin(args, files)
+        with progress.pipeline(PipelineOptions(stage_setup_file(beam_args, extras=("tokenize",))), "tokenize", len(files)) as p:
+            build(p, files, tokenizer, args, parts_dir, plan_path)
+        counted = {"counters": counters_of(p.result), "units": units_of(p.result), "examples": collect_examples(args.output)}
+    counters = counted["counters"].get(NAMESPACE, {})
     if storage.is_file(plan_path):
         splits = json.loads(storage.read_text(plan_path))["splits"]
     else:  # no document at all: nothing was grouped, so nothing was planned
@@ -324,14 +357,23 @@ def run(args: argparse.Namespace | list[str] | None = None) -> dict:
         if not splits[split]["files"]:
             log.warning("the %s split is empty", split)
     stats = {"files": len(files), "buckets": args.buckets, "counters": counters, "splits": meta["splits"],
-             "errors": error_examples(args.output), "units": units_of(p.result).get(NAMESPACE, {}),
-             "examples": collect_examples(args.output).get(NAMESPACE, {})}
+             "errors": error_examples(args.output), "units": counted["units"].get(NAMESPACE, {}),
+             "examples": counted["examples"].get(NAMESPACE, {})}
     token_files = [name for split in splits.values() for name in split["files"]]
     tokenizer_files = [f"{TOKENIZER_FOLDER}/{name}" for name in ("vocab.json", "merges.txt")]
     finish_job(args.output, "tokenize", stats, extra_files=tuple(token_files + tokenizer_files + ["meta.json"]))
     if splits["train"]["files"]:
         find_token_shards(args.output, "train")  # the shards are where readers look
     return {"meta": meta, "stats": stats, "output": args.output}
+
+
+def _begin(args, files: list[str]):
+    """Claim the output (``begin_job``), then its tokenizer (``prepare_tokenizer``) and digest ranges."""
+    begin_job(args.output, "tokenize", args.overwrite)
+    tokenizer = prepare_tokenizer(args, files)
+    if args.buckets is None:
+        args.buckets = default_buckets(files)
+    return tokenizer
 
 
 def _remove_stale_shards(out_dir: str, prefix: str, splits: dict) -> None:

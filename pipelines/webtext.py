@@ -4,6 +4,7 @@
         --pages fetch                          (fetch every link live, safely, into WARC files)
     corpusforge webtext --submissions RS_2019-04.zst --output webtext-cc/
         --pages crawl --crawl CC-MAIN-2019-18  (or join the links against Common Crawl WARC files)
+        [--engine spark --spark_master 'local[2]']   (crawl mode on native Spark, the same bytes: docs/spark.md)
 
 The steps (GPT-2 paper, section 2.1; spec ``webtext.md``), each a pure function in
 ``corpus/`` or ``dedup/``, every count a Beam counter:
@@ -47,7 +48,8 @@ from dedup import minhash
 from pipelines import progress
 from pipelines.cli import run_job
 from pipelines.dedupe import DedupeText
-from pipelines.options import add_manifest_path_argument, add_overwrite_argument, non_negative_float, non_negative_int, positive_float, positive_int, split_job_args, stage_setup_file, unit_fraction
+from pipelines.options import (add_engine_arguments, add_manifest_path_argument, add_overwrite_argument, non_negative_float, non_negative_int, positive_float,
+                               positive_int, spark_engine, split_job_args, stage_setup_file, unit_fraction)
 from pipelines.jobs import begin_job, counters_of, finish_job, read_status
 from pipelines.sources import ReadCrawlFiles, WriteErrors, WriteShards
 from pipelines.steps import Steps, Tally, collect_examples, count, format_counter_table, format_read_errors, keyed_step, units_of
@@ -68,13 +70,18 @@ NEAR_DEDUP = "webtext-near-dedup"
 DUMPS_READ, SUBMISSIONS_READ, LINKS_FETCHED, PAGES_EXTRACTED = "dumps", "submissions read", "links fetched", "pages extracted"
 SUMMARY_STAGES = (SUBMISSIONS, LINK_KARMA, FETCH, CRAWL_JOIN, EXTRACT, CLEAN, EXACT_DEDUP, NEAR_DEDUP, "dedupe-spans")
 PAGE_SOURCES = ("fetch", "crawl")
+# Where the output goes, for every engine: webtext-train.NNNNN-of-MMMMM.<ext>, the link table
+# under links/ (recorded for _SUCCESS as "links"); crawl pages read as written; span dedup's mode.
+SHARD_NAME, SHARD_SPLIT, LINK_TABLE = "webtext", "train", "links"
+CRAWL_TEXT_MODE, SPAN_DEDUP_MODE = "faithful", "spans"
+UNREADABLE_DUMP = "unreadable_dump"  # error reason (counted error:<reason> in webtext-submissions): a dump that stops decompressing part-way
 
 
 # --- links -------------------------------------------------------------------------------
-def _read_dump(path):
+def dump_lines(path):
     """A dump file -> its lines; a dump that stops decompressing part-way keeps the lines
-    before the damage and goes to ``errors`` (counted ``error:unreadable_dump``). The
-    progress line counts dumps and submission lines read."""
+    before the damage, then yields its error row (a dict; counted ``dump_error_counts``).
+    The progress line counts dumps and submission lines read. One dump's reading for every engine."""
     read = 0
     try:
         for read, line in enumerate(iter_dump_lines(path), 1):
@@ -82,12 +89,26 @@ def _read_dump(path):
                 progress.tally(SUBMISSIONS_READ, progress.RECORDS_PER_TALLY)
             yield line
     except DumpReadError as exc:
-        count(SUBMISSIONS, {"error:unreadable_dump": 1}, OTHER)
         log.warning("%s: %s (lines before it are kept)", path, exc)
-        yield beam.pvalue.TaggedOutput("errors", {"source": path, "offset": 0, "reason": "unreadable_dump", "detail": str(exc)[:300]})
+        yield {"source": path, "offset": 0, "reason": UNREADABLE_DUMP, "detail": str(exc)[:300]}
     finally:
         progress.tally(SUBMISSIONS_READ, read % progress.RECORDS_PER_TALLY)
         progress.tally(DUMPS_READ)
+
+
+def dump_error_counts(row: dict) -> dict[str, int]:
+    """The ``webtext-submissions`` counter of a dump's error row (unit: other)."""
+    return {f"error:{row['reason']}": 1}
+
+
+def _read_dump(path):
+    """A dump file -> its lines; an unreadable dump's error row to ``errors``."""
+    for item in dump_lines(path):
+        if isinstance(item, dict):
+            count(SUBMISSIONS, dump_error_counts(item), OTHER)
+            yield beam.pvalue.TaggedOutput("errors", item)
+        else:
+            yield item
 
 
 class WriteLinkTable(beam.PTransform):
@@ -104,15 +125,15 @@ class WriteLinkTable(beam.PTransform):
             (links | "Key by link shard" >> beam.Map(lambda link: (shard_index(link.key, count), link)), every)
             | "Merge link shards" >> beam.Flatten()
             | "Group link shards" >> beam.GroupByKey()
-            | "Write link shard" >> beam.Map(_write_link_shard, out_dir=out_dir, count=count)
+            | "Write link shard" >> beam.Map(write_link_shard, out_dir=out_dir, count=count)
             | "Collect link files" >> beam.combiners.ToList()
-            | "Record link files" >> beam.Map(lambda infos: storage.record_written(out_dir, "links", infos))
+            | "Record link files" >> beam.Map(lambda infos: storage.record_written(out_dir, LINK_TABLE, infos))
         )
 
 
-def _write_link_shard(keyed, out_dir, count):
+def write_link_shard(keyed, out_dir, count):
     index, links = keyed
-    name = f"links/links-{index:05d}-of-{count:05d}.parquet"
+    name = f"{LINK_TABLE}/{LINK_TABLE}-{index:05d}-of-{count:05d}.parquet"
     path = write_link_table([link for link in links if link is not None], storage.join(out_dir, name))
     return storage.file_info(path, name)
 
@@ -235,7 +256,7 @@ class NearDuplicates(beam.PTransform):
         shingled = docs | "Shingles" >> beam.Map(lambda item, n: (item[0], minhash.shingles(item[1], n)), self.ngram)
         pairs = (
             shingled
-            | "Band keys" >> beam.FlatMap(_band_claims, hasher, bands, rows)
+            | "Band keys" >> beam.FlatMap(band_claims, hasher, bands, rows)
             | "Band buckets" >> beam.GroupByKey()
             | "Candidate pairs" >> beam.FlatMapTuple(lambda _, bucket: minhash.candidate_pairs(list(bucket)))
             | "One per pair" >> beam.Distinct()
@@ -243,7 +264,7 @@ class NearDuplicates(beam.PTransform):
         with_first = (
             {"pairs": pairs | "Key by first" >> beam.Map(lambda p: (p[0], p)), "shingles": shingled}
             | "Join first shingles" >> beam.CoGroupByKey()
-            | "Carry first" >> beam.FlatMapTuple(_carry_shingles)
+            | "Carry first" >> beam.FlatMapTuple(carry_shingles)
         )
         verified = (
             {"pairs": with_first, "shingles": shingled}
@@ -254,19 +275,19 @@ class NearDuplicates(beam.PTransform):
         return verified.pages | "Losers" >> beam.FlatMap(lambda keyed: keyed[1]) | "One per loser" >> beam.Distinct()
 
 
-def _band_claims(item, hasher, bands, rows):
+def band_claims(item, hasher, bands, rows):
     doc, shingle_set = item
     return [(key, (doc, None)) for key in minhash.band_keys(hasher.signature(shingle_set), bands, rows)]
 
 
-def _carry_shingles(_, groups):
+def carry_shingles(_, groups):
     first = list(groups["shingles"])
     for pair in groups["pairs"]:
         if first:
             yield pair[1], (pair, first[0])
 
 
-def _with_span_deduped_text(_, groups):
+def with_span_deduped_text(_, groups):
     docs, pages = list(groups["docs"]), list(groups["pages"])
     if docs and pages:
         yield replace(docs[0], text=pages[0].text)
@@ -298,7 +319,7 @@ def build(pipeline: beam.Pipeline, dumps: list[str], crawl_files: list[str], arg
         linked_pages = run_step(fetched, "Fetch outcome", FETCH, fetched_page)
         errors = [lines.errors]
     else:
-        read = pipeline | "Crawl files" >> beam.Create(crawl_files) | "Read WARC" >> ReadCrawlFiles("faithful")
+        read = pipeline | "Crawl files" >> beam.Create(crawl_files) | "Read WARC" >> ReadCrawlFiles(CRAWL_TEXT_MODE)
         joined = (
             {"links": links | "Key links" >> beam.Map(lambda link: (link.key, link)),
              "pages": read.pages | "Key pages" >> beam.Map(lambda p: (url_key(p.url), p))}
@@ -325,15 +346,15 @@ def build(pipeline: beam.Pipeline, dumps: list[str], crawl_files: list[str], arg
     docs = run_step.keyed(joined_losers, "Drop near duplicates", NEAR_DEDUP, minhash.drop_near_duplicate) | "Kept" >> beam.Values()
     if args.span_dedup:
         as_pages = docs | "As pages" >> beam.Map(lambda d: c4.C4Page(url=d.url, text=d.text, timestamp=d.timestamp))
-        deduped = as_pages | "Span dedup" >> DedupeText("spans", c4.MIN_NUM_SENTENCES, out_dir=args.output)
+        deduped = as_pages | "Span dedup" >> DedupeText(SPAN_DEDUP_MODE, c4.MIN_NUM_SENTENCES, out_dir=args.output)
         run_step.add(deduped.examples)
         docs = (
             {"docs": docs | "Docs by url" >> beam.Map(lambda d: (d.url, d)),
              "pages": deduped.pages | "Pages by url" >> beam.Map(lambda p: (p.url, p))}
             | "Join span-deduped text" >> beam.CoGroupByKey()
-            | "Take span-deduped text" >> beam.FlatMapTuple(_with_span_deduped_text)
+            | "Take span-deduped text" >> beam.FlatMapTuple(with_span_deduped_text)
         )
-    docs | "Write shards" >> WriteShards(args.output, formats=args.format, name="webtext", split="train", num_shards=args.num_shards)
+    docs | "Write shards" >> WriteShards(args.output, formats=args.format, name=SHARD_NAME, split=SHARD_SPLIT, num_shards=args.num_shards)
     tuple(errors) | "Merge errors" >> beam.Flatten() | "Write errors" >> WriteErrors(args.output)
     run_step.write_examples(args.output)
 
@@ -391,6 +412,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_overwrite_argument(p)
     p.add_argument("--format", nargs="+", choices=FORMATS, default=["parquet", "jsonl"], help="shard formats (default parquet jsonl: both keep the metadata)")
     p.add_argument("--num_shards", type=positive_int, default=1, help="document shards")
+    add_engine_arguments(parser)
 
 
 def link_filter_from(args: argparse.Namespace):
@@ -413,6 +435,8 @@ def run(args: argparse.Namespace | list[str] | None = None) -> dict:
     if not isinstance(args, argparse.Namespace):  # run(argv), as Beam's wordcount: `corpusforge webtext ARGV`, errors raised
         return run_job("webtext", sys.argv[1:] if args is None else args)
     beam_args = args.beam_args
+    if args.engine == "spark" and args.pages != "crawl":
+        raise InputError("--engine spark runs --pages crawl (the Common Crawl join); --pages fetch runs on Beam")
     if args.span_dedup:
         try:
             require_punkt()
@@ -431,15 +455,21 @@ def run(args: argparse.Namespace | list[str] | None = None) -> dict:
         crawl_files = expand_inputs(specs, base=args.base_url, max_files=args.max_files, allow_any_manifest_path=args.allow_any_manifest_path)
     link_filter = link_filter_from(args)
     fetch_config = fetch_config_from(args) if args.pages == "fetch" else None
-    log.info("WebText from %d dump(s), pages by %s, into %s", len(dumps), args.pages, args.output)
-    pipeline = beam.Pipeline(options=PipelineOptions(stage_setup_file(beam_args)))
-    # A fetch is resumable: a rerun into its folder replaces the set and resumes from the
-    # logs and WARCs under fetch/ (kept). Crawl mode refuses a full folder unless --overwrite.
-    begin_job(args.output, "webtext", args.overwrite or args.pages == "fetch", keep=("fetch/",) if args.pages == "fetch" else ())
-    build(pipeline, dumps, crawl_files, args, link_filter, fetch_config)
-    result = progress.run_pipeline(pipeline, "webtext", files=len(dumps), unit=DUMPS_READ)
-    stats = {"pages": args.pages, "dumps": len(dumps), "crawl_files": len(crawl_files), "counters": counters_of(result),
-             "units": units_of(result), "examples": collect_examples(args.output)}
+    log.info("WebText from %d dump(s), pages by %s, into %s on %s", len(dumps), args.pages, args.output, args.engine)
+    if args.engine == "spark":
+        spark = spark_engine(args)
+        with spark.engine.job_session(args.spark_master) as session:
+            begin_job(args.output, "webtext", args.overwrite)
+            counted = spark.webtext.run(session, dumps, crawl_files, args, link_filter, beam_args)
+    else:
+        pipeline = beam.Pipeline(options=PipelineOptions(stage_setup_file(beam_args)))
+        # A fetch is resumable: a rerun into its folder replaces the set and resumes from the
+        # logs and WARCs under fetch/ (kept). Crawl mode refuses a full folder unless --overwrite.
+        begin_job(args.output, "webtext", args.overwrite or args.pages == "fetch", keep=("fetch/",) if args.pages == "fetch" else ())
+        build(pipeline, dumps, crawl_files, args, link_filter, fetch_config)
+        result = progress.run_pipeline(pipeline, "webtext", files=len(dumps), unit=DUMPS_READ)
+        counted = {"counters": counters_of(result), "units": units_of(result), "examples": collect_examples(args.output)}
+    stats = {"pages": args.pages, "dumps": len(dumps), "crawl_files": len(crawl_files), **counted}
     finish_job(args.output, "webtext", stats)
     return stats
 

@@ -1,12 +1,25 @@
 """The native Spark engine: the jobs' steps wired with PySpark instead of Beam.
 
 ``engine`` holds what every job needs (the session, rule steps as ``mapPartitions``,
-counters as one accumulator, the shard writer); ``c4`` and ``read`` wire one job each,
-beside their Beam wiring (``pipelines.c4``, ``pipelines.read``), with the same rules,
-namespaces and counter names imported from where the Beam wiring takes them. The output
-(every shard, ``_SUCCESS``, ``stats.json``) is the same bytes as Beam's. docs/spark.md.
+counters as one accumulator, the shard writer); ``c4``, ``read``, ``tokenize`` and
+``webtext`` wire one job each, beside their Beam wiring (``pipelines.c4``, ...), with the
+same rules, namespaces and counter names imported from where the Beam wiring takes them.
+The output (every shard, ``_SUCCESS``, ``stats.json``) is the same bytes as Beam's.
+docs/spark.md.
 """
 
-from pipelines.spark import c4, read  # noqa: F401
+import importlib
 
-__all__ = ["c4", "read"]
+from pipelines.spark import engine  # noqa: F401
+
+JOBS = ("c4", "read", "tokenize", "webtext")
+
+__all__ = ["engine", *JOBS]
+
+
+def __getattr__(name: str):
+    """``pipelines.spark.<job>``, loaded when the job runs: the package shipped to run c4
+    needs no ``model/`` (tokenize's tokenizer), and a worker loads one job's wiring."""
+    if name in JOBS:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

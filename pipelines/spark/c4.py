@@ -4,7 +4,8 @@ The rules, namespaces and readers are the Beam wiring's own (``corpus.c4``, ``de
 ``pipelines.c4.C4PageReader``, ``pipelines.dedupe.dedupe_rule``); only the plumbing is
 Spark's: ``mapPartitions`` for every per-page rule, ``combineByKey`` for URL dedup (the
 newest capture per normalised URL), ``reduceByKey(min)`` for line/span claims (the
-smallest md5(url) owns a key) joined back to the pages with ``cogroup``, and Spark's
+smallest md5(url) owns a key) joined back to the pages with ``cogroup``
+(``pipelines.spark.dedupe``), and Spark's
 shuffle, which spills to disk, carries the pages (no staging files as in the Beam job).
 """
 
@@ -17,11 +18,10 @@ from common.decision import OTHER
 from corpus import c4, langid
 from corpus.sentences import count_line_sentences
 from corpus.warc import ReadStats
-from dedup.lines import key_claims
 from pipelines.c4 import BADWORDS_NAMESPACES, EXTRACT_NAMESPACE, LANGDETECT, C4PageReader, registered_domain_parts
-from pipelines.dedupe import dedupe_rule
 from pipelines.sources import READ_NAMESPACE, write_errors
-from pipelines.spark.engine import PERSIST, SparkJob, add_tally, on_worker, tally_of
+from pipelines.spark.dedupe import dedupe_text
+from pipelines.spark.engine import SparkJob, add_tally, on_worker, tally_of
 from pipelines.steps import Tally
 
 
@@ -106,24 +106,14 @@ def run(spark, files: list[str], args, resources: dict, beam_args=()) -> dict:
     pages = newest.map(lambda url_capture: url_capture[1][2])
     if variant.clean:
         pages = job.step(pages, c4.CLEAN_PAGE, functools.partial(c4.clean_page, count_line_sentences=count_line_sentences))
-    persisted = None
     if variant.dedupe:
-        claims, namespace, rule = dedupe_rule(args.dedup, c4.MIN_NUM_SENTENCES if variant.clean else 0)
-        persisted = pages.zipWithUniqueId().map(lambda page_id: (page_id[1], page_id[0])).persist(PERSIST)
-        persisted.count()  # computed (and counted) once: the claims and the join both read it
-        owned = (persisted
-                 .flatMap(lambda id_page: key_claims((id_page[0], claims(id_page[1]))))
-                 .reduceByKey(min, job.partitions)
-                 .map(lambda key_owner: (key_owner[1][1], key_owner[0])))
-        joined = persisted.cogroup(owned, job.partitions).map(lambda kv: (next(iter(kv[1][0])), list(kv[1][1])))
-        pages = job.step(joined, namespace, rule)
+        pages = dedupe_text(job, pages, args.dedup, c4.MIN_NUM_SENTENCES if variant.clean else 0)
     pages = job.step(pages, c4.ENGLISH_FILTER,
                      functools.partial(c4.detect_english, detect_langs=LANGDETECT[args.langdetect], detection_error=langid.LanguageDetectionError))
     if variant.badwords:
         pages = job.step(pages, BADWORDS_NAMESPACES, functools.partial(c4.badwords_filter, matcher=resources["badwords"]))
     docs = pages.mapPartitions(_documents_by_split(job.tallies, job.beam_args))
     job.write_shards(docs, args.output, args.format, "c4", list(zip(c4.SPLITS, (args.num_shards, args.num_validation_shards))))
-    if persisted is not None:
-        persisted.unpersist()
+    job.release()
     write_errors(job.error_rows(), args.output)
     return {"counters": job.counters(), "examples": job.examples(), "units": job.units()}

@@ -194,6 +194,7 @@ class SparkJob:
         self.errors = self.sc.accumulator([], Rows())
         self.beam_args = tuple(beam_args)
         self.partitions = max(2, self.sc.defaultParallelism)
+        self.persisted = []
 
     def files(self, files: list[str]):
         """``(index, file)`` pairs, one partition per file (a file is a unit of work, as in Beam)."""
@@ -228,6 +229,27 @@ class SparkJob:
             _shard_writer(out_dir, tuple(formats), name, splits, offsets, self.tallies, self.beam_args)).collect()
         for split, _ in splits:
             storage.record_written(out_dir, f"{name}-{split}", [entry for s, entry in entries if s == split])
+
+    def cogroup(self, named: dict):
+        """``{name: RDD of (key, value)}`` -> ``(key, {name: values})`` for every key of any of
+        them, as Beam's ``CoGroupByKey`` of a dict of PCollections yields it."""
+        names = list(named)
+        first, *rest = (named[name] for name in names)
+        grouped = first.cogroup(rest[0], self.partitions) if len(rest) == 1 else first.groupWith(*rest)
+        return grouped.map(lambda keyed: (keyed[0], dict(zip(names, keyed[1]))))
+
+    def once(self, rdd):
+        """``rdd`` persisted and computed now: steps that read it twice (two joins, a join and
+        an action) find it stored, so the counters of the steps before it are added once."""
+        rdd = rdd.persist(PERSIST)
+        rdd.count()
+        self.persisted.append(rdd)
+        return rdd
+
+    def release(self) -> None:
+        """Drop what ``once`` stored (after the job's last action)."""
+        while self.persisted:
+            self.persisted.pop().unpersist()
 
     def counters(self) -> dict[str, dict[str, int]]:
         """Every counter, ``{namespace: {name: value}}`` sorted, as ``jobs.counters_of``."""

@@ -1,0 +1,80 @@
+"""``corpusforge tokenize`` on Spark: ``pipelines.tokenize``'s chain as RDD operations.
+
+The same functions, names and counters as the Beam wiring (``pipelines.tokenize``):
+one partition per shard file read by ``file_texts``, ``nonempty_text`` as a step, the
+blake2b-128 digest, ``encode_document`` per partition (one tokenizer per partition),
+``groupByKey`` by (split, digest range) and ``write_part`` for each range, the plan cut by
+``plan_and_record`` on the driver, then each planned shard written by
+``write_planned_shard`` in its own partition. ``--val_docs`` takes the smallest digests
+with ``takeOrdered`` over the documents, which are stored first (``SparkJob.once``) so
+their counters are added once.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from common.decision import DOCUMENTS, OTHER
+from corpus.shards import nonempty_text
+from model.tokenizer import BPETokenizer
+from pipelines.sources import write_errors
+from pipelines.spark.engine import SparkJob, on_worker, tally_of
+from pipelines.tokenize import (NAMESPACE, SHARDS_WRITTEN, document_digest, encode_document, file_texts, last_val_digest, plan_and_record,
+                                write_part, write_planned_shard)
+
+
+def _read_texts(field, tallies, errors, beam_args):
+    def run(items):
+        on_worker(beam_args)
+        for _, path in items:
+            counts, bad = Counter(), []
+            for item in file_texts(path, field, counts):
+                if isinstance(item, dict):
+                    bad.append(item)
+                else:
+                    yield item
+            tallies.add(tally_of((NAMESPACE,), counts, DOCUMENTS))
+            errors.add(bad)
+    return run
+
+
+def _encode(vocab, merges, buckets, val_fraction, val_last, tallies, beam_args):
+    def run(docs):
+        on_worker(beam_args)
+        tokenizer = BPETokenizer(vocab, merges)
+        documents, tokens = Counter(), Counter()
+        for digest, text in docs:
+            yield encode_document(tokenizer, digest, text, buckets, val_fraction, val_last, documents, tokens)
+        tallies.add(tally_of((NAMESPACE,), documents, DOCUMENTS))
+        tallies.add(tally_of((NAMESPACE,), tokens, OTHER))
+    return run
+
+
+def _write_shards(tallies, beam_args):
+    def run(shards):
+        on_worker(beam_args)
+        written = [write_planned_shard(shard) for shard in shards]
+        tallies.add(tally_of((NAMESPACE,), {SHARDS_WRITTEN: len(written)} if written else {}, OTHER))
+        return written
+    return run
+
+
+def run(spark, files: list[str], tokenizer, args, parts_dir: str, plan_path: str, beam_args=()) -> dict:
+    """Tokenize ``files`` into ``args.output`` (claimed, tokenizer saved and ``args.buckets``
+    set by the caller); stages the plan at ``plan_path`` as the Beam job does. Returns
+    stats.json's ``counters``, ``units`` and ``examples``."""
+    job = SparkJob(spark, beam_args)
+    texts = job.over_partitions(job.files(files), _read_texts, args.field)
+    texts = job.step(texts, NAMESPACE, nonempty_text)
+    docs = texts.map(lambda text: (document_digest(text), text))
+    val_last = None
+    if args.val_docs is not None:
+        docs = job.once(docs)
+        val_last = last_val_digest(docs.keys().takeOrdered(max(args.val_docs, 1)), args.val_docs)
+    encoded = docs.mapPartitions(_encode(tokenizer.vocab, tokenizer.merges, args.buckets, args.val_fraction, val_last, job.tallies, job.beam_args))
+    parts = encoded.groupByKey(job.partitions).map(lambda keyed: write_part(keyed, parts_dir)).collect()
+    job.release()
+    shards = plan_and_record(parts, args.shard_tokens, args.output, args.prefix, plan_path)
+    job.sc.parallelize(shards, max(1, len(shards))).mapPartitions(_write_shards(job.tallies, job.beam_args)).collect()
+    write_errors(job.error_rows(), args.output)
+    return {"counters": job.counters(), "units": job.units(), "examples": job.examples()}
