@@ -4,7 +4,7 @@
     spark-submit --master yarn --py-files dist/corpusforge-*.whl pipelines/spark_main.py \\
         c4 --input s3://bucket/wet/ --output s3://bucket/c4 --num_shards 1024 [c4's options]
 
-The first argument names the job (``c4``, ``read``), the rest are its options as
+The first argument names the job (``c4``, ``read``, ``audit``, ``decontaminate``), the rest are its options as
 ``corpusforge <job>`` takes them; ``--engine spark`` is implied and the master is
 spark-submit's. Executors need the project's dependencies (``requirements.txt``) in the
 Python that ``PYSPARK_PYTHON`` names (by default the driver's). docs/spark.md.
@@ -24,9 +24,11 @@ import json  # noqa: E402
 import logging  # noqa: E402
 
 from corpus.inputs import InputError  # noqa: E402
-from pipelines import c4, read  # noqa: E402
+from pipelines import audit, c4, read  # noqa: E402
 
-JOBS = {"c4": c4, "read": read}
+# job -> (its run(argv), what prints its result)
+JOBS = {"c4": (c4.run, c4.format_summary), "read": (read.run, lambda stats: json.dumps(stats["counters"], indent=1)),
+        "audit": (audit.run_audit, audit.format_audit), "decontaminate": (audit.run_decontaminate, audit.format_decontaminate)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,14 +37,14 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] not in JOBS:
         print(f"usage: spark-submit [spark options] pipelines/spark_main.py {{{','.join(JOBS)}}} [job options]", file=sys.stderr)
         return 2
-    job = JOBS[argv[0]]
+    run, summary = JOBS[argv[0]]
     print(f"corpusforge {argv[0]} on Spark, the project from {c4.__file__}", file=sys.stderr)  # a zip/wheel with --py-files
     try:
-        stats = job.run(argv[1:] + ["--engine", "spark"])
+        stats = run(argv[1:] + ["--engine", "spark"])
     except InputError as exc:
         print(f"corpusforge {argv[0]}: {exc}", file=sys.stderr)
         return 2
-    print(c4.format_summary(stats) if job is c4 else json.dumps(stats["counters"], indent=1))
+    print(summary(stats))
     return 0
 
 
