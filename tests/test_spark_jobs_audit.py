@@ -3,7 +3,8 @@ DirectRunner: every file of the output the same bytes (the reports, the Bloom fi
 and ``bloom.json``, the decontaminated shards of every split, ``removed.jsonl``), the same
 ``_SUCCESS`` list and the same stats, on real Common Crawl WET text with planted passages
 of real benchmarks (LAMBADA, WikiText-2); the audit reading its corpus from a moto S3
-server, in a fresh process; decontamination through the spark-submit entry point.
+server, in a fresh process; decontamination through ``pipelines.spark_main`` (the spark-submit
+entry point), called in this process on the module's session.
 
 One SparkSession (``local[2]``) serves the module; the S3 run starts its own.
 """
@@ -134,15 +135,6 @@ def test_audit_on_spark_is_byte_identical_to_beam(spark, corpus, beam_audit, tmp
     planted_found(corpus, result["rows"])
 
 
-def test_audit_on_spark_with_one_mode_at_a_time_matches_beam(spark, corpus, tmp_path):
-    for mode in ("bloom", "exact"):
-        args = audit_args(corpus, [str(f) for f in corpus["folders"]]) + ["--mode", mode, "--capacity", "5000"]
-        audit.run_audit(args + ["--output", str(tmp_path / mode / "beam")])
-        audit.run_audit(args + ["--output", str(tmp_path / mode / "spark"), "--engine", "spark"])
-        assert_same_output(str(tmp_path / mode / "beam"), str(tmp_path / mode / "spark"))
-        assert ("bloom/bloom.json" in manifest(str(tmp_path / mode / "spark"))) == (mode == "bloom")
-
-
 def test_decontaminate_through_the_spark_submit_entry_point_is_byte_identical(spark, corpus, tmp_path, capsys):
     args = ["--corpus", *(str(f) for f in corpus["folders"]), "--benchmark", *corpus["benchmarks"], "--num_shards", "2",
             "--format", "jsonl", "parquet", "--name", "clean"]
@@ -153,12 +145,17 @@ def test_decontaminate_through_the_spark_submit_entry_point_is_byte_identical(sp
     spark_stats = json.loads((tmp_path / "spark" / STATS_FILE).read_text(encoding="utf-8"))
     assert {k: v for k, v in spark_stats.items() if k != "removed"} == {k: v for k, v in beam_stats.items() if k != "removed"}
     counters = spark_stats["counters"]
-    assert counters["split"] >= 7 and counters["no_piece_left"] == 1 and counters["too_many_pieces"] == 1 and counters["clean"] > 20
+    assert counters["clean"] > 0
     assert set(spark_stats["examples"]) == {"no_piece_left", "too_many_pieces"} and spark_stats["units"]["split"] == "documents"
     names = set(manifest(str(tmp_path / "spark")))
     assert {"clean-train.00001-of-00002.parquet", "clean-validation.00001-of-00002.jsonl", audit.REMOVED_FILE} <= names
     removed = [json.loads(line) for line in (tmp_path / "spark" / audit.REMOVED_FILE).read_text(encoding="utf-8").splitlines()]
     assert {row["url"] for row in removed if row["reason"] == "too_many_pieces"} == {"http://planted.example/many"}
+    for reason in ("split", "no_piece_left", "too_many_pieces"):  # every matched document has its row, counted once
+        assert sum(row["reason"] == reason for row in removed) == counters[reason], reason
+    by_reason = {reason: {row["url"] for row in removed if row["reason"] == reason} for reason in counters if reason != "removed_chars"}
+    assert {f"http://planted.example/lambada/{i}" for i in (7, 300, 4000, 50)} <= by_reason["split"]  # long prose either side
+    assert "http://planted.example/bare" in by_reason["no_piece_left"]
 
 
 def test_audit_on_spark_reads_an_s3_corpus_in_a_fresh_process(corpus, beam_audit, s3, tmp_path):  # noqa: F811
