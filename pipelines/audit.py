@@ -53,7 +53,7 @@ log = logging.getLogger(__name__)
 AUDIT = "audit"
 DECONTAMINATE = "decontaminate"
 MODES = ("both", "bloom", "exact")
-# The audit's tallies (namespace AUDIT): shards hashed into the filter, their n-grams, shards scanned exactly.
+# The audit's tallies (namespace AUDIT): documents hashed into the filter, their n-grams, documents scanned exactly.
 DOCUMENTS_HASHED, NGRAMS_HASHED, DOCUMENTS_SCANNED = "documents", "ngrams", "scanned_documents"
 FILTER_UNITS = {DOCUMENTS_HASHED: DOCUMENTS, NGRAMS_HASHED: OTHER}
 REMOVED_FILE = "removed.jsonl"  # decontaminate: one row per document a benchmark matched

@@ -57,7 +57,7 @@ FILLER = ("The committee met again on Tuesday to go over the budget for the comi
 def corpus(real_data, tmp_path_factory) -> dict:
     """Real WET text read into document shards, plus train and validation shards of pages
     that quote LAMBADA and WikiText-2: a quote inside long prose (split in pieces), a bare
-    quote (no piece left), a page quoting eleven passages (too many pieces)."""
+    quote (no piece left), a page quoting twelve passages (too many pieces)."""
     root = tmp_path_factory.mktemp("audit-corpus")
     read_pipeline.run(["--input", *(str(real_data / name) for name in WET_FILES), "--output", str(root / "docs"),
                        "--num_shards", "2", "--format", "jsonl"])
@@ -75,12 +75,13 @@ def corpus(real_data, tmp_path_factory) -> dict:
     train = [page(f"lambada/{i}", FILLER * 3 + quote(lambada.examples[i]) + " " + FILLER * 3) for i in (7, 300, 4000)]
     train += [page(f"wikitext/{n}", FILLER * 2 + quote(e) + " " + FILLER * 2) for n, e in enumerate(long_wiki)]
     train.append(page("bare", quote(lambada.examples[11])))
-    validation = [page("many", (FILLER * 4).join(quote(lambada.examples[i]) for i in range(20, 31))),
+    many = range(20, 32)  # twelve quotes with prose around each: thirteen pieces, more than GPT-3's 10
+    validation = [page("many", FILLER * 4 + (FILLER * 4).join(quote(lambada.examples[i]) for i in many) + FILLER * 4),
                   page("clean", FILLER * 5), page("lambada/50", FILLER * 3 + quote(lambada.examples[50]) + " " + FILLER * 3)]
     write_shard(train, root / "planted" / "planted-train.00000-of-00001.jsonl", "jsonl")
     write_shard(validation, root / "planted" / "planted-validation.00000-of-00001.jsonl", "jsonl")
     return {"folders": [root / "docs", root / "planted"], "benchmarks": specs,
-            "planted": {"lambada": {lambada.examples[i].id for i in (7, 300, 4000, 11, 50, *range(20, 31))},
+            "planted": {"lambada": {lambada.examples[i].id for i in (7, 300, 4000, 11, 50, *many)},
                         "wikitext2": {e.id for e in long_wiki}}}
 
 
