@@ -1,4 +1,5 @@
-"""The train/test overlap audit (GPT-2 paper, section 4) and decontamination, as Beam jobs.
+"""The train/test overlap audit (GPT-2 paper, section 4) and decontamination, as Beam jobs
+(or on Spark with ``--engine spark``: ``pipelines.spark.audit``, the same output bytes).
 
     corpusforge audit --corpus 'c4-out/c4-train.*.json.gz' --benchmark wikitext2:wiki.test.raw \
         ptb:ptb.test.txt lambada:lambada_test.jsonl --output audit/ [--mode both|bloom|exact] [--n 8]
@@ -41,7 +42,8 @@ from dedup.partitioned import FILTER_MANIFEST, PartitionedBloom, corpus_fingerpr
 from dedup.overlap import GPT3_MAX_DOC_COUNT
 from dedup.report import render_html, render_json, render_markdown
 from pipelines import progress
-from pipelines.options import add_overwrite_argument, non_negative_int, open_probability, positive_int, power_of_two, split_job_args, stage_setup_file, unit_fraction
+from pipelines.options import (add_engine_arguments, add_overwrite_argument, non_negative_int, open_probability, positive_int, power_of_two, spark_engine,
+                               stage_setup_file, unit_fraction)
 from pipelines.cli import run_job
 from pipelines.jobs import begin_job, counters_of, finish_job, write_json
 from pipelines.sources import WriteShards
@@ -54,6 +56,10 @@ EXTRA_OPTIONS = "beam"  # pipelines.cli: what is not this job's option is a Beam
 AUDIT = "audit"
 DECONTAMINATE = "decontaminate"
 MODES = ("both", "bloom", "exact")
+# The audit's tallies (namespace AUDIT): documents hashed into the filter, their n-grams, documents scanned exactly.
+DOCUMENTS_HASHED, NGRAMS_HASHED, DOCUMENTS_SCANNED = "documents", "ngrams", "scanned_documents"
+FILTER_UNITS = {DOCUMENTS_HASHED: DOCUMENTS, NGRAMS_HASHED: OTHER}
+REMOVED_FILE = "removed.jsonl"  # decontaminate: one row per document a benchmark matched
 
 
 # --- shared ------------------------------------------------------------------------------
@@ -65,13 +71,14 @@ def _doc_id(path: str, number: int, doc: Document) -> str:
     return doc.url or f"{os.path.basename(path)}#{number}"
 
 
-def _shard_texts(path: str):
+def shard_texts(path: str):
     """``(doc_id, text)`` of every document of a shard file."""
     return ((_doc_id(path, number, doc), doc.text) for number, doc in enumerate(read_documents(path)))
 
 
 # --- audit: the Bloom filter -------------------------------------------------------------
-def _count_ngrams(path, config):
+def count_ngrams(path, config) -> int:
+    """The n-grams of a shard file's documents (the filter's capacity, summed over shards)."""
     total = 0
     for doc in read_documents(path):
         total += len(ngram_hashes(doc.text, config))
@@ -79,19 +86,26 @@ def _count_ngrams(path, config):
     return total
 
 
-def _hashes_by_part(path, config, parts):
+def shard_hashes(path, config) -> tuple[dict, np.ndarray]:
+    """A shard file -> (its ``FILTER_UNITS`` tallies, the n-gram hashes of all its documents)."""
     chunks, docs = [], 0
     for doc in read_documents(path):
         docs += 1
         chunks.append(ngram_hashes(doc.text, config))
     keys = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.uint64)
-    count(AUDIT, {"documents": docs, "ngrams": len(keys)}, {"documents": DOCUMENTS, "ngrams": OTHER})
     progress.tally("files")
+    return {DOCUMENTS_HASHED: docs, NGRAMS_HASHED: len(keys)}, keys
+
+
+def _hashes_by_part(path, config, parts):
+    counts, keys = shard_hashes(path, config)
+    count(AUDIT, counts, FILTER_UNITS)
     for index, part_keys in enumerate(split_by_part(keys, parts)):
         yield index, part_keys
 
 
-def _build_part(keyed, *, capacity, parts, error_rate, seed, meta, folder):
+def build_part(keyed, *, capacity, parts, error_rate, seed, meta, folder):
+    """``(part index, arrays of its keys)`` -> the part's filter, saved; returns its path."""
     index, arrays = keyed
     bloom = BloomFilter(part_capacity(capacity, parts), error_rate, seed, dict(meta, part=index, parts=parts))
     for keys in arrays:
@@ -102,27 +116,38 @@ def _build_part(keyed, *, capacity, parts, error_rate, seed, meta, folder):
     return path
 
 
+def filter_capacity(args, count_corpus) -> int:
+    """``--capacity``, else the corpus's n-grams as ``count_corpus()`` counts them (at least 1)."""
+    return args.capacity if args.capacity is not None else max(1, count_corpus())
+
+
+def finish_filter(files, config, parts: int, folder: str, capacity: int, counters: dict) -> dict:
+    """The filter's manifest (``bloom.json``) once every part is saved; audit.json's ``filter``."""
+    write_filter_manifest(folder, parts, ngram_meta(config), corpus_fingerprint(files))
+    return {"capacity": capacity, "parts": parts, "counters": counters}
+
+
 def build_filter(files, config, args, folder, beam_args) -> dict:
     """Two Beam runs: count the corpus's n-grams (the capacity), then build every part."""
-    capacity = args.capacity
-    if capacity is None:
+    def count_corpus() -> int:
         count_path = storage.staging_path(args.output, "capacity.json")
         with progress.pipeline(PipelineOptions(stage_setup_file(beam_args)), "audit: counting n-grams", len(files)) as p:
             (p | "Shards" >> beam.Create(files) | "Spread" >> beam.Reshuffle()
-             | "Count n-grams" >> beam.Map(_count_ngrams, config)
+             | "Count n-grams" >> beam.Map(count_ngrams, config)
              | "Sum" >> beam.CombineGlobally(sum)
              | "Write count" >> beam.Map(lambda n: write_json(count_path, {"ngrams": int(n)})))
-        capacity = max(1, json.loads(storage.read_text(count_path))["ngrams"])
+        return json.loads(storage.read_text(count_path))["ngrams"]
+
+    capacity = filter_capacity(args, count_corpus)
     parts, meta = args.filter_parts, ngram_meta(config)
     with progress.pipeline(PipelineOptions(stage_setup_file(beam_args)), "audit: building the Bloom filter", len(files)) as p:
         every = p | "Every part" >> beam.Create([(i, None) for i in range(parts)])
         keyed = (p | "Shard files" >> beam.Create(files) | "Spread files" >> beam.Reshuffle()
                  | "N-gram hashes by part" >> beam.FlatMap(_hashes_by_part, config, parts))
         ((keyed, every) | "Merge parts" >> beam.Flatten() | "Group by part" >> beam.GroupByKey()
-         | "Build and save part" >> beam.Map(_build_part, capacity=capacity, parts=parts, error_rate=args.error_rate,
+         | "Build and save part" >> beam.Map(build_part, capacity=capacity, parts=parts, error_rate=args.error_rate,
                                                seed=args.seed, meta=meta, folder=folder))
-    write_filter_manifest(folder, parts, meta, corpus_fingerprint(files))
-    return {"capacity": capacity, "parts": parts, "counters": counters_of(p.result)}
+    return finish_filter(files, config, parts, folder, capacity, counters_of(p.result))
 
 
 def load_filter(folder: str, config: NgramConfig, files: list[str]) -> PartitionedBloom:
@@ -137,8 +162,8 @@ def load_filter(folder: str, config: NgramConfig, files: list[str]) -> Partition
 # --- audit: the exact stream ---------------------------------------------------------------
 def _scan_shard(path, indexes):
     """A shard file -> (benchmark, OverlapCounter as a dict) for every benchmark (``dedup.audit.scan_documents``)."""
-    counters = scan_documents(indexes, _shard_texts(path))
-    count(AUDIT, {"scanned_documents": next(iter(counters.values())).docs_scanned}, DOCUMENTS)
+    counters = scan_documents(indexes, shard_texts(path))
+    count(AUDIT, {DOCUMENTS_SCANNED: next(iter(counters.values())).docs_scanned}, DOCUMENTS)
     progress.tally("files")
     for name, counter in counters.items():
         yield name, counter.to_dict()
@@ -196,6 +221,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max_doc_count", type=positive_int, default=None, help=f"ignore n-grams found in more training documents (GPT-3: {GPT3_MAX_DOC_COUNT})")
     parser.add_argument("--own_train", nargs="*", default=[], metavar="NAME=SPEC", help="a benchmark's own training split, for Table 6's first row")
     parser.add_argument("--corpus_name", default="training corpus", help="the corpus's name in the reports")
+    add_engine_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -206,22 +232,35 @@ def run(args: argparse.Namespace) -> dict:
     config = ngram_config(args)
     indexes = build_indexes(sets, config)
     own_train = own_train_overlap(args.own_train, indexes)
-    bloom = evidence = exact = None
+    bloom = None
     if args.filter and args.mode in ("both", "bloom"):
         bloom = load_filter(args.filter, config, files)  # a filter that is not this corpus's is refused before work starts
+    if args.engine == "spark":
+        spark = spark_engine(args)
+        with spark.engine.job_session(args.spark_master) as session:
+            return audit_corpus(args, files, sets, indexes, own_train, bloom, beam_args,
+                                functools.partial(spark.audit.build_filter, session), functools.partial(spark.audit.scan_exact, session))
+    return audit_corpus(args, files, sets, indexes, own_train, bloom, beam_args, build_filter, scan_exact)
+
+
+def audit_corpus(args, files, sets, indexes, own_train, bloom, beam_args, build, scan) -> dict:
+    """The audit after its inputs are checked, on the engine whose ``build`` (``build_filter``)
+    and ``scan`` (``scan_exact``) it is given: the filter and the exact scan, then the reports."""
+    config = ngram_config(args)
+    evidence = exact = None
     begin_job(args.output, "audit", args.overwrite)
     result = {"files": len(files), "benchmarks": [s.name for s in sets], "config": config.to_dict(), "mode": args.mode}
     if args.mode in ("both", "bloom"):
         folder = args.filter or storage.join(args.output, "bloom")
         if not args.filter:
             log.info("building the Bloom filter (p=%g, %d part(s)) over %d shard(s)", args.error_rate, args.filter_parts, len(files))
-            result["filter"] = build_filter(files, config, args, folder, beam_args)
+            result["filter"] = build(files, config, args, folder, beam_args)
             bloom = load_filter(folder, config, files)
         evidence = bloom.evidence(args.fp_queries)
         result["fp_evidence"] = evidence
     if args.mode in ("both", "exact"):
         log.info("streaming %d shard(s) against the exact benchmark index", len(files))
-        exact = scan_exact(files, indexes, beam_args, args.output)
+        exact = scan(files, indexes, beam_args, args.output)
     rows = benchmark_rows(indexes, corpus_name=args.corpus_name, exact=exact, bloom=bloom, evidence=evidence,
                           own_train=own_train, max_doc_count=args.max_doc_count, dirty_threshold=args.dirty_threshold)
     result["reports"] = write_reports(rows, args.output, f"{args.n}-gram overlap of benchmarks with {args.corpus_name}")
@@ -259,7 +298,7 @@ format_summary = format_audit
 
 
 # --- decontamination -----------------------------------------------------------------------
-def _matched_documents(path, indexes):
+def matched_documents(path, indexes):
     """A shard file -> every document with where the benchmarks matched it (``dedup.decontaminate.match_documents``)."""
     yield from match_documents(indexes, ((_doc_id(path, number, doc), doc) for number, doc in enumerate(read_documents(path))))
     progress.tally("files")
@@ -275,6 +314,7 @@ def add_decontaminate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", nargs="+", choices=FORMATS, default=["parquet"], help="output shard formats")
     parser.add_argument("--num_shards", type=positive_int, default=1, help="output shards")
     parser.add_argument("--name", default="decontaminated", help="output shard name")
+    add_engine_arguments(parser)
 
 
 def decontaminate_shards(args: argparse.Namespace) -> dict:
@@ -283,29 +323,42 @@ def decontaminate_shards(args: argparse.Namespace) -> dict:
     files = shard_files(args.corpus)
     indexes = build_indexes(load_benchmarks(args.benchmark), ngram_config(args))
     options = {"mode": args.mode, "margin": args.margin, "min_piece": args.min_piece, "max_splits": args.max_splits}
-    removed_path = storage.join(args.output, "removed.jsonl")
-    begin_job(args.output, "decontaminate", args.overwrite)
+    removed_path = storage.join(args.output, REMOVED_FILE)
     by_split = files_by_split(files)
     rule = functools.partial(decontaminate, **options)
-    with progress.pipeline(PipelineOptions(stage_setup_file(beam_args)), "decontaminate", len(files)) as p:
+    if args.engine == "spark":
+        spark = spark_engine(args)
+        with spark.engine.job_session(args.spark_master) as session:
+            begin_job(args.output, "decontaminate", args.overwrite)
+            counted = spark.audit.decontaminate(session, by_split, indexes, rule, args, beam_args)
+    else:
+        begin_job(args.output, "decontaminate", args.overwrite)
+        counted = decontaminate_on_beam(by_split, indexes, rule, args, beam_args)
+    stats = {"files": len(files), "splits": {split: len(f) for split, f in by_split.items()}, "benchmarks": sorted(indexes),
+             "options": options, "counters": counted["counters"], "removed": removed_path,
+             "units": counted["units"], "examples": counted["examples"]}
+    finish_job(args.output, "decontaminate", stats, extra_files=(REMOVED_FILE,))
+    return stats
+
+
+def decontaminate_on_beam(by_split: dict[str, list[str]], indexes, rule, args, beam_args) -> dict:
+    """The decontamination's Beam run: every split's shards, ``removed.jsonl``; its counters,
+    units and examples (namespace ``DECONTAMINATE``)."""
+    with progress.pipeline(PipelineOptions(stage_setup_file(beam_args)), "decontaminate", sum(map(len, by_split.values()))) as p:
         run_step, removed = Steps(), []
         for split, split_files in by_split.items():  # every split keeps its own shard set
             matched = (p | f"Shards {split}" >> beam.Create(split_files) | f"Spread {split}" >> beam.Reshuffle()
-                       | f"Match benchmarks {split}" >> beam.FlatMap(_matched_documents, indexes))
+                       | f"Match benchmarks {split}" >> beam.FlatMap(matched_documents, indexes))
             outcomes = run_step(matched, f"Decontaminate {split}", DECONTAMINATE, rule)
             (outcomes | f"Pieces {split}" >> beam.FlatMap(lambda outcome: outcome.pieces)
              | f"Write shards {split}" >> WriteShards(args.output, formats=args.format, name=args.name, split=split,
                                                       num_shards=args.num_shards))
             removed.append(outcomes | f"Removed {split}" >> beam.FlatMap(lambda outcome: [outcome.removed] if outcome.removed else []))
         (removed | "All removed" >> beam.Flatten() | "Collect removed" >> beam.combiners.ToList()
-         | "Write removed" >> beam.Map(_write_removed, removed_path))
+         | "Write removed" >> beam.Map(write_removed, storage.join(args.output, REMOVED_FILE)))
         run_step.write_examples(args.output)
-    counters = counters_of(p.result).get(DECONTAMINATE, {})
-    stats = {"files": len(files), "splits": {split: len(f) for split, f in by_split.items()}, "benchmarks": sorted(indexes),
-             "options": options, "counters": counters, "removed": removed_path,
-             "units": units_of(p.result).get(DECONTAMINATE, {}), "examples": collect_examples(args.output).get(DECONTAMINATE, {})}
-    finish_job(args.output, "decontaminate", stats, extra_files=("removed.jsonl",))
-    return stats
+    return {"counters": counters_of(p.result).get(DECONTAMINATE, {}), "units": units_of(p.result).get(DECONTAMINATE, {}),
+            "examples": collect_examples(args.output).get(DECONTAMINATE, {})}
 
 
 def run_decontaminate(argv: list[str]) -> dict:
@@ -321,7 +374,7 @@ def files_by_split(files: list[str]) -> dict[str, list[str]]:
     return dict(sorted(groups.items()))
 
 
-def _write_removed(rows, path):
+def write_removed(rows, path):
     rows = sorted(rows, key=lambda r: (r["url"], r["reason"]))
     storage.write_atomically(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
 

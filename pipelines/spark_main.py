@@ -5,7 +5,7 @@
         c4 --input s3://bucket/wet/ --output s3://bucket/c4 --num_shards 1024 [c4's options]
 
 The first argument names the job (``c4``, ``read``, ``tokenize``, ``webtext`` with
-``--pages crawl``), the rest are its options as
+``--pages crawl``, ``audit``, ``decontaminate``), the rest are its options as
 ``corpusforge <job>`` takes them; ``--engine spark`` is implied and the master is
 spark-submit's. Executors need the project's dependencies (``requirements.txt``) in the
 Python that ``PYSPARK_PYTHON`` names (by default the driver's). docs/spark.md.
@@ -21,14 +21,13 @@ if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.a
     # library (pipelines/tokenize.py is not ``tokenize``); the project comes from --py-files.
     del sys.path[0]
 
-import importlib  # noqa: E402
-import json  # noqa: E402
 import logging  # noqa: E402
 
 from corpus.inputs import InputError  # noqa: E402
+from pipelines.cli import load_command, run_job  # noqa: E402
 
-# The jobs (``pipelines.<job>``) and what each prints when done: its summary, or (read) its counters.
-JOBS = ("c4", "read", "tokenize", "webtext")
+# The jobs that run on Spark (``pipelines.cli``'s registry names them; each prints its own summary).
+JOBS = ("c4", "read", "tokenize", "webtext", "audit", "decontaminate")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,14 +37,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"usage: spark-submit [spark options] pipelines/spark_main.py {{{','.join(JOBS)}}} [job options]", file=sys.stderr)
         return 2
     # only the job that runs is loaded: a zip shipped for c4 needs no model/ (tokenize's tokenizer)
-    job = importlib.import_module(f"pipelines.{argv[0]}")
+    job = load_command(argv[0])
     print(f"corpusforge {argv[0]} on Spark, the project from {job.__file__}", file=sys.stderr)  # a zip/wheel with --py-files
     try:
-        stats = job.run(argv[1:] + ["--engine", "spark"])
+        stats = run_job(argv[0], argv[1:] + ["--engine", "spark"])
     except InputError as exc:
         print(f"corpusforge {argv[0]}: {exc}", file=sys.stderr)
         return 2
-    print(json.dumps(stats["counters"], indent=1) if argv[0] == "read" else job.format_summary(stats))
+    print(job.format_summary(stats))
     return 0
 
 

@@ -61,7 +61,7 @@ from model.token_shards import DEFAULT_SHARD_TOKENS, MAX_TOKEN_ID, find_token_sh
 from model.tokenizer import BPETokenizer, TokenizerFileError, text_bytes, train_tokenizer
 from pipelines import progress
 from pipelines.cli import run_job
-from pipelines.options import add_engine_arguments, add_overwrite_argument, non_negative_int, positive_int, spark_engine, split_job_args, stage_setup_file, unit_fraction
+from pipelines.options import add_engine_arguments, add_overwrite_argument, non_negative_int, positive_int, spark_engine, stage_setup_file, unit_fraction
 from pipelines.jobs import begin_job, counters_of, error_examples, finish_job, write_json
 from pipelines.sources import WriteErrors
 from pipelines.steps import Steps, collect_examples, count, units_of

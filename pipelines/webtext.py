@@ -49,7 +49,7 @@ from pipelines import progress
 from pipelines.cli import run_job
 from pipelines.dedupe import DedupeText
 from pipelines.options import (add_engine_arguments, add_manifest_path_argument, add_overwrite_argument, non_negative_float, non_negative_int, positive_float,
-                               positive_int, spark_engine, split_job_args, stage_setup_file, unit_fraction)
+                               positive_int, spark_engine, stage_setup_file, unit_fraction)
 from pipelines.jobs import begin_job, counters_of, finish_job, read_status
 from pipelines.sources import ReadCrawlFiles, WriteErrors, WriteShards
 from pipelines.steps import Steps, Tally, collect_examples, count, format_counter_table, format_read_errors, keyed_step, units_of
