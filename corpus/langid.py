@@ -71,6 +71,8 @@ the grown word stream, and is safe to call from several threads.
 from __future__ import annotations
 
 import codecs
+import functools
+import ctypes
 import hashlib
 import json
 import logging
@@ -84,6 +86,7 @@ from typing import Callable
 
 import numpy as np
 
+from corpus import native
 from corpus.inputs import cache_dir
 from common.storage import write_atomically
 
@@ -505,6 +508,45 @@ _init_lock = threading.Lock()
 _state: tuple[_Model, _SeededStream] | None = None
 _fallback: Callable[[str], Prediction] | None = None
 _accumulate_is_sum = False  # set when the model loads (_accumulate_matches_sum)
+_trial_kernel: Callable | None = None  # the compiled trial (_load_trial_kernel), where it holds
+
+# One trial in C, exactly langdetect's loop (``_detect_block``): for draw i = 0, 1, ...
+# multiply every probability by ``weight + row_i[lang]``; at i % every == 0 divide each by
+# the sum added left to right (the builtin ``sum`` where it is not compensated, see
+# _accumulate_matches_sum), track the largest share, and stop above ``threshold`` or at
+# ``limit``. Returns the last draw's index, or -1 when the ``available`` rows ran out
+# (``prob`` is then garbage: the caller prepares more draws and runs the trial again).
+# Every operation is one IEEE double operation in langdetect's order (corpus.native
+# compiles with -ffp-contract=off), so the vector is bit-identical to langdetect's.
+TRIAL_SOURCE = r"""
+#include <stddef.h>
+long cf_langid_trial(const double *rows, long available, long n_langs, double weight, const double *start,
+                     double *prob, long limit, long every, double threshold) {
+    for (long j = 0; j < n_langs; j++) prob[j] = start[j];
+    for (long i = 0; ; i++) {
+        if (i >= available) return -1;
+        const double *row = rows + i * n_langs;
+        for (long j = 0; j < n_langs; j++) prob[j] *= weight + row[j];
+        if (i % every == 0) {
+            double total = 0.0, largest = 0.0;
+            for (long j = 0; j < n_langs; j++) total += prob[j];
+            for (long j = 0; j < n_langs; j++) {
+                double p = prob[j] / total;
+                if (largest < p) largest = p;
+                prob[j] = p;
+            }
+            if (largest > threshold || i >= limit) return i;
+        }
+    }
+}
+"""
+# Texts the compiled trial must score exactly as the numpy trial before it is used.
+_KERNEL_CHECK_TEXTS = (
+    "The quick brown fox jumps over the lazy dog while the committee reviews its annual report.",
+    "Der schnelle braune Fuchs springt über den faulen Hund, während der Ausschuss berichtet.",
+    "Le renard brun rapide saute par-dessus le chien paresseux; la commission publie son rapport.",
+    "Tokyo 東京 is big",
+)
 
 
 def _cached_model() -> _Model:
@@ -554,7 +596,29 @@ def _ensure_loaded() -> tuple[_Model, _SeededStream] | None:
                     except ValueError as exc:
                         log.warning("cannot lay out langdetect's profiles (%s): using langdetect itself", exc)
                         _fallback = reference_detect_langs
+                    else:
+                        _load_trial_kernel(_state)
     return _state
+
+
+def _load_trial_kernel(state: tuple[_Model, _SeededStream]) -> None:
+    """Use the compiled trial (``TRIAL_SOURCE``) where ``corpus.native`` can build it, its
+    sum is the builtin's and it scores ``_KERNEL_CHECK_TEXTS`` exactly as ``_run_trial``."""
+    global _trial_kernel
+    if not _accumulate_is_sum:
+        return
+    library = native.load("langid-trial", TRIAL_SOURCE)
+    if library is None:
+        return
+    trial = library.cf_langid_trial
+    double, long, pointer = ctypes.c_double, ctypes.c_long, ctypes.c_void_p
+    trial.argtypes = [pointer, long, long, double, pointer, pointer, long, long, double]
+    trial.restype = long
+    candidate = functools.partial(_run_trial_native, trial)
+    if all(_detect(text, state, candidate) == _detect(text, state, _run_trial) for text in _KERNEL_CHECK_TEXTS):
+        _trial_kernel = candidate
+    else:
+        log.warning("the compiled langdetect trial disagrees with the numpy trial: numpy trial used")
 
 
 def _replace_mail(text: str) -> str:
@@ -906,6 +970,28 @@ def _run_trial(draws: _Draws, first: int, weight: float) -> tuple[np.ndarray, in
         start = ends + CHECK_EVERY * size + 1
 
 
+def _address(array: np.ndarray) -> int:
+    """The address of an array's first element (cheaper than ``array.ctypes.data``)."""
+    return array.__array_interface__["data"][0]
+
+
+def _run_trial_native(trial: Callable, draws: _Draws, first: int, weight: float) -> tuple[np.ndarray, int]:
+    """``_run_trial`` through the compiled ``TRIAL_SOURCE`` (``trial``): the same vector and
+    last draw. When the prepared draws run out, more are prepared and the trial runs again."""
+    n_langs = len(draws.model.langs)
+    prob = np.empty(n_langs)
+    while True:
+        rows = draws.probs
+        if not rows.flags.c_contiguous:
+            rows = draws.probs = np.ascontiguousarray(rows)
+        available = draws.count - first
+        last = trial(_address(rows) + first * n_langs * rows.itemsize, available, n_langs, weight,
+                     _address(draws.uniform), _address(prob), ITERATION_LIMIT, CHECK_EVERY, CONV_THRESHOLD)
+        if last >= 0:
+            return prob, first + last
+        draws.ensure(draws.count + 1)  # grows by at least half
+
+
 def detect_langs(text: str) -> Prediction:
     """``[(lang, prob), ...]`` exactly as langdetect 1.0.9 with seed 0 ranks them.
 
@@ -915,6 +1001,11 @@ def detect_langs(text: str) -> Prediction:
     state = _ensure_loaded()
     if state is None:
         return _fallback(text)
+    return _detect(text, state, _trial_kernel or _run_trial)
+
+
+def _detect(text: str, state: tuple[_Model, _SeededStream], run_trial: Callable) -> Prediction:
+    """``detect_langs`` with the given trial: ``_run_trial`` or the compiled one."""
     model, stream = state
     ngrams = _ngram_rows(text, model)
     if ngrams.size == 0:
@@ -930,7 +1021,7 @@ def detect_langs(text: str) -> Prediction:
         else:
             gauss, pending_gauss = pending_gauss, None
         alpha = ALPHA_DEFAULT + gauss * ALPHA_WIDTH
-        prob, last = _run_trial(draws, draws.first_at(word), alpha / BASE_FREQ)
+        prob, last = run_trial(draws, draws.first_at(word), alpha / BASE_FREQ)
         word = int(draws.offsets[last]) + 1
         total += prob / N_TRIAL
     ranked = [(lang, p) for lang, p in zip(model.langs, total.tolist()) if p > PROB_THRESHOLD]
