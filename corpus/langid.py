@@ -57,6 +57,16 @@ per character, ~15% in step 3's loop over 55 languages per draw):
   the other (CPython up to 3.11; elsewhere the builtin ``sum`` over ``tolist()`` is
   called); the convergence test avoids most ``max`` calls (``_run_trial``).
 
+- Where a C compiler is present (``corpus.native``), each trial runs as one compiled loop
+  (``TRIAL_SOURCE``): langdetect's multiply, sum, divide and maximum, element by element in
+  its order, one IEEE double operation at a time (nothing fused or reassociated), reading
+  the profile rows of the prepared draws directly. It replaces the per-block Python and
+  numpy calls above (most of the time left in a page's detection) and is used only where
+  the builtin ``sum`` adds in order (``_accumulate_matches_sum``) and after it scored
+  ``_KERNEL_CHECK_TEXTS`` exactly as the numpy trial when the model loaded; otherwise the
+  numpy trial (``_run_trial``) runs. ``tests/test_langid.py`` compares the two trials and
+  langdetect itself on real pages.
+
 Assumptions that exactness rests on (the langdetect version; how ``random`` draws; that
 ``np.multiply.reduce`` does not reassociate) are checked once when the model loads; if
 one fails, ``detect_langs`` logs a warning and uses ``reference_detect_langs``, so the

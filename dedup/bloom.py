@@ -61,7 +61,7 @@ is also bit ``j % 64`` of little-endian uint64 word ``j // 64``.
 Speed: where a C compiler is present, ``add`` and ``contains`` run these probe loops
 compiled (``dedup.bloom_native``: per key, the three hashes, then each probe's bit set or
 tested, 16 keys interleaved), which sets the same bits as the numpy path below
-(``tests/test_bloom.py`` builds with both and against integer arithmetic) at 3-5x its
+(``tests/test_bloom.py`` builds with both and against integer arithmetic) at 2-5x its
 speed; ``_add_numpy`` / ``_contains_numpy`` are that path, used without a compiler.
 
 The numpy path (one core): ``add`` computes all ``k`` probes of a step of keys as one
