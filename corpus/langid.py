@@ -81,8 +81,8 @@ the grown word stream, and is safe to call from several threads.
 from __future__ import annotations
 
 import codecs
-import functools
 import ctypes
+import functools
 import hashlib
 import json
 import logging
