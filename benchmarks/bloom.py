@@ -11,7 +11,9 @@
     pybloom-live  the package the users first named: the same strings, ``BloomFilter.add``
                and ``in`` one string at a time (its real cost: it only takes strings)
     ours       dedup.ngrams.ngram_hashes_batch (one uint64 per 8-gram, no strings) +
-               dedup.bloom.BloomFilter.add / .contains over the whole batch
+               dedup.bloom.BloomFilter.add / .contains over the whole batch (their loops in
+               the C kernel of dedup.bloom_native where a C compiler is present; the first
+               line says which)
 
 All sides see the same words (GPT-2 section 4: lower-cased alphanumeric words): rbloom's
 and pybloom-live's through ``dedup.ngrams.words`` (the regular-expression definition),
@@ -67,7 +69,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from dedup import ngrams  # noqa: E402
+from dedup import bloom_native, ngrams  # noqa: E402
 from dedup.bloom import BloomFilter, fp_upper_bound, optimal_parameters  # noqa: E402
 
 N = 8  # GPT-2 section 4: Bloom filters of 8-grams
@@ -296,7 +298,8 @@ def main(argv: list[str] | None = None) -> int:
     query_keys = {name: keys_of(texts) for name, texts in query_sets.items()}
     sizes = {name: keys.size for name, keys in query_keys.items()}
     print(f"word {N}-grams, p = {ERROR_RATE:g}, hashing: {HASHING}; numpy {np.__version__}, rbloom "
-          f"{version('rbloom')}, pybloom-live {version('pybloom-live')}, Python {sys.version.split()[0]}")
+          f"{version('rbloom')}, pybloom-live {version('pybloom-live')}, Python {sys.version.split()[0]}; our filter's loops: "
+          + ("C kernel (dedup.bloom_native)" if bloom_native.kernel() else "numpy (no C compiler)"))
     print(f"build: WikiText-2 test x {args.copies} = {total:,} 8-grams ({distinct:,} distinct = capacity); "
           + ", ".join(f"query {k}: {v:,}" for k, v in sizes.items()) + f"; {args.repeat} passes\n")
 

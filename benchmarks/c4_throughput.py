@@ -18,6 +18,9 @@ of ``tests/c4_reference.py``), imports, language profiles and graph construction
 on both sides, with the kernel's CPU time, wall time and peak RSS of each process.
 A last line times an empty Beam job (Beam's import, a two-step graph, the runner): the floor
 under any complete job, which bounds the ratio on small inputs.
+``--baseline DIR`` (with ``--beam``) also runs ``corpusforge c4 --format c4json`` from another
+checkout in DIR (e.g. ``git archive`` of an earlier commit) in the same rounds, and checks
+that its shards are byte-identical to ours: before and after a change, in one run.
 ``--input`` takes any WET files instead of the sample crawl; ``--scale PAGES`` builds (once,
 cached) ``benchmarks/c4_scale.py``'s Common Crawl-shaped set of that many pages from the
 shared real prose; ``--jobs_only`` skips the in-memory chain.
@@ -32,6 +35,7 @@ Numbers: docs/s (WET pages read), MB/s of compressed input per core, peak RSS, r
 from __future__ import annotations
 
 import argparse
+import gzip
 import hashlib
 import json
 import os
@@ -252,11 +256,13 @@ pipeline.run().wait_until_finish()
 """
 
 
-def timed_process(argv: list[str]) -> dict:
-    """Run ``argv`` to the end; its wall seconds, CPU seconds (user + system, children of
-    the child included) and peak RSS, as the kernel reports them for that process."""
+def timed_process(argv: list[str], cwd: Path = REPO) -> dict:
+    """Run ``argv`` to the end (in ``cwd``, importing the checkout there first); its wall
+    seconds, CPU seconds (user + system, children of the child included) and peak RSS, as
+    the kernel reports them for that process."""
     started = time.perf_counter()
-    child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(cwd)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=cwd, env=env)
     _, status, usage = os.wait4(child.pid, 0)
     wall = time.perf_counter() - started
     stderr = child.stderr.read()
@@ -266,10 +272,14 @@ def timed_process(argv: list[str]) -> dict:
     return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "peak_mb": usage.ru_maxrss / 1024}
 
 
-def beam_jobs(paths: list[str], badwords_path: str, work: str) -> dict[str, dict]:
+BASELINE_JOB = "baseline checkout: c4 --format c4json"
+
+
+def beam_jobs(paths: list[str], badwords_path: str, work: str, baseline: Path | None = None) -> dict[str, dict]:
     """Both complete C4 jobs as a user runs them, each in a fresh process, imports, language
     profiles and Beam's graph included on both sides: ``corpusforge c4`` (released c4/en JSON,
-    and the default JSON + Parquet) and the reference pipeline (tests/c4_reference.py)."""
+    and the default JSON + Parquet) and the reference pipeline (tests/c4_reference.py); with
+    ``baseline``, also ``corpusforge c4 --format c4json`` of the checkout there."""
     jobs = {
         "reference (TFDS c4_utils)": [sys.executable, "-c", REFERENCE_JOB.format(paths=[str(REPO), str(REPO / "tests")], badwords=badwords_path,
                                                                                  inputs=paths, out=os.path.join(work, "ref"))],
@@ -279,7 +289,23 @@ def beam_jobs(paths: list[str], badwords_path: str, work: str) -> dict[str, dict
                                                 os.path.join(work, "ours-default"), "--badwords", badwords_path, "--overwrite"],
     }
     jobs[FLOOR_JOB] = [sys.executable, "-c", EMPTY_BEAM_JOB]
-    return {name: timed_process(argv) for name, argv in jobs.items()}
+    timed = {name: timed_process(argv) for name, argv in jobs.items()}
+    if baseline is not None:
+        timed[BASELINE_JOB] = timed_process(
+            [sys.executable, "-m", "pipelines.cli", "-q", "c4", "--input", *paths, "--output", os.path.join(work, "baseline"),
+             "--badwords", badwords_path, "--format", "c4json", "--overwrite"], cwd=baseline)
+    return timed
+
+
+def shards_identical(work: str, other: str) -> bool:
+    """The c4json shards of ``ours`` and of ``other`` (same names), byte for byte."""
+    ours, theirs = sorted(Path(work, "ours").glob("c4-*.json.gz")), sorted(Path(work, other).glob("c4-*.json.gz"))
+    return bool(ours) and [p.name for p in ours] == [p.name for p in theirs] and all(
+        gzip_text(a) == gzip_text(b) for a, b in zip(ours, theirs))
+
+
+def gzip_text(path: Path) -> bytes:
+    return gzip.decompress(path.read_bytes())
 
 
 def beam_outputs_agree(work: str) -> bool:
@@ -307,6 +333,8 @@ def main() -> int:
                         help="instead: benchmarks/c4_scale.py's Common Crawl-shaped WET set of PAGES pages from the shared real prose")
     parser.add_argument("--jobs_only", action="store_true", help="skip the in-memory chain against the reference (with --beam: time the complete jobs only)")
     parser.add_argument("--repeat", type=int, default=1, help="--beam: runs of each job (min-max reported)")
+    parser.add_argument("--baseline", type=Path, metavar="DIR",
+                        help="--beam: also run `corpusforge c4 --format c4json` of the checkout in DIR; shards must be identical")
     parser.add_argument("--peer", choices=["datatrove"],
                         help="also run a peer library's C4 chain on the same input: pages/s per CPU-second, both sides")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -366,7 +394,7 @@ def main() -> int:
             from corpus.sentences import require_punkt
 
             require_punkt()
-            rounds = [beam_jobs(paths, badwords, work) for _ in range(args.repeat)]
+            rounds = [beam_jobs(paths, badwords, work, args.baseline) for _ in range(args.repeat)]
             agree = beam_outputs_agree(work)
             print(f"\nComplete Beam jobs, DirectRunner, one process each, imports included ({args.repeat} run(s), min-max):")
             print(f"{'job':38} {'CPU s':>13} {'wall s':>13} {'peak MB':>11} {'CPU vs ref':>12}")
@@ -378,6 +406,12 @@ def main() -> int:
                       f"{_span([r['peak_mb'] for r in runs], 0):>11} {_span(ratio, 2) + 'x':>12}")
             print(f"kept pages identical to the reference's: {agree}")
             same = same and agree
+            if args.baseline:
+                identical = shards_identical(work, "baseline")
+                speedup = [r[BASELINE_JOB]["cpu"] / r["corpusforge c4 --format c4json"]["cpu"] for r in rounds]
+                print(f"c4json job CPU, baseline checkout / this checkout: {_span(speedup, 2)}x; "
+                      f"shards byte-identical to the baseline checkout's ({args.baseline}): {identical}")
+                same = same and identical
         return 0 if same else 1
 
 

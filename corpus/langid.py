@@ -57,6 +57,16 @@ per character, ~15% in step 3's loop over 55 languages per draw):
   the other (CPython up to 3.11; elsewhere the builtin ``sum`` over ``tolist()`` is
   called); the convergence test avoids most ``max`` calls (``_run_trial``).
 
+- Where a C compiler is present (``corpus.native``), each trial runs as one compiled loop
+  (``TRIAL_SOURCE``): langdetect's multiply, sum, divide and maximum, element by element in
+  its order, one IEEE double operation at a time (nothing fused or reassociated), reading
+  the profile rows of the prepared draws directly. It replaces the per-block Python and
+  numpy calls above (most of the time left in a page's detection) and is used only where
+  the builtin ``sum`` adds in order (``_accumulate_matches_sum``) and after it scored
+  ``_KERNEL_CHECK_TEXTS`` exactly as the numpy trial when the model loaded; otherwise the
+  numpy trial (``_run_trial``) runs. ``tests/test_langid.py`` compares the two trials and
+  langdetect itself on real pages.
+
 Assumptions that exactness rests on (the langdetect version; how ``random`` draws; that
 ``np.multiply.reduce`` does not reassociate) are checked once when the model loads; if
 one fails, ``detect_langs`` logs a warning and uses ``reference_detect_langs``, so the
@@ -71,6 +81,8 @@ the grown word stream, and is safe to call from several threads.
 from __future__ import annotations
 
 import codecs
+import ctypes
+import functools
 import hashlib
 import json
 import logging
@@ -84,6 +96,7 @@ from typing import Callable
 
 import numpy as np
 
+from corpus import native
 from corpus.inputs import cache_dir
 from common.storage import write_atomically
 
@@ -138,6 +151,7 @@ MAIL_TAIL = 1 + 255 + 255 + 2  # characters from its '@' to past its end, with a
 VI_REACH = 2 + 1
 PREFIX_LENGTH = MAX_TEXT_LENGTH + URL_REACH + MAIL_REACH + VI_REACH + 4096  # see _prepare_text
 PROBE_ROUNDS = 3  # vectorised hash probes before a binary search takes over
+ROW_BYTES = 4  # a draw's profile row is an int32 (_Draws.rows)
 INITIAL_DRAWS = 320  # draws prepared per text at first (7 trials of ~40 draws for English)
 GAUSS_MEMO_LIMIT = 1 << 16
 INITIAL_STREAM_WORDS = 1 << 15
@@ -505,6 +519,56 @@ _init_lock = threading.Lock()
 _state: tuple[_Model, _SeededStream] | None = None
 _fallback: Callable[[str], Prediction] | None = None
 _accumulate_is_sum = False  # set when the model loads (_accumulate_matches_sum)
+_trial_kernel: Callable | None = None  # the compiled trial (_load_trial_kernel), where it holds
+
+# One trial in C, exactly langdetect's loop (``_detect_block``): for draw i = 0, 1, ...
+# multiply every probability by ``weight + row_i[lang]``; at i % every == 0 divide each by
+# the sum added left to right (the builtin ``sum`` where it is not compensated, see
+# _accumulate_matches_sum), track the largest share, and stop above ``threshold`` or at
+# ``limit``. Returns the last draw's index, or -1 when the ``available`` rows ran out
+# (``prob`` is then garbage: the caller prepares more draws and runs the trial again).
+# Draw i's factors come from its profile row ``rows[i]`` as ``_profile_rows`` lays it out:
+# a dense row below ``n_dense``, else P in one language and 0.0 in the others.
+# Every operation is one IEEE double operation in langdetect's order (corpus.native
+# compiles with -ffp-contract=off), so the vector is bit-identical to langdetect's.
+TRIAL_SOURCE = r"""
+#include <stddef.h>
+#include <stdint.h>
+long cf_langid_trial(const int32_t *rows, long available, long n_langs, double weight, const double *start,
+                     double *prob, long limit, long every, double threshold,
+                     const double *dense, long n_dense, const int64_t *single_lang, const double *single_prob) {
+    for (long j = 0; j < n_langs; j++) prob[j] = start[j];
+    for (long i = 0; ; i++) {
+        if (i >= available) return -1;
+        long r = rows[i];
+        if (r < n_dense) {
+            const double *row = dense + r * n_langs;
+            for (long j = 0; j < n_langs; j++) prob[j] *= weight + row[j];
+        } else {  /* known in one language: P = 0.0 in every other one */
+            long only = (long)single_lang[r - n_dense];
+            double alone = weight + 0.0, factor = weight + single_prob[r - n_dense];
+            for (long j = 0; j < n_langs; j++) prob[j] *= j == only ? factor : alone;
+        }
+        if (i % every == 0) {
+            double total = 0.0, largest = 0.0;
+            for (long j = 0; j < n_langs; j++) total += prob[j];
+            for (long j = 0; j < n_langs; j++) {
+                double p = prob[j] / total;
+                if (largest < p) largest = p;
+                prob[j] = p;
+            }
+            if (largest > threshold || i >= limit) return i;
+        }
+    }
+}
+"""
+# Texts the compiled trial must score exactly as the numpy trial before it is used.
+_KERNEL_CHECK_TEXTS = (
+    "The quick brown fox jumps over the lazy dog while the committee reviews its annual report.",
+    "Der schnelle braune Fuchs springt über den faulen Hund, während der Ausschuss berichtet.",
+    "Le renard brun rapide saute par-dessus le chien paresseux; la commission publie son rapport.",
+    "Tokyo 東京 is big",
+)
 
 
 def _cached_model() -> _Model:
@@ -554,7 +618,35 @@ def _ensure_loaded() -> tuple[_Model, _SeededStream] | None:
                     except ValueError as exc:
                         log.warning("cannot lay out langdetect's profiles (%s): using langdetect itself", exc)
                         _fallback = reference_detect_langs
+                    else:
+                        _load_trial_kernel(_state)
     return _state
+
+
+def _load_trial_kernel(state: tuple[_Model, _SeededStream]) -> None:
+    """Use the compiled trial (``TRIAL_SOURCE``) where ``corpus.native`` can build it, its
+    sum is the builtin's and it scores ``_KERNEL_CHECK_TEXTS`` exactly as ``_run_trial``."""
+    global _trial_kernel
+    if not _accumulate_is_sum:
+        return
+    library = native.load("langid-trial", TRIAL_SOURCE)
+    if library is None:
+        return
+    trial = library.cf_langid_trial
+    double, long, pointer = ctypes.c_double, ctypes.c_long, ctypes.c_void_p
+    trial.argtypes = [pointer, long, long, double, pointer, pointer, long, long, double, pointer, long, pointer, pointer]
+    trial.restype = long
+    model = state[0]
+    arrays = ((model.dense, np.float64), (model.single_lang, np.int64), (model.single_prob, np.float64))
+    if not all(array.dtype == dtype and array.flags.c_contiguous for array, dtype in arrays):
+        log.warning("langdetect's profile tables are not laid out as the compiled trial reads them: numpy trial used")
+        return
+    tables = (_address(model.dense), model.n_dense, _address(model.single_lang), _address(model.single_prob))
+    candidate = functools.partial(_run_trial_native, trial, tables)
+    if all(_detect(text, state, candidate) == _detect(text, state, _run_trial) for text in _KERNEL_CHECK_TEXTS):
+        _trial_kernel = candidate
+    else:
+        log.warning("the compiled langdetect trial disagrees with the numpy trial: numpy trial used")
 
 
 def _replace_mail(text: str) -> str:
@@ -799,13 +891,19 @@ class _Draws:
     words of the seeded stream, from word 0 on, with the drawn n-gram's profile row.
     Trials read consecutive stretches of it; the words a trial's Gaussian takes are skipped."""
 
-    def __init__(self, model: _Model, stream: _SeededStream, ngrams: np.ndarray):
-        self.model, self.stream, self.ngrams = model, stream, ngrams
+    def __init__(self, model: _Model, stream: _SeededStream, ngrams: np.ndarray, dense: bool = True):
+        self.model, self.stream, self.ngrams, self.dense = model, stream, ngrams, dense
         self.examined = 0  # stream words looked at so far
         self.count = 0  # draws prepared so far
         self.offsets = np.empty(0, dtype=np.int64)  # stream word of each draw
-        self.probs = np.empty((0, len(model.langs)))  # profile row of each draw's n-gram
+        self.rows = np.empty(0, dtype=np.int32)  # profile row of each draw's n-gram
+        # P(n-gram | language) of each draw, laid out dense (only when ``dense``: the numpy
+        # trial reads it; the compiled trial reads the profile tables by ``rows``)
+        self.probs = np.empty((0, len(model.langs)))
         self.uniform = np.full(len(model.langs), 1.0 / len(model.langs))  # a trial's start
+        self.scratch = np.empty(len(model.langs))  # the compiled trial's output
+        # addresses for the compiled trial: the rows (renewed by ensure), uniform, scratch
+        self.rows_at, self.uniform_at, self.scratch_at = 0, _address(self.uniform), _address(self.scratch)
 
     def ensure(self, count: int) -> None:
         have = self.count
@@ -813,13 +911,19 @@ class _Draws:
             return
         more = max(count - have, have // 2, INITIAL_DRAWS)
         values, taken = self.stream.choices(self.examined, more, len(self.ngrams))
-        rows = _profile_rows(self.model, self.ngrams[values])
+        rows = self.ngrams[values]
+        probs = _profile_rows(self.model, rows) if self.dense else self.probs
         taken += self.examined
         if have:
             self.offsets = np.concatenate([self.offsets, taken])
-            self.probs = np.concatenate([self.probs, rows])
+            self.rows = np.concatenate([self.rows, rows])
+            if self.dense:
+                self.probs = np.concatenate([self.probs, probs])
         else:
-            self.offsets, self.probs = taken, rows
+            self.offsets, self.rows, self.probs = taken, rows, probs
+        if self.rows.dtype != np.int32 or not self.rows.flags.c_contiguous:
+            self.rows = np.ascontiguousarray(self.rows, dtype=np.int32)
+        self.rows_at = _address(self.rows)
         self.examined = int(taken[-1]) + 1
         self.count = have + more
 
@@ -906,6 +1010,24 @@ def _run_trial(draws: _Draws, first: int, weight: float) -> tuple[np.ndarray, in
         start = ends + CHECK_EVERY * size + 1
 
 
+def _address(array: np.ndarray) -> int:
+    """The address of an array's first element (cheaper than ``array.ctypes.data``)."""
+    return array.__array_interface__["data"][0]
+
+
+def _run_trial_native(trial: Callable, tables: tuple, draws: _Draws, first: int, weight: float) -> tuple[np.ndarray, int]:
+    """``_run_trial`` through the compiled ``TRIAL_SOURCE`` (``trial``; ``tables``: the
+    addresses of the model's profile tables): the same vector and last draw. When the
+    prepared draws run out, more are prepared and the trial runs again."""
+    n_langs = len(draws.model.langs)
+    while True:
+        last = trial(draws.rows_at + first * ROW_BYTES, draws.count - first, n_langs, weight, draws.uniform_at,
+                     draws.scratch_at, ITERATION_LIMIT, CHECK_EVERY, CONV_THRESHOLD, *tables)
+        if last >= 0:
+            return draws.scratch.copy(), first + last
+        draws.ensure(draws.count + 1)  # grows by at least half
+
+
 def detect_langs(text: str) -> Prediction:
     """``[(lang, prob), ...]`` exactly as langdetect 1.0.9 with seed 0 ranks them.
 
@@ -915,11 +1037,16 @@ def detect_langs(text: str) -> Prediction:
     state = _ensure_loaded()
     if state is None:
         return _fallback(text)
+    return _detect(text, state, _trial_kernel or _run_trial)
+
+
+def _detect(text: str, state: tuple[_Model, _SeededStream], run_trial: Callable) -> Prediction:
+    """``detect_langs`` with the given trial: ``_run_trial`` or the compiled one."""
     model, stream = state
     ngrams = _ngram_rows(text, model)
     if ngrams.size == 0:
         raise LanguageDetectionError("No features in text.")
-    draws = _Draws(model, stream, ngrams)
+    draws = _Draws(model, stream, ngrams, dense=run_trial is _run_trial)
     total = np.zeros(len(model.langs))
     word = 0  # next unused word of the stream
     pending_gauss = None  # gauss() draws in pairs and keeps the second for the next call
@@ -930,7 +1057,7 @@ def detect_langs(text: str) -> Prediction:
         else:
             gauss, pending_gauss = pending_gauss, None
         alpha = ALPHA_DEFAULT + gauss * ALPHA_WIDTH
-        prob, last = _run_trial(draws, draws.first_at(word), alpha / BASE_FREQ)
+        prob, last = run_trial(draws, draws.first_at(word), alpha / BASE_FREQ)
         word = int(draws.offsets[last]) + 1
         total += prob / N_TRIAL
     ranked = [(lang, p) for lang, p in zip(model.langs, total.tolist()) if p > PROB_THRESHOLD]

@@ -9,6 +9,7 @@ import struct
 import numpy as np
 import pytest
 
+from dedup import bloom_native
 from dedup.bloom import (BloomFileError, BloomFilter, BloomMismatchError, FORMAT_VERSION, MAGIC, fp_upper_bound, from_pybloom_file,
                          ngram_meta, optimal_parameters, partition_of, split_by_part, to_pybloom)
 
@@ -170,6 +171,83 @@ def test_add_accepts_duplicates_and_empty_batches():
         bloom.add(np.array([-1], dtype=np.int32))
     with pytest.raises(TypeError):
         bloom.add(np.array([1.5]))
+
+
+# -- the compiled kernel against the numpy path ---------------------------------------------
+
+
+def kernel_or_skip():
+    kernel = bloom_native.kernel()
+    if kernel is None:
+        pytest.skip("no C compiler here: dedup.bloom runs its numpy path only")
+    return kernel
+
+
+def _bits_by_integer_arithmetic(bloom: BloomFilter, keys: list[int]) -> bytes:
+    # The bit array in plain Python ints: probe i = (h1 + i*h2 + i(i-1)/2 * h3) mod m,
+    # bit j = bit j % 8 of byte j // 8; no numpy, no C.
+    m, k, bits = bloom.m, bloom.k, bytearray(bloom.m // 8)
+    for key in keys:
+        h1 = _fmix_reference(key ^ int(bloom._s1)) % m
+        h2 = (_fmix_reference(key ^ int(bloom._s2)) % m) | 1
+        h3 = ((key * int(bloom._a3) + int(bloom._c3)) % 2**64) >> (64 - (m.bit_length() - 1))
+        for i in range(k):
+            position = (h1 + i * h2 + i * (i - 1) // 2 * h3) % m
+            bits[position // 8] |= 1 << (position % 8)
+    return bytes(bits)
+
+
+@pytest.mark.parametrize(
+    "capacity, error_rate, seed",
+    [(1, 0.5, 0), (300, 1e-2, 1), (1500, 1e-8, 2), (20_000, 1e-5, 3), (190_444, 1e-8, 0), (2000, 0.6, 2**64 - 1)],
+)
+def test_kernel_and_numpy_build_byte_identical_filters(capacity, error_rate, seed):
+    kernel_or_skip()
+    keys = random_keys(3 * capacity + 7, seed=capacity)  # overfull too: more keys than capacity
+    compiled, reference = BloomFilter(capacity, error_rate, seed=seed), BloomFilter(capacity, error_rate, seed=seed)
+    compiled.add(keys[:capacity])
+    compiled.add(keys[capacity:])
+    reference._add_numpy(keys[:capacity])
+    reference._add_numpy(keys[capacity:])
+    assert compiled.bits.tobytes() == reference.bits.tobytes()
+    assert compiled.bits_set() > 0
+    queries = np.concatenate([keys, random_keys(200_000, seed=capacity + 1)])
+    found = compiled.contains(queries)
+    assert np.array_equal(found, reference._contains_numpy(queries))
+    assert found[: keys.size].all()
+
+
+def test_both_paths_give_the_bits_computed_in_integer_arithmetic():
+    kernel_or_skip()
+    keys = random_keys(2000, seed=30)
+    compiled, reference = BloomFilter(2000, 1e-6, seed=5), BloomFilter(2000, 1e-6, seed=5)
+    compiled.add(keys)
+    reference._add_numpy(keys)
+    expected = _bits_by_integer_arithmetic(compiled, keys.tolist())
+    assert compiled.bits.tobytes() == expected == reference.bits.tobytes()
+    assert 0.4 < compiled.fill_ratio() < 0.6
+
+
+def test_kernel_queries_a_memory_mapped_filter_like_numpy(tmp_path):
+    kernel_or_skip()
+    bloom = BloomFilter(50_000, 1e-6, seed=8)
+    bloom.add(random_keys(50_000, seed=31))
+    bloom.save(tmp_path / "f.bloom")
+    mapped = BloomFilter.load(tmp_path / "f.bloom", mmap=True)
+    queries = np.concatenate([random_keys(50_000, seed=31)[:5000], random_keys(500_000, seed=32)])
+    found = mapped.contains(queries)
+    assert np.array_equal(found, mapped._contains_numpy(queries))
+    assert found[:5000].all() and 0 < found[5000:].sum() < 50
+
+
+def test_kernel_and_numpy_measure_the_same_false_positive_rate():
+    kernel_or_skip()
+    bloom = BloomFilter(100_000, 1e-4, seed=3)
+    bloom.add(random_keys(100_000, seed=4))
+    queries = random_keys(1_000_000, seed=5)
+    compiled, reference = bloom.contains(queries), bloom._contains_numpy(queries)
+    assert np.array_equal(compiled, reference)
+    assert 0 < int(compiled.sum()) <= 1e-4 * 1_000_000 + 4 * math.sqrt(1e-4 * 1_000_000)
 
 
 # -- false-positive rate --------------------------------------------------------------------

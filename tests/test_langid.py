@@ -13,6 +13,7 @@ import html as html_lib
 import json
 import random
 import re
+import shutil
 import sys
 import threading
 import unicodedata
@@ -341,6 +342,47 @@ def test_code_tables_give_the_hash_tables_rows(real_data, sample_crawl):
 
 def test_lambada_passages(real_data):
     assert assert_same(lambada_passages(real_data, 300), "lambada") == 300
+
+
+def trial_kernel_or_skip():
+    langid._ensure_loaded()
+    if langid._trial_kernel is None:
+        reason = "no C compiler here" if shutil.which("cc") is None else "the builtin sum compensates (Python >= 3.12)"
+        pytest.skip(f"{reason}: corpus.langid runs its numpy trial only")
+    return langid._trial_kernel
+
+
+def test_compiled_trial_is_used_where_a_compiler_and_an_uncompensated_sum_exist():
+    langid._ensure_loaded()
+    expected = shutil.which("cc") is not None and langid._accumulate_is_sum
+    assert (langid._trial_kernel is not None) == expected
+
+
+def test_compiled_trial_gives_the_numpy_trials_answers_on_real_pages(real_data):
+    """Every language, order and probability bit for bit: the compiled trial, the numpy
+    trial and (on a spread subset) langdetect itself, on real WET pages in C4's text mode,
+    pages in several languages and LAMBADA passages."""
+    kernel = trial_kernel_or_skip()
+    state = langid._state
+    resiliparse = [p for p in read_archive(str(real_data / "warc/resiliparse/warcfile.warc.gz")) if isinstance(p, HtmlPage)]
+    texts = (wet_texts(real_data / "warc/ccscalatools/filter_test_1.wet.gz", "c4")
+             + wet_texts(real_data / "warc/whirlwind/whirlwind.warc.wet.gz", "c4")
+             + [crude_text(p.html) for p in resiliparse] + lambada_passages(real_data, 400))
+    compiled = [outcome(partial(langid._detect, state=state, run_trial=kernel), t) for t in texts]
+    numpy_trial = [outcome(partial(langid._detect, state=state, run_trial=langid._run_trial), t) for t in texts]
+    for i, (ours, theirs) in enumerate(zip(compiled, numpy_trial)):
+        assert ours == theirs, f"text #{i} ({texts[i][:60]!r}): compiled {ours} != numpy {theirs}"
+    assert len({found[0][0] for found in compiled if isinstance(found, list)}) >= 4  # several languages
+    assert [compiled[i] for i in range(0, len(texts), 9)] == [outcome(reference_detect_langs, texts[i]) for i in range(0, len(texts), 9)]
+
+
+def test_compiled_trial_prepares_more_draws_when_a_trial_outruns_them():
+    """A text whose trials do not converge quickly (mixed languages) runs past the draws
+    prepared at first; the compiled trial asks for more and gives langdetect's answer."""
+    kernel = trial_kernel_or_skip()
+    text = " ".join(["the house", "das Haus", "la maison", "la casa", "het huis", "a casa"] * 30)
+    compiled = langid._detect(text, langid._state, kernel)
+    assert compiled == langid._detect(text, langid._state, langid._run_trial) == reference_detect_langs(text)
 
 
 def test_the_builtin_sum_gives_the_same_answer_as_the_running_sum(monkeypatch):
