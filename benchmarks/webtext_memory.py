@@ -2,7 +2,7 @@
 complete ``corpusforge webtext`` job on generated Pushshift dumps of growing size.
 
     CORPUSFORGE_TEST_DATA=../shared/data .venv/bin/python benchmarks/webtext_memory.py \\
-        [--submissions 150000 300000 1000000] [--baseline-ref HEAD~1] [--repo CHECKOUT] [--keep]
+        [--submissions 150000 300000 1000000] [--baseline-ref COMMIT] [--repo CHECKOUT] [--keep]
 
 The dumps are Pushshift-shaped: every line is one of the 31 real submission lines of
 ``$CORPUSFORGE_TEST_DATA/reddit/pushshift_importer/test_submissions.json`` (all their
@@ -23,8 +23,8 @@ Each size runs the job as a user would, in a child process:
 stage does all the work). The process tree is sampled every 50 ms with
 ``benchmarks/c4_scale.py``'s sampler (RSS of every process and the kernel's VmHWM); CPU
 is the kernel's rusage of the job and its reaped children. The baseline is the same job
-with the code of ``--baseline-ref`` (default ``HEAD~1``), checked out in a temporary git
-worktree, on the same dumps in the same invocation. Each size prints both side by side
+with the code of ``--baseline-ref`` (default: the parent of the commit that replaced the
+GroupByKey of submissions), exported with ``git archive`` into a temporary folder, on the same dumps in the same invocation. Each size prints both side by side
 with ratios, and the table ends with each approach's peak at the largest size over its
 peak at the smallest (target for ours: within 1.3x). The links and counters of the two
 runs are compared: the script says whether the link tables and ``stats.json`` counters
@@ -41,6 +41,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import zstandard
@@ -150,3 +151,137 @@ def build_dumps(data: Path, cache: Path, submissions: int, seed: int) -> list[Pa
     if submissions % SUBMISSIONS_PER_FILE:
         raise SystemExit(f"--submissions must be multiples of {SUBMISSIONS_PER_FILE:,}")
     return files
+
+
+# --- the runs -------------------------------------------------------------------------------
+def baseline_commit(repo: Path, ref: str | None) -> str:
+    """``ref``, or the parent of the commit that replaced the link stage's GroupByKey of
+    submissions (the last code that held every submission in memory)."""
+    if ref is None:
+        found = subprocess.run(["git", "-C", str(repo), "log", "-1", "--format=%H", "-S", '"Group by URL key"', "--",
+                                "pipelines/webtext.py"], capture_output=True, text=True, check=True).stdout.strip()
+        if not found:
+            raise SystemExit("no commit replaced the GroupByKey of submissions here: pass --baseline-ref")
+        ref = f"{found}~1"
+    return subprocess.run(["git", "-C", str(repo), "rev-parse", "--short", ref], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def run_webtext(repo: Path, env: dict, dumps: list[Path], warc: Path, out_dir: Path, log_path: Path, timeout: float) -> dict:
+    """One ``corpusforge webtext`` child process of ``repo``: wall, CPU, peaks, counters."""
+    command = [sys.executable, "-m", "pipelines.cli", "webtext", "--submissions", *map(str, dumps), "--pages", "crawl",
+               "--warc", str(warc), "--output", str(out_dir)]
+    with open(log_path, "wb") as log:
+        started = time.perf_counter()
+        job = subprocess.Popen(command, cwd=repo, env=env, stdout=log, stderr=subprocess.STDOUT)
+        sampler = c4_scale.TreeSampler({"job": job.pid})
+        sampler.start()
+        try:
+            status, cpu, job_maxrss = c4_scale.wait_with_rusage(job, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            job.kill()
+            c4_scale.wait_with_rusage(job)
+            status, cpu, job_maxrss = "timeout", float("nan"), 0
+        wall = time.perf_counter() - started
+        sampler.stop()
+    procs = sorted(sampler.per_pid.values(), key=lambda p: p["pid"])
+    single = max((max(p["peak"], p["hwm"]) for p in procs), default=0)
+    main = sampler.per_pid.get(job.pid, {"peak": 0, "hwm": 0})
+    result = {"status": status, "wall": wall, "cpu": max(cpu, sum(p["cpu"] for p in procs)),
+              "main_peak": max(main["peak"], main["hwm"], job_maxrss), "tree_peak": max(sampler.peak_sum, single, job_maxrss),
+              "processes": procs}
+    stats = out_dir / "stats.json"
+    if stats.exists():
+        result["counters"] = json.loads(stats.read_text())["counters"]
+        result["links"] = {p.name: p.read_bytes() for p in sorted((out_dir / "links").iterdir())}
+    else:
+        result["log_tail"] = log_path.read_text(errors="replace")[-2000:]
+    return result
+
+
+def link_counts(result: dict) -> str:
+    counters = result.get("counters", {})
+    return (f"{counters.get('webtext-submissions', {}).get('passed', 0):,} eligible submissions -> "
+            f"{counters.get('webtext-karma', {}).get('passed', 0):,} links")
+
+
+def print_table(results: dict, base_label: str) -> None:
+    sizes = sorted(results)
+    print(f"\nWebText job (DirectRunner, --pages crawl), ours against {base_label} on the same dumps; "
+          "MB = highest sampled RSS sum of the job's process tree (and the kernel's VmHWM)")
+    print(f"{'submissions':>12} {'links':>8} {'base MB':>8} {'ours MB':>8} {'ours/base':>9} {'base wall s':>11} "
+          f"{'ours wall s':>11} {'base CPU s':>10} {'ours CPU s':>10} {'CPU ours/base':>13} {'same links+counters':>19}")
+    for size in sizes:
+        base, ours = results[size]["baseline"], results[size]["ours"]
+        same = base.get("links") is not None and base.get("links") == ours.get("links") and base.get("counters") == ours.get("counters")
+        links = ours.get("counters", {}).get("webtext-karma", {}).get("passed", 0)
+        print(f"{size:>12,} {links:>8,} {base['tree_peak'] / 1e6:>8.0f} {ours['tree_peak'] / 1e6:>8.0f} "
+              f"{ours['tree_peak'] / base['tree_peak']:>8.2f}x {base['wall']:>11.1f} {ours['wall']:>11.1f} "
+              f"{base['cpu']:>10.1f} {ours['cpu']:>10.1f} {ours['cpu'] / base['cpu']:>12.2f}x {'yes' if same else 'NO':>19}")
+    if len(sizes) > 1:
+        first, last = results[sizes[0]], results[sizes[-1]]
+        for label in ("baseline", "ours"):
+            growth = last[label]["tree_peak"] / first[label]["tree_peak"]
+            print(f"{label}: peak at {sizes[-1]:,} over peak at {sizes[0]:,} submissions: {growth:.2f}x "
+                  f"(input {sizes[-1] / sizes[0]:.1f}x)")
+    for size in sizes:
+        for label in ("baseline", "ours"):
+            procs = ", ".join(f"{p['role']} pid {p['pid']} {max(p['peak'], p['hwm']) / 1e6:.0f} MB" for p in results[size][label]["processes"])
+            print(f"  {size:,} {label}, per process: {procs}")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--submissions", type=int, nargs="+", default=[150_000, 300_000, 1_000_000],
+                        help=f"dump sizes, multiples of {SUBMISSIONS_PER_FILE:,} (default 150000 300000 1000000)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--data", type=Path, default=Path(os.environ.get("CORPUSFORGE_TEST_DATA", REPO.parent / "shared" / "data")))
+    parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "corpusforge-webtext-memory")
+    parser.add_argument("--repo", type=Path, default=REPO, help="checkout whose code is 'ours' (default: this script's)")
+    parser.add_argument("--baseline-ref", default=None,
+                        help="commit of the baseline (default: the parent of the commit that replaced the GroupByKey of submissions)")
+    parser.add_argument("--timeout", type=float, default=3600, help="seconds before a run is killed")
+    parser.add_argument("--keep", action="store_true", help="keep outputs and logs")
+    args = parser.parse_args(argv)
+    data, repo = args.data.resolve(), args.repo.resolve()
+    warc = data / "warc" / "warcio" / "example.warc.gz"
+    work = Path(tempfile.mkdtemp(prefix="webtext-memory-"))
+    base_ref = baseline_commit(repo, args.baseline_ref)
+    base_repo = work / "baseline"  # the baseline's files, exported (git archive): no worktree to clean up
+    base_repo.mkdir()
+    archive = subprocess.run(["git", "-C", str(repo), "archive", base_ref], capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(base_repo)], input=archive, check=True)
+    checkouts = {"baseline": base_repo, "ours": repo}
+    envs = {label: c4_scale.job_env(path, data) for label, path in checkouts.items()}
+    try:
+        for label, path in checkouts.items():
+            print(f"{label}: {c4_scale.code_under_test(path, envs[label])}")
+        print(c4_scale.load_line("before"))
+        results = {}
+        for size in dict.fromkeys(args.submissions):  # in the order given; the table sorts them
+            dumps = build_dumps(data, args.cache, size, args.seed)
+            megabytes = sum(p.stat().st_size for p in dumps) / 1e6
+            print(f"input {size:,} submissions: {len(dumps)} zstd dumps, {megabytes:.0f} MB ({dump_folder(args.cache, args.seed)})", flush=True)
+            results[size] = {}
+            for label, path in checkouts.items():
+                out_dir = work / f"{label}-{size}"
+                run = run_webtext(path, envs[label], dumps, warc, out_dir, work / f"{label}-{size}.log", args.timeout)
+                results[size][label] = run
+                print(f"  {label}: exit {run['status']}, {run['wall']:.1f} s wall, {run['cpu']:.1f} s CPU, peak "
+                      f"{run['tree_peak'] / 1e6:.0f} MB, {link_counts(run)}; {c4_scale.load_line('now')}", flush=True)
+                if run["status"] != 0:
+                    print(run.get("log_tail", ""))
+                if not args.keep:
+                    shutil.rmtree(out_dir, ignore_errors=True)
+        print_table(results, f"the baseline (git {base_ref})")
+        print(c4_scale.load_line("after"))
+    finally:
+        if args.keep:
+            print(f"outputs and logs kept in {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    return 0 if all(r[label]["status"] == 0 for r in results.values() for label in r) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -74,7 +74,7 @@ PAGE_SOURCES = ("fetch", "crawl")
 # The link stage's sort (MergeLinks): pickled submission bytes a bundle holds before it
 # writes them as sorted runs, and how many runs one merge reads at once (each open run
 # holds a read buffer and a zstd window, ~2 MB).
-LINK_RUN_BYTES = 32 << 20
+LINK_RUN_BYTES = 16 << 20
 MERGE_FAN_IN = 64
 LINK_RUNS = "links"  # the runs' folder under <out>/_temporary/stage/
 
