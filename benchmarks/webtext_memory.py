@@ -207,26 +207,27 @@ def link_counts(result: dict) -> str:
 
 def print_table(results: dict, base_label: str) -> None:
     sizes = sorted(results)
+    missing = {"tree_peak": float("nan"), "wall": float("nan"), "cpu": float("nan"), "processes": []}
     print(f"\nWebText job (DirectRunner, --pages crawl), ours against {base_label} on the same dumps; "
           "MB = highest sampled RSS sum of the job's process tree (and the kernel's VmHWM)")
     print(f"{'submissions':>12} {'links':>8} {'base MB':>8} {'ours MB':>8} {'ours/base':>9} {'base wall s':>11} "
           f"{'ours wall s':>11} {'base CPU s':>10} {'ours CPU s':>10} {'CPU ours/base':>13} {'same links+counters':>19}")
     for size in sizes:
-        base, ours = results[size]["baseline"], results[size]["ours"]
+        base, ours = results[size].get("baseline", missing), results[size].get("ours", missing)
         same = base.get("links") is not None and base.get("links") == ours.get("links") and base.get("counters") == ours.get("counters")
-        links = ours.get("counters", {}).get("webtext-karma", {}).get("passed", 0)
+        links = (ours.get("counters") or base.get("counters") or {}).get("webtext-karma", {}).get("passed", 0)
         print(f"{size:>12,} {links:>8,} {base['tree_peak'] / 1e6:>8.0f} {ours['tree_peak'] / 1e6:>8.0f} "
               f"{ours['tree_peak'] / base['tree_peak']:>8.2f}x {base['wall']:>11.1f} {ours['wall']:>11.1f} "
-              f"{base['cpu']:>10.1f} {ours['cpu']:>10.1f} {ours['cpu'] / base['cpu']:>12.2f}x {'yes' if same else 'NO':>19}")
-    if len(sizes) > 1:
-        first, last = results[sizes[0]], results[sizes[-1]]
-        for label in ("baseline", "ours"):
-            growth = last[label]["tree_peak"] / first[label]["tree_peak"]
-            print(f"{label}: peak at {sizes[-1]:,} over peak at {sizes[0]:,} submissions: {growth:.2f}x "
-                  f"(input {sizes[-1] / sizes[0]:.1f}x)")
+              f"{base['cpu']:>10.1f} {ours['cpu']:>10.1f} {ours['cpu'] / base['cpu']:>12.2f}x "
+              f"{('yes' if same else 'NO') if base is not missing and ours is not missing else '-':>19}")
+    for label in ("baseline", "ours"):
+        ran = [size for size in sizes if label in results[size]]
+        if len(ran) > 1:
+            growth = results[ran[-1]][label]["tree_peak"] / results[ran[0]][label]["tree_peak"]
+            print(f"{label}: peak at {ran[-1]:,} over peak at {ran[0]:,} submissions: {growth:.2f}x (input {ran[-1] / ran[0]:.1f}x)")
     for size in sizes:
-        for label in ("baseline", "ours"):
-            procs = ", ".join(f"{p['role']} pid {p['pid']} {max(p['peak'], p['hwm']) / 1e6:.0f} MB" for p in results[size][label]["processes"])
+        for label, run in results[size].items():
+            procs = ", ".join(f"{p['role']} pid {p['pid']} {max(p['peak'], p['hwm']) / 1e6:.0f} MB" for p in run["processes"])
             print(f"  {size:,} {label}, per process: {procs}")
 
 
@@ -240,6 +241,8 @@ def main(argv=None) -> int:
     parser.add_argument("--repo", type=Path, default=REPO, help="checkout whose code is 'ours' (default: this script's)")
     parser.add_argument("--baseline-ref", default=None,
                         help="commit of the baseline (default: the parent of the commit that replaced the GroupByKey of submissions)")
+    parser.add_argument("--approaches", nargs="+", choices=("baseline", "ours"), default=["baseline", "ours"],
+                        help="which to run (default both; the table shows both only where both ran)")
     parser.add_argument("--timeout", type=float, default=3600, help="seconds before a run is killed")
     parser.add_argument("--keep", action="store_true", help="keep outputs and logs")
     args = parser.parse_args(argv)
@@ -251,7 +254,7 @@ def main(argv=None) -> int:
     base_repo.mkdir()
     archive = subprocess.run(["git", "-C", str(repo), "archive", base_ref], capture_output=True, check=True).stdout
     subprocess.run(["tar", "-x", "-C", str(base_repo)], input=archive, check=True)
-    checkouts = {"baseline": base_repo, "ours": repo}
+    checkouts = {label: path for label, path in (("baseline", base_repo), ("ours", repo)) if label in args.approaches}
     envs = {label: c4_scale.job_env(path, data) for label, path in checkouts.items()}
     try:
         for label, path in checkouts.items():
