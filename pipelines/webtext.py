@@ -102,11 +102,11 @@ def _read_dump(path):
 class MergeLinks(beam.PTransform):
     """Eligible submissions -> links, in memory that does not grow with the dump.
 
-    A GroupByKey of submissions would hold every one of them in the DirectRunner's memory
-    (about 5 KB each: 981 MB at 150k submissions, 1.69 GB at 300k). Here each bundle
+    A GroupByKey of submissions held every one of them in the DirectRunner's memory
+    (issue 25: 981 MB at 150k submissions, 1.69 GB at 300k). Here each bundle
     sorts what it reads by ``url_key`` in runs of ``run_bytes`` pickled bytes, one run
     file per link shard (``shard_index(key, num_link_shards)``) under
-    ``<out>/_temporary/stage/links/``; only the run files' names are shuffled. Each link
+    ``<out>/_temporary/stage/links/``; only the run files' ids are shuffled. Each link
     shard then merges its runs (``heapq.merge``, at most ``MERGE_FAN_IN`` open at once,
     more merged in passes first), turns each key's submissions into a ``Link``
     (``merge_link``, counted in ``LINK_KARMA``), passes the kept ones on and streams
