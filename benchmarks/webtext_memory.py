@@ -185,6 +185,8 @@ def run_webtext(repo: Path, env: dict, dumps: list[Path], warc: Path, out_dir: P
         wall = time.perf_counter() - started
         sampler.stop()
     procs = sorted(sampler.per_pid.values(), key=lambda p: p["pid"])
+    for proc in procs:  # c4_scale names every pipelines.cli process after its own job
+        proc["role"] = "job (pipelines.cli webtext)" if "pipelines.cli" in proc["cmd"] else proc["role"]
     single = max((max(p["peak"], p["hwm"]) for p in procs), default=0)
     main = sampler.per_pid.get(job.pid, {"peak": 0, "hwm": 0})
     result = {"status": status, "wall": wall, "cpu": max(cpu, sum(p["cpu"] for p in procs)),
