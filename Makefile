@@ -46,6 +46,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/langid_speed.py
 	$(PY) benchmarks/minhash_speed.py
 	$(PY) benchmarks/webtext_fetch.py
+	$(PY) benchmarks/webtext_memory.py --submissions 150000 300000
 	$(PY) benchmarks/extract_quality.py
 	$(PY) benchmarks/bloom.py
 	$(PY) benchmarks/tokenizer_speed.py

@@ -783,6 +783,10 @@ LINK_SCHEMA = pa.schema(
 )
 
 
+# Rows turned into Arrow columns at a time by write_link_table (bounds its Python objects).
+LINK_BATCH_ROWS = 10_000
+
+
 def _link_row(link: Link) -> dict:
     """A table row: tuples as lists, strings made storable as UTF-8 (``utf8_safe``)."""
     def storable(value):
@@ -795,14 +799,38 @@ def _link_row(link: Link) -> dict:
     return {f.name: storable(getattr(link, f.name)) for f in LINK_SCHEMA}
 
 
-def write_link_table(links: Iterable[Link], path: str | os.PathLike) -> str:
-    """Write links as Parquet (``LINK_SCHEMA``, zstd), rows sorted by key, atomically."""
-    rows = [_link_row(link) for link in sorted(links, key=lambda link: (link.key, link.url))]
-    table = pa.Table.from_pylist(rows, schema=LINK_SCHEMA)
-    final = os.fspath(path)
-    with storage.open_write(final) as stream:
-        pq.write_table(table, stream, compression="zstd")
-    return final
+class LinkTableWriter:
+    """Builds one link table from links added in (key, url) order: only Arrow columns are
+    held (a fraction of the Python objects' size), ``LINK_BATCH_ROWS`` rows at a time."""
+
+    def __init__(self):
+        self.batches, self.rows = [], []
+
+    def add(self, link: Link) -> None:
+        self.rows.append(_link_row(link))
+        if len(self.rows) == LINK_BATCH_ROWS:
+            self.batches.append(pa.RecordBatch.from_pylist(self.rows, schema=LINK_SCHEMA))
+            self.rows = []
+
+    def write(self, path: str | os.PathLike) -> str:
+        """The table as Parquet (``LINK_SCHEMA``, zstd), atomically; the same bytes whatever the batching."""
+        batches = [*self.batches, pa.RecordBatch.from_pylist(self.rows, schema=LINK_SCHEMA)]
+        self.batches, self.rows = [], []
+        table = pa.Table.from_batches(batches, schema=LINK_SCHEMA).combine_chunks()
+        del batches
+        final = os.fspath(path)
+        with storage.open_write(final) as stream:
+            pq.write_table(table, stream, compression="zstd")
+        return final
+
+
+def write_link_table(links: Iterable[Link], path: str | os.PathLike, *, sorted_by_key: bool = False) -> str:
+    """Write links as Parquet (``LINK_SCHEMA``, zstd), rows sorted by key, atomically
+    (``sorted_by_key``: they already come in (key, url) order, and are streamed)."""
+    writer = LinkTableWriter()
+    for link in links if sorted_by_key else sorted(links, key=lambda link: (link.key, link.url)):
+        writer.add(link)
+    return writer.write(path)
 
 
 def read_link_table(path: str | os.PathLike) -> list[Link]:

@@ -54,6 +54,37 @@ def staged_file(folder: str, file_id: int) -> str:
     return storage.join(folder, f"{file_id:016x}.pkl.zst")
 
 
+class StagedWriter:
+    """Writes one staging file: length-prefixed pickles in a zstd stream, under a temporary
+    name until ``commit``. ``write`` takes an element, ``write_pickled`` one already pickled."""
+
+    def __init__(self, path: str):
+        self.target = storage.AtomicFile(path)
+        self.writer = zstandard.ZstdCompressor(level=STAGE_ZSTD_LEVEL).stream_writer(self.target.stream, closefd=False)
+        self.count = self.bytes = 0
+
+    def write(self, element) -> None:
+        self.write_pickled(pickle.dumps(element, protocol=pickle.HIGHEST_PROTOCOL))
+
+    def write_pickled(self, data: bytes) -> None:
+        self.writer.write(len(data).to_bytes(_LENGTH_BYTES, "little"))
+        self.writer.write(data)
+        self.count += 1
+        self.bytes += len(data)
+
+    def commit(self) -> None:
+        self.writer.close()
+        self.target.commit()
+
+    def discard(self) -> None:
+        self.target.discard()
+
+
+def new_file_id() -> int:
+    """A random 63-bit staging file id (drawn per bundle attempt: a retry writes new files)."""
+    return random.SystemRandom().getrandbits(63)
+
+
 class _StageFn(beam.DoFn):
     def __init__(self, out_dir: str, label: str, light, file_bytes: int):
         self.out_dir, self.folder_label, self.light, self.file_bytes = out_dir, label, light, file_bytes
@@ -62,13 +93,10 @@ class _StageFn(beam.DoFn):
         self.target, self.names = None, []
 
     def _open(self):
-        self.file_id = random.SystemRandom().getrandbits(63)
-        self.target = storage.AtomicFile(staged_file(stage_folder(self.out_dir, self.folder_label), self.file_id))
-        self.writer = zstandard.ZstdCompressor(level=STAGE_ZSTD_LEVEL).stream_writer(self.target.stream, closefd=False)
-        self.count = self.bytes = 0
+        self.file_id = new_file_id()
+        self.target = StagedWriter(staged_file(stage_folder(self.out_dir, self.folder_label), self.file_id))
 
     def _close(self):
-        self.writer.close()
         self.target.commit()
         self.names.append(self.file_id)
         self.target = None
@@ -76,14 +104,10 @@ class _StageFn(beam.DoFn):
     def process(self, element):
         if self.target is None:
             self._open()
-        data = pickle.dumps(element, protocol=pickle.HIGHEST_PROTOCOL)
-        self.writer.write(len(data).to_bytes(_LENGTH_BYTES, "little"))
-        self.writer.write(data)
-        ref = (self.file_id, self.count)
-        self.count += 1
-        self.bytes += len(data)
+        ref = (self.file_id, self.target.count)
+        self.target.write(element)
         yield ref, self.light(element)
-        if self.bytes >= self.file_bytes:
+        if self.target.bytes >= self.file_bytes:
             self._close()
 
     def finish_bundle(self):

@@ -21,14 +21,20 @@ import argparse
 import contextlib
 import functools
 import hashlib
+import heapq
+import itertools
 import logging
 import os
+import pickle
 import sys
 import tempfile
 from dataclasses import replace
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.timestamp import MIN_TIMESTAMP
+from apache_beam.utils.windowed_value import WindowedValue
 
 from common import storage
 from common.decision import OTHER
@@ -37,7 +43,7 @@ from corpus.fetch import OK, FetchConfig, fetch_links, read_fetch_log
 from corpus.inputs import COMMON_CRAWL_BASE_URL, SUBMISSION_DUMPS, InputError, expand_inputs
 from corpus.records import HtmlPage
 from corpus.reddit import (DEFAULT_DOMAIN_BLOCKLIST_PATH, DEFAULT_EXTENSION_BLOCKLIST_PATH, SCORE_MODES, WEBTEXT_MIN_SCORE,
-                           DumpReadError, LinkFilter, filter_submission, iter_dump_lines, merge_link, write_link_table)
+                           DumpReadError, LinkFilter, LinkTableWriter, filter_submission, iter_dump_lines, merge_link, write_link_table)
 from corpus.sentences import require_punkt
 from corpus.shards import FORMATS, shard_index
 from corpus.urls import url_key
@@ -45,7 +51,7 @@ from corpus.warc import read_archive
 from corpus.webtext import (DEFAULT_EXTRACTOR, EXTRACTOR_CHOICES, MIN_ENGLISH_PROBABILITY, MIN_WORDS, capture_of_link, check_extractor,
                             clean_webtext, doc_id, extract_document, fetched_page, text_hash, webtext_extractor)
 from dedup import minhash
-from pipelines import progress
+from pipelines import progress, staging
 from pipelines.cli import run_job
 from pipelines.dedupe import DedupeText
 from pipelines.options import (add_engine_arguments, add_manifest_path_argument, add_overwrite_argument, non_negative_float, non_negative_int, positive_float,
@@ -75,6 +81,13 @@ PAGE_SOURCES = ("fetch", "crawl")
 SHARD_NAME, SHARD_SPLIT, LINK_TABLE = "webtext", "train", "links"
 CRAWL_TEXT_MODE, SPAN_DEDUP_MODE = "faithful", "spans"
 UNREADABLE_DUMP = "unreadable_dump"  # error reason (counted error:<reason> in webtext-submissions): a dump that stops decompressing part-way
+
+# The link stage's sort (MergeLinks): pickled submission bytes a bundle holds before it
+# writes them as sorted runs, and how many runs one merge reads at once (each open run
+# holds a read buffer and a zstd window, ~2 MB).
+LINK_RUN_BYTES = 16 << 20
+MERGE_FAN_IN = 64
+LINK_RUNS = "links"  # the runs' folder under <out>/_temporary/stage/
 
 
 # --- links -------------------------------------------------------------------------------
@@ -111,27 +124,153 @@ def _read_dump(path):
             yield item
 
 
-class WriteLinkTable(beam.PTransform):
-    """Links -> ``links/links-NNNNN-of-MMMMM.parquet``, by hash of the key, every index present."""
+class MergeLinks(beam.PTransform):
+    """Eligible submissions -> links, in memory that does not grow with the dump.
 
-    def __init__(self, out_dir: str, num_shards: int):
+    A GroupByKey of submissions held every one of them in the DirectRunner's memory
+    (issue 25: 981 MB at 150k submissions, 1.69 GB at 300k). Here each bundle
+    sorts what it reads by ``url_key`` in runs of ``run_bytes`` pickled bytes, one run
+    file per link shard (``shard_index(key, num_link_shards)``) under
+    ``<out>/_temporary/stage/links/``; only the run files' ids are shuffled. Each link
+    shard then merges its runs (``heapq.merge``, at most ``MERGE_FAN_IN`` open at once,
+    more merged in passes first), turns each key's submissions into a ``Link``
+    (``merge_link``, counted in ``LINK_KARMA``), passes the kept ones on and streams
+    them, already in key order, into ``links/links-NNNNN-of-MMMMM.parquet``: the same
+    links, counters and bytes as the GroupByKey gave (``corpus.reddit.select_links``).
+    """
+
+    def __init__(self, out_dir: str, num_shards: int, link_filter, run_bytes: int = LINK_RUN_BYTES):
         super().__init__()
-        self.out_dir, self.num_shards = out_dir, num_shards
+        self.out_dir, self.num_shards, self.link_filter, self.run_bytes = out_dir, num_shards, link_filter, run_bytes
 
-    def expand(self, links):
+    def expand(self, subs):
         count, out_dir = self.num_shards, self.out_dir
-        every = links.pipeline | "Every link shard" >> beam.Create([(i, None) for i in range(count)])
-        return (
-            (links | "Key by link shard" >> beam.Map(lambda link: (shard_index(link.key, count), link)), every)
-            | "Merge link shards" >> beam.Flatten()
-            | "Group link shards" >> beam.GroupByKey()
-            | "Write link shard" >> beam.Map(write_link_shard, out_dir=out_dir, count=count)
-            | "Collect link files" >> beam.combiners.ToList()
-            | "Record link files" >> beam.Map(lambda infos: storage.record_written(out_dir, LINK_TABLE, infos))
+        runs = subs | "Sorted runs by URL key" >> beam.ParDo(_SortedRunsFn(out_dir, count, self.run_bytes))
+        every = subs.pipeline | "Every link shard" >> beam.Create([(i, None) for i in range(count)])
+        merged = (
+            (runs, every)
+            | "Runs and link shards" >> beam.Flatten()
+            | "Group runs by link shard" >> beam.GroupByKey()
+            | "Merge runs and karma" >> beam.ParDo(_MergeRunsFn(out_dir, count, self.link_filter)).with_outputs(
+                "files", "examples", main="links")
         )
+        (merged.files
+         | "Collect link files" >> beam.combiners.ToList()
+         | "Record link files" >> beam.Map(lambda infos: storage.record_written(out_dir, LINK_TABLE, infos)))
+        return merged
+
+
+def _run_key(item):
+    return item[0]
+
+
+class _SortedRunsFn(beam.DoFn):
+    """Submissions -> (link shard, run file id): sorted runs of (url_key, submission)."""
+
+    def __init__(self, out_dir: str, num_shards: int, run_bytes: int):
+        self.out_dir, self.num_shards, self.run_bytes = out_dir, num_shards, run_bytes
+
+    def start_bundle(self):
+        self.pending, self.held, self.runs = [], 0, []
+
+    def process(self, sub):
+        key = url_key(sub.url)
+        data = pickle.dumps((key, sub), protocol=pickle.HIGHEST_PROTOCOL)
+        self.pending.append((key, data))
+        self.held += len(data)
+        if self.held >= self.run_bytes:
+            self._spill()
+
+    def _spill(self):
+        self.pending.sort(key=_run_key)  # stable; merge_submissions does not depend on order within a key
+        writers = {}
+        try:
+            for key, data in self.pending:
+                shard = shard_index(key, self.num_shards)
+                if shard not in writers:
+                    file_id = staging.new_file_id()
+                    writers[shard] = (file_id, staging.StagedWriter(staging.staged_file(_runs_folder(self.out_dir), file_id)))
+                writers[shard][1].write_pickled(data)
+            for shard, (file_id, writer) in sorted(writers.items()):
+                writer.commit()
+                self.runs.append((shard, file_id))
+        except BaseException:
+            for _, writer in writers.values():
+                writer.discard()
+            raise
+        self.pending, self.held = [], 0
+
+    def finish_bundle(self):
+        if self.pending:
+            self._spill()
+        for run in self.runs:
+            yield WindowedValue(run, MIN_TIMESTAMP, [GlobalWindow()])
+
+
+def _runs_folder(out_dir: str) -> str:
+    return staging.stage_folder(out_dir, LINK_RUNS)
+
+
+def _read_run(path: str):
+    for _, item in staging.read_staged(path):
+        yield item
+
+
+def merged_runs(paths: list[str], folder: str, fan_in: int = MERGE_FAN_IN):
+    """(url_key, submissions) for every key of the sorted runs ``paths``, in key order.
+
+    At most ``fan_in`` runs are read at once: with more, runs are first merged ``fan_in``
+    at a time into new runs under ``folder`` (kept until the job commits)."""
+    paths = sorted(paths)
+    while len(paths) > fan_in:
+        merged_paths = []
+        for start in range(0, len(paths), fan_in):
+            path = staging.staged_file(folder, staging.new_file_id())
+            writer = staging.StagedWriter(path)
+            try:
+                for item in heapq.merge(*map(_read_run, paths[start:start + fan_in]), key=_run_key):
+                    writer.write(item)
+            except BaseException:
+                writer.discard()
+                raise
+            writer.commit()
+            merged_paths.append(path)
+        paths = merged_paths
+    for key, items in itertools.groupby(heapq.merge(*map(_read_run, paths), key=_run_key), key=_run_key):
+        yield key, [sub for _, sub in items]
+
+
+class _MergeRunsFn(beam.DoFn):
+    """(link shard, run file ids) -> kept links (and that shard of the link table, ``files``)."""
+
+    def __init__(self, out_dir: str, num_shards: int, link_filter):
+        self.out_dir, self.num_shards, self.link_filter = out_dir, num_shards, link_filter
+
+    def start_bundle(self):
+        self.tally = Tally()
+
+    def process(self, keyed):
+        index, file_ids = keyed
+        folder = _runs_folder(self.out_dir)
+        paths = [staging.staged_file(folder, file_id) for file_id in file_ids if file_id is not None]
+        table = LinkTableWriter()
+        for key, subs in merged_runs(paths, folder):
+            decision = merge_link(key, subs, self.link_filter)
+            self.tally.add(decision)
+            if decision.record is not None:
+                table.add(decision.record)
+                yield decision.record
+        name = f"{LINK_TABLE}/{LINK_TABLE}-{index:05d}-of-{self.num_shards:05d}.parquet"
+        path = table.write(storage.join(self.out_dir, name))
+        yield beam.pvalue.TaggedOutput("files", storage.file_info(path, name))
+
+    def finish_bundle(self):
+        yield from self.tally.flush((LINK_KARMA,))
 
 
 def write_link_shard(keyed, out_dir, count):
+    """(link shard, its links) -> ``links/links-NNNNN-of-MMMMM.parquet`` (the Spark wiring's link
+    table; ``MergeLinks`` writes the same bytes on Beam)."""
     index, links = keyed
     name = f"{LINK_TABLE}/{LINK_TABLE}-{index:05d}-of-{count:05d}.parquet"
     path = write_link_table([link for link in links if link is not None], storage.join(out_dir, name))
@@ -304,10 +443,9 @@ def build(pipeline: beam.Pipeline, dumps: list[str], crawl_files: list[str], arg
         | "Read dump lines" >> beam.FlatMap(_read_dump).with_outputs("errors", main="lines")
     )
     subs = run_step(lines.lines, "Filter submissions", SUBMISSIONS, functools.partial(filter_submission, filt=link_filter))
-    grouped = subs | "Key by URL key" >> beam.Map(lambda sub: (url_key(sub.url), sub)) | "Group by URL key" >> beam.GroupByKey()
-    links = (run_step.keyed(grouped, "Merge and karma", LINK_KARMA, functools.partial(merge_link, filt=link_filter))
-             | "Links" >> beam.Values())
-    links | "Link table" >> WriteLinkTable(args.output, args.num_link_shards)
+    merged = subs | "Links and link table" >> MergeLinks(args.output, args.num_link_shards, link_filter)
+    run_step.add(merged.examples)
+    links = merged.links
 
     if args.pages == "fetch":
         fetched = (

@@ -81,7 +81,7 @@ def _extract(timeout_s: float, page_source: str, extractor_choice: str, tallies,
 
 def write_links(job: SparkJob, links, out_dir: str, count: int) -> None:
     """Links -> ``links/links-NNNNN-of-MMMMM.parquet`` by ``shard_index`` of the key, every
-    index present (one partition each), recorded for ``_SUCCESS`` as Beam's ``WriteLinkTable``."""
+    index present (one partition each), recorded for ``_SUCCESS`` as Beam's ``MergeLinks``."""
     infos = (links.map(lambda link: (shard_index(link.key, count), link))
              .partitionBy(count, lambda index: index)
              .mapPartitionsWithIndex(_link_shard_writer(out_dir, count, job.beam_args))

@@ -1,0 +1,129 @@
+"""WebText's link stage in bounded memory (``pipelines.webtext.MergeLinks``): sorted runs
+of submissions spilled by URL key and merged give exactly the links, counters and link
+table bytes of the in-memory reference (``corpus.reddit.select_links`` + ``write_link_table``)."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import apache_beam as beam
+import pytest
+from apache_beam.testing.util import assert_that, equal_to
+
+from corpus.reddit import LinkFilter, filter_submission, select_links, write_link_table
+from corpus.shards import shard_index
+from corpus.urls import url_key
+from pipelines import staging
+from pipelines import webtext as webtext_pipeline
+from pipelines.jobs import counters_of
+from pipelines.steps import Steps
+
+pytestmark = pytest.mark.pipeline  # runs Beam jobs: not in `make test-fast`
+
+
+def generated_dump(count: int, seed: int) -> list[str]:
+    """Pushshift-shaped lines over ~count/5 pages: respelled URLs (scheme, www, tracking, slash),
+    the same post read twice with another score, posts without id, scores around the cut
+    (2 and 3), self posts, Reddit media, over_18 and malformed lines."""
+    rng = random.Random(seed)
+    lines = []
+    for n in range(count):
+        page = rng.randrange(count // 5)
+        url = f"https://site{page % 37}.example.com/story/{page}"
+        url = rng.choice([url, url.replace("https://", "http://"), url.replace("https://", "https://www."),
+                          url + "?utm_source=reddit", url + "/"])
+        record = {"id": f"p{n}" if rng.random() > 0.05 else None, "url": url, "score": rng.choice([0, 1, 2, 2, 3, 3, 4, 7, 120]),
+                  "created_utc": 1_500_000_000 + rng.randrange(10**7), "subreddit": rng.choice(["news", "science", "books"]),
+                  "over_18": rng.random() < 0.02, "title": f"Post {n}", "num_comments": rng.randrange(50)}
+        roll = rng.random()
+        if roll < 0.05:
+            record.update(url=f"https://www.reddit.com/r/news/comments/p{n}/", is_self=True, domain="self.news")
+        elif roll < 0.08:
+            record["url"] = f"https://i.redd.it/p{n}.jpg"
+        line = json.dumps(record)
+        if roll > 0.995:
+            line = line[:-10]  # cut: malformed_json
+        lines.append(line)
+        if roll <= 0.995 and rng.random() < 0.04:  # the same post in an overlapping dump, rescored
+            lines.append(json.dumps({**record, "score": rng.choice([1, 2, 3, 5])}))
+    rng.shuffle(lines)
+    return lines
+
+
+def test_generated_dump_has_the_edge_cases_the_merge_must_get_right():
+    lines = generated_dump(3000, seed=7)
+    kept, counts = select_links(lines, LinkFilter())
+    assert counts["malformed_json"] > 0 and counts["self_post"] > 0 and counts["reddit_internal"] > 0 and counts["low_score"] > 0
+    assert any(link.num_submissions > 1 and len(link.submission_urls) > 1 for link in kept)  # respelled URLs merged
+    assert any(link.max_score == 3 for link in kept)  # exactly at the cut: kept
+    assert len({json.loads(line)["id"] for line in lines if line.endswith("}")}) < len(lines)  # repeated ids
+
+
+@pytest.mark.parametrize("score_mode,num_shards", [("max", 1), ("max", 3), ("sum", 2)])
+def test_spilled_runs_give_the_in_memory_links_counters_and_table_bytes(tmp_path, score_mode, num_shards):
+    lines = generated_dump(3000, seed=11)
+    filt = LinkFilter(score_mode=score_mode)
+    kept, counts = select_links(lines, filt)
+    out = tmp_path / "out"
+    pipeline = beam.Pipeline()
+    run_step = Steps()
+    subs = run_step(pipeline | beam.Create(lines), "Filter submissions", webtext_pipeline.SUBMISSIONS,
+                    lambda line: filter_submission(line, filt))
+    merged = subs | webtext_pipeline.MergeLinks(str(out), num_shards, filt, run_bytes=8 << 10)  # many small runs
+    run_step.add(merged.examples)
+    assert_that(merged.links, equal_to(kept))  # the very Link records, every field
+    result = pipeline.run()
+    result.wait_until_finish()
+
+    counters = counters_of(result)
+    expected_karma = {name: counts[name] for name in ("low_score",) if counts[name]}
+    assert counters[webtext_pipeline.LINK_KARMA] == {"passed": counts["kept_links"], **expected_karma}
+    assert counters[webtext_pipeline.SUBMISSIONS]["passed"] == counts["kept_submissions"]
+    runs = list((out / "_temporary" / "stage" / webtext_pipeline.LINK_RUNS).iterdir())
+    assert len(runs) > 3 * num_shards  # the stage really spilled and merged several runs per shard
+    for index in range(num_shards):
+        name = f"links-{index:05d}-of-{num_shards:05d}.parquet"
+        write_link_table([link for link in kept if shard_index(link.key, num_shards) == index], tmp_path / f"ref-{name}")
+        assert (out / "links" / name).read_bytes() == (tmp_path / f"ref-{name}").read_bytes()
+
+
+def test_a_merge_wider_than_its_fan_in_merges_in_passes(tmp_path):
+    lines = generated_dump(1200, seed=3)
+    filt = LinkFilter()
+    subs = [d.record for d in map(lambda line: filter_submission(line, filt), lines) if d.kept]
+    folder = str(tmp_path / "runs")
+    paths = []
+    for start in range(0, len(subs), 40):  # 20+ sorted runs
+        path = staging.staged_file(folder, staging.new_file_id())
+        writer = staging.StagedWriter(path)
+        for item in sorted(((url_key(sub.url), sub) for sub in subs[start:start + 40]), key=lambda item: item[0]):
+            writer.write(item)
+        writer.commit()
+        paths.append(path)
+    merged = list(webtext_pipeline.merged_runs(paths, folder, fan_in=3))
+    expected: dict[str, list] = {}
+    for sub in subs:
+        expected.setdefault(url_key(sub.url), []).append(sub)
+    assert [key for key, _ in merged] == sorted(expected)
+    assert all(sorted(group, key=repr) == sorted(expected[key], key=repr) for key, group in merged)
+    assert len(list((tmp_path / "runs").iterdir())) > len(paths)  # intermediate runs were written
+
+
+def test_the_webtext_job_writes_the_reference_link_table_and_counts(real_data, tmp_path):
+    lines = generated_dump(2500, seed=5)
+    dump = tmp_path / "RS_2017-06.ndjson"
+    dump.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / "out"
+    stats = webtext_pipeline.run(["--submissions", str(dump), "--pages", "crawl", "--warc", str(real_data / "warc/warcio/example.warc.gz"),
+                                  "--output", str(out), "--num_link_shards", "2"])
+    kept, counts = select_links(lines, LinkFilter())
+    counters = stats["counters"]
+    submissions = {name: n for name, n in counts.items() if name not in ("lines", "kept_submissions", "links", "kept_links", "low_score")}
+    assert counters[webtext_pipeline.SUBMISSIONS] == {"passed": counts["kept_submissions"], **submissions}
+    assert counters[webtext_pipeline.LINK_KARMA] == {"passed": counts["kept_links"], "low_score": counts["low_score"]}
+    assert counters[webtext_pipeline.CRAWL_JOIN]["no_capture"] == len(kept)
+    for index in range(2):
+        name = f"links-{index:05d}-of-00002.parquet"
+        write_link_table([link for link in kept if shard_index(link.key, 2) == index], tmp_path / name)
+        assert (out / "links" / name).read_bytes() == (tmp_path / name).read_bytes()
