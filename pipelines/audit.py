@@ -50,6 +50,7 @@ log = logging.getLogger(__name__)
 
 AUDIT = "audit"
 DECONTAMINATE = "decontaminate"
+REMOVED_FILE = "_removed.jsonl"  # decontaminate: one row per document a benchmark matched (bookkeeping, not data)
 MODES = ("both", "bloom", "exact")
 
 
@@ -264,7 +265,7 @@ def run_decontaminate(argv: list[str] | None = None) -> dict:
     files = shard_files(args.corpus)
     indexes = build_indexes(load_benchmarks(args.benchmark), ngram_config(args))
     options = {"mode": args.mode, "margin": args.margin, "min_piece": args.min_piece, "max_splits": args.max_splits}
-    removed_path = storage.join(args.output, "removed.jsonl")
+    removed_path = storage.join(args.output, REMOVED_FILE)
     begin_job(args.output, "decontaminate", args.overwrite)
     by_split = files_by_split(files)
     rule = functools.partial(decontaminate, **options)
@@ -285,7 +286,7 @@ def run_decontaminate(argv: list[str] | None = None) -> dict:
     stats = {"files": len(files), "splits": {split: len(f) for split, f in by_split.items()}, "benchmarks": sorted(indexes),
              "options": options, "counters": counters, "removed": removed_path,
              "units": units_of(p.result).get(DECONTAMINATE, {}), "examples": collect_examples(args.output).get(DECONTAMINATE, {})}
-    finish_job(args.output, "decontaminate", stats, extra_files=("removed.jsonl",))
+    finish_job(args.output, "decontaminate", stats, extra_files=(REMOVED_FILE,))
     return stats
 
 
