@@ -18,6 +18,8 @@ from corpus.fetch import FetchConfig
 from corpus.records import Document
 from corpus.shards import write_shards
 from pipelines import audit, cli
+from pipelines.jobs import STATS_FILE
+from pipelines.steps import ERRORS_FILE
 from pipelines.cli import fetch_parser
 
 pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`
@@ -128,7 +130,7 @@ def test_read_via_cli_passes_beam_options_through(real_data, tmp_path):
     out = tmp_path / "out"
     result = corpusforge("read", "--input", str(real_data / "warc/ccscalatools/filter_test_1.wet.gz"), "--output", str(out), "--direct_num_workers", "1")
     assert "25 documents" in result.stdout
-    assert (out / "docs-train.00000-of-00001.json.gz").exists() and (out / "stats.json").exists()
+    assert (out / "docs-train.00000-of-00001.json.gz").exists() and (out / STATS_FILE).exists()
 
 
 # -- mistakes are refused before any work, in one line, with exit 2 ------------------------
@@ -247,7 +249,7 @@ def test_a_wet_gz_that_is_not_gzip_is_an_error_row_and_a_failing_exit(real_data,
         assert result.returncode == 1, result.stderr
         assert "no WARC record could be read" in result.stderr
         assert "garbage_between_records" in result.stdout
-        assert (tmp_path / job / "errors" / "errors.jsonl").read_text().count("garbage_between_records") == 1
+        assert (tmp_path / job / ERRORS_FILE).read_text().count("garbage_between_records") == 1
 
 
 def test_a_beam_job_shows_progress_and_keeps_stderr_quiet(real_data, tmp_path):

@@ -15,6 +15,7 @@ from corpus.warc import read_archive
 from model.tokenizer import BPETokenizer
 from model.tokens import find_token_shards, read_token_shard
 from pipelines.demo import run_demo
+from pipelines.jobs import STATS_FILE
 
 pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`
 
@@ -41,9 +42,9 @@ def test_demo_builds_every_output(tmp_path, capsys):
     assert 0 < len(c4_docs) < len(wet_docs)
     assert {d.url for d in c4_docs} <= {d.url for d in wet_docs}
     assert json.loads((tmp_path / "corpus-stats.json").read_text())["documents"] == len(c4_docs)
-    assert json.loads((tmp_path / "c4" / "stats.json").read_text())["counters"]["clean-page"]["passed"] > 0
+    assert json.loads((tmp_path / "c4" / STATS_FILE).read_text())["counters"]["clean-page"]["passed"] > 0
     manifest = json.loads((tmp_path / "c4" / "_SUCCESS").read_text())
-    assert {f["name"] for f in manifest["files"]} >= {"c4-train.00000-of-00002.json.gz", "c4-train.00001-of-00002.parquet", "stats.json"}
+    assert {f["name"] for f in manifest["files"]} >= {"c4json/c4-train.00000-of-00002.json.gz", "parquet/c4-train.00001-of-00002.parquet", STATS_FILE}
     assert result["object_store"]["identical"] and "byte-identical to the local run" in out
     assert result["spark"]["identical"] and "C4 on Spark" in out  # the native Spark engine, beside Beam
     assert sorted(p.name for p in (tmp_path / "c4-spark").glob("c4-*")) == sorted(p.name for p in (tmp_path / "c4").glob("c4-*"))
