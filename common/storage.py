@@ -1154,12 +1154,16 @@ def folder_files(folder: str, wanted, subfolders: Iterable[str] = ()) -> list[st
     or, without a marker, every file there. ``wanted(name)`` filters by file name."""
     listed = check_output(folder)
     folders = [folder] + [join(folder, name) for name in subfolders]
-    present = [p for where in folders if not is_local(where) or os.path.isdir(_local(where))
-               for p in list_files(where) if wanted(basename(p))]
+    parents = {split(join(where, "-"))[0].rstrip("/").rstrip(os.sep) for where in folders}  # as listings spell them
+
+    def taken(path: str) -> bool:  # directly in one of the folders (a store's "*" may match across "/")
+        return split(path)[0].rstrip("/").rstrip(os.sep) in parents and wanted(basename(path))
+
+    present = sorted({p for where in folders if not is_local(where) or os.path.isdir(_local(where))
+                      for p in list_files(where) if taken(p)})
     if listed is None:
-        return sorted(present)
-    parents = {where.rstrip("/").rstrip(os.sep) for where in folders}
-    own = sorted(p for p in listed if split(p)[0].rstrip("/").rstrip(os.sep) in parents and wanted(basename(p)))
+        return present
+    own = sorted(p for p in listed if taken(p))
     unlisted = sorted(set(present) - set(own))
     if unlisted:
         log.warning("%s: ignoring %d file(s) that its %s does not list (another run's?): %s",

@@ -395,6 +395,16 @@ def _is_listed_shard(file_name: str) -> bool:
     return not file_name.startswith((".", "_")) and extension not in (None, ".json")
 
 
+def _folder_shards(folder: str) -> list[str]:
+    """The shard files of a folder, its format folders' included; a format folder of a job's
+    output (``out/c4json``) is checked against the job's ``_SUCCESS``, one level up."""
+    parent, name = storage.split(folder.rstrip("/").rstrip(os.sep) or folder)
+    if name in FORMATS and parent and storage.is_file(storage.join(parent, storage.SUCCESS_FILE)):
+        return [p for p in storage.folder_files(parent, _is_listed_shard, subfolders=(name,))
+                if storage.basename(storage.split(p)[0]) == name]
+    return storage.folder_files(folder, _is_listed_shard, subfolders=FORMATS)
+
+
 def find_shards(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[str]:
     """Expand files, globs and folders (local or any ``common.storage`` path) into shard files.
 
@@ -404,14 +414,14 @@ def find_shards(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[
     shard files, sorted, with a warning. Shards in a format's sub-folder (``c4json/``,
     ``parquet/``: a job that wrote several formats) count as the folder's own, each shard
     taken once (``one_format_per_shard``); other sub-folders and a bare ``.json`` file are
-    skipped. A glob gives its matches, sorted. A file is taken as named.
+    skipped. A format folder itself gives its shards, checked against the job's manifest. A glob gives its matches, sorted. A file is taken as named.
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     found: list[str] = []
     for path in map(os.fspath, paths):
         if storage.is_folder(path):
-            found += one_format_per_shard(storage.folder_files(path, _is_listed_shard, subfolders=FORMATS))
+            found += one_format_per_shard(_folder_shards(path))
         elif storage.has_magic(path):
             matches = [p for p in storage.glob(path) if not storage.basename(p).startswith((".", "_"))]
             if not matches:

@@ -38,7 +38,7 @@ def run_ours(inputs, out: Path, *extra: str) -> dict:
 def our_pages(out: Path) -> dict[str, list[dict]]:
     pages = {}
     for split in ("train", "validation"):
-        docs = read_documents(find_shards(str(out / f"c4-{split}.*.json.gz")))
+        docs = read_documents(find_shards(str(out / "**" / f"c4-{split}.*.json.gz")))  # at the top, or in c4json/
         pages[split] = sorted(({"url": d.url, "text": d.text, "timestamp": d.timestamp} for d in docs), key=lambda r: r["url"])
     return pages
 
@@ -103,9 +103,11 @@ def test_sample_matches_reference(sample_crawl, sample_en):
 def test_sample_outputs_layout_stats_and_examples(sample_en):
     out, stats = sample_en
     names = sorted(os.listdir(out / "ours"))
+    assert names == sorted(["_SUCCESS", STATS_FILE, ERRORS_FILE.split("/")[0], "c4json", "parquet"])  # a folder per format
+    names = sorted(os.listdir(out / "ours" / "c4json")) + sorted(os.listdir(out / "ours" / "parquet"))
     assert "c4-train.00000-of-00002.json.gz" in names and "c4-train.00001-of-00002.json.gz" in names
     assert "c4-validation.00000-of-00001.json.gz" in names and "c4-train.00000-of-00002.parquet" in names
-    with gzip.open(out / "ours" / "c4-train.00000-of-00002.json.gz", "rt", encoding="utf-8") as f:
+    with gzip.open(out / "ours" / "c4json" / "c4-train.00000-of-00002.json.gz", "rt", encoding="utf-8") as f:
         row = json.loads(f.readline())
     assert list(row) == ["text", "timestamp", "url"]
     written = json.loads((out / "ours" / STATS_FILE).read_text(encoding="utf-8"))
@@ -137,7 +139,7 @@ def test_every_counter_has_a_declared_unit_and_every_drop_a_sampled_example(samp
 
 
 def _shard_bytes(folder: Path) -> dict[str, bytes]:
-    return {name: (folder / name).read_bytes() for name in sorted(os.listdir(folder)) if name.startswith("c4-")}
+    return {path.relative_to(folder).as_posix(): path.read_bytes() for path in sorted(folder.rglob("c4-*"))}
 
 
 def test_output_is_byte_identical_across_reruns_and_two_workers(sample_crawl, sample_en, tmp_path):

@@ -287,7 +287,7 @@ def test_a_folder_in_two_formats_is_counted_and_tokenized_once(real_data, tmp_pa
     # and Parquet both read); `tokenize --input docs/` read 644 documents from 322.
     docs = tmp_path / "docs"
     corpusforge("read", "--input", str(real_data / WET), "--output", str(docs), "--format", "c4json", "parquet", "--num_shards", "2")
-    assert len(list(docs.glob("*.json.gz"))) == len(list(docs.glob("*.parquet"))) == 2
+    assert len(list(docs.glob("c4json/*.json.gz"))) == len(list(docs.glob("parquet/*.parquet"))) == 2
     assert json.loads(corpusforge("stats", str(docs), "--json", "-q").stdout)["documents"] == 25
     result = corpusforge("tokenize", "--input", str(docs), "--output", str(tmp_path / "tokens"), "--vocab_size", "300",
                          "--val_docs", "0", "--prefix", "t")

@@ -95,6 +95,14 @@ def test_bookkeeping_is_underscored_and_each_format_has_its_folder(c4_out):
     assert json_shards == sorted(p.name.replace(".parquet", ".json.gz") for p in (c4_out / "parquet").iterdir())
 
 
+def test_corpusforge_reads_a_format_folder_against_the_jobs_manifest(c4_out, corpus, caplog):
+    for fmt in TWO_FORMATS:
+        with caplog.at_level("WARNING"):
+            assert sorted((d.url, d.text, d.timestamp) for d in read_documents(str(c4_out / fmt))) == corpus
+        assert find_shards(str(c4_out / fmt)) == sorted(str(p) for p in (c4_out / fmt).iterdir())
+    assert not caplog.records  # the manifest one level up vouches for the folder: no "no _SUCCESS" warning
+
+
 def test_a_shard_index_without_documents_has_no_file(c4_out):
     validation = list(read_documents(sorted(str(p) for p in (c4_out / "parquet").glob("c4-validation.*"))))
     indices = {shard_index(doc.url, VALIDATION_SHARDS) for doc in validation}
