@@ -38,7 +38,8 @@ def run_ours(inputs, out: Path, *extra: str) -> dict:
 def our_pages(out: Path) -> dict[str, list[dict]]:
     pages = {}
     for split in ("train", "validation"):
-        docs = read_documents(find_shards(str(out / "**" / f"c4-{split}.*.json.gz")))  # at the top, or in c4json/
+        # at the top or in c4json/; a split with no page has no shard file
+        docs = read_documents(sorted(str(p) for p in out.glob(f"**/c4-{split}.*.json.gz")))
         pages[split] = sorted(({"url": d.url, "text": d.text, "timestamp": d.timestamp} for d in docs), key=lambda r: r["url"])
     return pages
 

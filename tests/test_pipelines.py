@@ -73,7 +73,7 @@ def test_read_job_output_is_byte_identical_across_reruns_and_workers(inputs, tmp
     run(common + ["--output", str(tmp_path / "two"), "--direct_num_workers", "2", "--direct_running_mode", "multi_processing"])
     first = shard_bytes(tmp_path / "one")
     assert len(first) == 2 and first == shard_bytes(tmp_path / "again") == shard_bytes(tmp_path / "two")
-    assert (tmp_path / "one/errors/errors.jsonl").read_bytes() == (tmp_path / "two/errors/errors.jsonl").read_bytes()
+    assert (tmp_path / "one" / ERRORS_FILE).read_bytes() == (tmp_path / "two" / ERRORS_FILE).read_bytes()
     lines = [json.loads(line) for data in first.values() for line in gzip.decompress(data).decode().splitlines()]
     assert all(list(row) == ["text", "timestamp", "url"] for row in lines)
     assert all("\n\n" not in row["text"] and not row["text"].startswith(" ") for row in lines)  # c4 text mode
