@@ -76,6 +76,9 @@ from itertools import accumulate
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from pipelines.jobs import STATS_FILE  # noqa: E402  (the job's counters file in its output folder)
 
 GENERATOR_VERSION = 1  # bump when the generated set changes; part of the cache key
 PAGES_PER_FILE = 1500
@@ -617,12 +620,12 @@ def run_job(args, wet_dir: Path, out_dir: Path, env: dict, repo: Path, logs: Pat
                   processes=sorted(sampler.per_pid.values(), key=lambda p: (p["tree"], p["pid"])), log=str(log_path))
     if status != 0:
         result["log_tail"] = log_path.read_text(errors="replace")[-3000:]
-    stats_path = out_dir / "stats.json"
+    stats_path = out_dir / STATS_FILE
     if stats_path.exists():
         counters = json.loads(stats_path.read_text())["counters"]
         result["kept"] = {split: counters.get(split, {}).get("examples", 0) for split in ("train", "validation")}
         result["counters"] = counters
-    result["shards"] = sorted(p.name for p in out_dir.iterdir() if p.name.startswith("c4-")) if out_dir.exists() else []
+    result["shards"] = sorted(str(p.relative_to(out_dir)) for p in out_dir.rglob("c4-*")) if out_dir.exists() else []
     return result
 
 

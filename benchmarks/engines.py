@@ -11,7 +11,7 @@ line duplicates, cached). Each run is ``python -m pipelines.cli c4 ... --num_sha
 reaped descendants by the kernel's rusage, or the sampled per-process sum if larger, plus
 the job server, pool and workers), the peak RSS of the job process, of the largest single
 process and of the whole tree (sampled every 50 ms). Every engine's ``_SUCCESS`` shard
-entries (names, sizes, sha256; stats.json aside, whose ``write-shards`` tallies count each
+entries (names, sizes, sha256; _stats.json aside, whose ``write-shards`` tallies count each
 engine's own work) must equal the DirectRunner's, or the script exits 1.
 Ratios are against Beam's DirectRunner with 1 worker on the same input, same invocation.
 """
@@ -30,9 +30,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import c4_scale  # noqa: E402  (the WET set and the process-tree measurement)
+from pipelines.jobs import STATS_FILE  # noqa: E402  (c4_scale put the checkout on the path)
 
 REPO = HERE.parent
-STATS_FILE_NAME = "stats.json"
 ENGINES = {  # name -> c4_scale runner
     "beam-direct-1": "direct",
     "beam-direct-2mp": "multiprocess",
@@ -46,7 +46,7 @@ def shard_entries(out_dir: Path) -> list[dict]:
     success = out_dir / "_SUCCESS"
     if not success.exists():
         return []
-    return [entry for entry in json.loads(success.read_text())["files"] if entry["name"] != STATS_FILE_NAME]
+    return [entry for entry in json.loads(success.read_text())["files"] if entry["name"] != STATS_FILE]
 
 
 def run_engine(name: str, args, wet_dir: Path, work: Path, env: dict, logs: Path, pages: int) -> dict:

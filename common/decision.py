@@ -2,7 +2,7 @@
 
 A rule in ``corpus/`` or ``dedup/`` is a plain function ``rule(record) -> Decision``; the
 Beam step (``pipelines/steps.py``) that runs it adds ``counts`` to the stage's counters,
-samples ``dropped`` per reason into stats.json and passes ``record`` on when it is not
+samples ``dropped`` per reason into _stats.json and passes ``record`` on when it is not
 None. ``units`` declares what each counter counts (``pages``, ``lines``, ``spans``,
 ``links``, ``submissions``, ...; ``other`` for a tally that is no decision), so the counter table's shares
 are computed within one unit and never guessed from a counter's name.

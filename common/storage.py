@@ -1038,14 +1038,17 @@ class EmptyOutputError(IncompleteOutputError):
     """A job that wrote documents found no shard recorded at its commit: nothing is committed."""
 
 
-def commit_output(folder: str, job: str, extra_files: Iterable[str] = (), *, expect_written: bool = False) -> dict:
+def commit_output(folder: str, job: str, extra_files: Iterable[str] = (), *, expect_written: bool = False,
+                  replaces: Iterable[str] = ()) -> dict:
     """Write ``_SUCCESS`` (the manifest of every file written) and remove ``_temporary/``.
 
     The manifest holds the entries the writers recorded with ``record_written`` and the
-    ``extra_files`` (names relative to ``folder``, e.g. ``stats.json``) that exist, read
+    ``extra_files`` (names relative to ``folder``, e.g. ``_stats.json``) that exist, read
     back for their size and sha256. The job's claim is checked first (``check_claim``);
     with ``expect_written`` (the job's writers ran), a commit that finds no recorded
-    file is refused (``EmptyOutputError``) rather than taken as an empty set.
+    file is refused (``EmptyOutputError``) rather than taken as an empty set. Shard files
+    of an earlier set that the manifest does not list are removed, and so are the names
+    in ``replaces`` (an older layout's bookkeeping files) that it does not list.
     """
     check_claim(folder)
     entries: dict[str, dict] = {}
@@ -1071,9 +1074,10 @@ def commit_output(folder: str, job: str, extra_files: Iterable[str] = (), *, exp
     delete([staging_path(folder)])
     _CLAIMS.pop(folder, None)
     listed = set(entries)
-    stale = [name for name in existing_output(folder) if name not in listed and _SHARD_NAME.search(name)]
+    replaced = set(replaces)
+    stale = [name for name in existing_output(folder) if name not in listed and (_SHARD_NAME.search(name) or name in replaced)]
     if stale:
-        log.info("%s: removing %d shard file(s) of an earlier set that this one replaces (%s%s)",
+        log.info("%s: removing %d file(s) of an earlier set that this one replaces (%s%s)",
                  folder, len(stale), stale[0], ", ..." if len(stale) > 1 else "")
         delete([join(folder, *name.split("/")) for name in stale])
     return manifest
@@ -1145,16 +1149,23 @@ def check_output(folder: str) -> list[str] | None:
     return paths
 
 
-def folder_files(folder: str, wanted) -> list[str]:
-    """The files directly in ``folder`` a reader takes, sorted: those its ``_SUCCESS`` lists
-    (checked by ``check_output``; a wanted file it does not list is named in a warning and
-    skipped), or, without a marker, every file there. ``wanted(name)`` filters by name."""
+def folder_files(folder: str, wanted, subfolders: Iterable[str] = ()) -> list[str]:
+    """The files a reader takes directly in ``folder`` and in its ``subfolders`` (names, e.g.
+    one per shard format), sorted: those its ``_SUCCESS`` lists (checked by
+    ``check_output``; a wanted file it does not list is named in a warning and skipped),
+    or, without a marker, every file there. ``wanted(name)`` filters by file name."""
     listed = check_output(folder)
-    present = [p for p in list_files(folder) if wanted(basename(p))]
+    folders = [folder] + [join(folder, name) for name in subfolders]
+    parents = {split(join(where, "-"))[0].rstrip("/").rstrip(os.sep) for where in folders}  # as listings spell them
+
+    def taken(path: str) -> bool:  # directly in one of the folders (a store's "*" may match across "/")
+        return split(path)[0].rstrip("/").rstrip(os.sep) in parents and wanted(basename(path))
+
+    present = sorted({p for where in folders if not is_local(where) or os.path.isdir(_local(where))
+                      for p in list_files(where) if taken(p)})
     if listed is None:
         return present
-    own = sorted(p for p in listed if split(p)[0].rstrip("/").rstrip(os.sep) == folder.rstrip("/").rstrip(os.sep)
-                 and wanted(basename(p)))
+    own = sorted(p for p in listed if taken(p))
     unlisted = sorted(set(present) - set(own))
     if unlisted:
         log.warning("%s: ignoring %d file(s) that its %s does not list (another run's?): %s",

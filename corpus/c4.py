@@ -144,8 +144,8 @@ def wet_page(doc: Document, file_index: int) -> Decision:
 
 
 def _file_name(source: str) -> str:
-    """A crawl file's name without its folder or bucket: stats.json reads the same wherever
-    the input lives (errors/errors.jsonl keeps the full location)."""
+    """A crawl file's name without its folder or bucket: _stats.json reads the same wherever
+    the input lives (_errors/errors.jsonl keeps the full location)."""
     return posixpath.basename(source)
 
 

@@ -14,8 +14,12 @@ A document goes to shard ``int(md5(url).hexdigest(), 16) % num_shards``, so the 
 does not depend on how many workers produced the documents; inside a shard, input order
 is kept. Every file is written under a hidden temporary name (``.<final>.tmp-<pid>``) and
 renamed only once the whole set is written; on an error every temporary is removed.
-Empty shards are still written (an empty gzip stream, an empty file, a Parquet file with
-the schema and no rows), so the NNNNN-of-MMMMM set is always complete.
+``ShardWriter`` writes empty shards too (an empty gzip stream, an empty file, a Parquet
+file with the schema and no rows), so its NNNNN-of-MMMMM set is complete. The jobs' writer
+(``pipelines.sources.write_shard``) writes no shard that holds no document, since polars
+and ``pyarrow.dataset`` refuse an empty JSON stream; their ``_SUCCESS`` lists the shards
+there are. A job that writes several formats puts each in its own folder
+(``format_folder``: ``c4json/``, ``parquet/``), so each folder is one dataset.
 
 Strings that UTF-8 cannot carry: a Python ``str`` may hold surrogate code points
 (U+D800-U+DFFF), which neither JSON-in-UTF-8 nor Parquet can store. Before writing, a
@@ -92,6 +96,22 @@ def shard_name(name: str, split: str, index: int, count: int, fmt: str) -> str:
     if not 0 <= index < count <= 99999:
         raise ValueError(f"shard {index} of {count}: need 0 <= index < count <= 99999")
     return f"{name}-{split}.{index:05d}-of-{count:05d}{SHARD_EXTENSIONS[fmt]}"
+
+
+def format_folder(fmt: str, formats: Iterable[str]) -> str:
+    """The sub-folder of a job's output that format ``fmt`` goes to: none (``""``) when the job
+    writes one format, the format's own name when it writes several (``c4json/``,
+    ``parquet/``), so that every folder of data files holds one format."""
+    _check_format(fmt)
+    return fmt if len(set(formats)) > 1 else ""
+
+
+def shard_relpath(name: str, split: str, index: int, count: int, fmt: str, formats: Iterable[str]) -> str:
+    """Where shard ``index`` of ``count`` in format ``fmt`` goes inside a job's output folder
+    (its name in the ``_SUCCESS`` manifest): ``c4-train.00003-of-01024.json.gz``, or
+    ``c4json/c4-train.00003-of-01024.json.gz`` when the job writes several ``formats``."""
+    folder, file_name = format_folder(fmt, formats), shard_name(name, split, index, count, fmt)
+    return f"{folder}/{file_name}" if folder else file_name
 
 
 _SHARD_NAME = re.compile(r"^(?P<name>.+)-(?P<split>[^-./]+)\.\d{5}-of-\d{5}\.")
@@ -213,10 +233,11 @@ class ShardFile:
     """One shard file being written atomically (``common.storage.AtomicFile``), with its
     size and sha256 counted on the way for the output manifest."""
 
-    def __init__(self, path: str, fmt: str, row_group_bytes: int = ROW_GROUP_BYTES):
+    def __init__(self, path: str, fmt: str, row_group_bytes: int = ROW_GROUP_BYTES, manifest_name: str | None = None):
         if not path.endswith(SHARD_EXTENSIONS[fmt]):
             raise ValueError(f"{path}: a {fmt} shard must end with {SHARD_EXTENSIONS[fmt]}")
         self.path, self.fmt = path, fmt
+        self.manifest_name = manifest_name or storage.basename(path)  # its name relative to the output folder
         self._file = storage.AtomicFile(path)
         self._hashing = storage.HashingWriter(self._file.stream)
         try:
@@ -247,7 +268,7 @@ class ShardFile:
             self._file.discard()
             raise
         self._file.commit()
-        return self._hashing.info(storage.basename(self.path))
+        return self._hashing.info(self.manifest_name)
 
     def abort(self) -> None:
         """Throw the file away: nothing appears under its name, the temporary is removed."""
@@ -367,10 +388,21 @@ def _read_extension(path: str) -> str | None:
 
 
 def _is_listed_shard(file_name: str) -> bool:
-    # Hidden and "_" names are temporaries and side files, as pyarrow.dataset also skips;
-    # a bare ``.json`` next to shards is a run's stats.json, so it is read only when named.
+    # Hidden and "_" names are temporaries and bookkeeping, as Spark and pyarrow.dataset also
+    # skip; a bare ``.json`` next to shards is the stats.json of a folder written before the
+    # "_" layout (docs/formats.md), so it is read only when named.
     extension = _read_extension(file_name)
     return not file_name.startswith((".", "_")) and extension not in (None, ".json")
+
+
+def _folder_shards(folder: str) -> list[str]:
+    """The shard files of a folder, its format folders' included; a format folder of a job's
+    output (``out/c4json``) is checked against the job's ``_SUCCESS``, one level up."""
+    parent, name = storage.split(folder.rstrip("/").rstrip(os.sep) or folder)
+    if name in FORMATS and parent and storage.is_file(storage.join(parent, storage.SUCCESS_FILE)):
+        return [p for p in storage.folder_files(parent, _is_listed_shard, subfolders=(name,))
+                if storage.basename(storage.split(p)[0]) == name]
+    return storage.folder_files(folder, _is_listed_shard, subfolders=FORMATS)
 
 
 def find_shards(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[str]:
@@ -379,15 +411,17 @@ def find_shards(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[
     A folder a corpusforge job wrote gives exactly the shards its ``_SUCCESS`` manifest
     lists, each checked to exist with its recorded size; a folder an unfinished job left
     raises ``storage.IncompleteOutputError``; a folder without a marker gives its own
-    shard files (not sub-folders), sorted, with a warning. A bare ``.json`` file in a
-    folder is skipped. A glob gives its matches, sorted. A file is taken as named.
+    shard files, sorted, with a warning. Shards in a format's sub-folder (``c4json/``,
+    ``parquet/``: a job that wrote several formats) count as the folder's own, each shard
+    taken once (``one_format_per_shard``); other sub-folders and a bare ``.json`` file are
+    skipped. A format folder itself gives its shards, checked against the job's manifest. A glob gives its matches, sorted. A file is taken as named.
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     found: list[str] = []
     for path in map(os.fspath, paths):
         if storage.is_folder(path):
-            found += one_format_per_shard(storage.folder_files(path, _is_listed_shard))
+            found += one_format_per_shard(_folder_shards(path))
         elif storage.has_magic(path):
             matches = [p for p in storage.glob(path) if not storage.basename(p).startswith((".", "_"))]
             if not matches:
@@ -408,13 +442,22 @@ def find_shards(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[
 _FORMAT_PREFERENCE = (".parquet", ".jsonl.gz", ".jsonl", ".json.gz", ".json")
 
 
+def _shard_stem(path: str, ext: str | None) -> tuple[str, str]:
+    """(the output folder, the file name less its extension): the same for one shard in
+    every format, whether its formats sit side by side or in ``format_folder`` s."""
+    folder, file_name = storage.split(path)
+    if storage.basename(folder) in FORMATS:
+        folder = storage.split(folder)[0]
+    return folder, file_name[: -len(ext)] if ext else file_name
+
+
 def one_format_per_shard(paths: list[str]) -> list[str]:
-    """``paths`` with each shard (the same name but for its extension) kept once, in the
-    preferred format, so a folder written in two formats is not read twice."""
-    best: dict[str, tuple[int, str]] = {}
+    """``paths`` with each shard (the same name but for its extension and format folder)
+    kept once, in the preferred format, so a folder written in two formats is not read twice."""
+    best: dict[tuple[str, str], tuple[int, str]] = {}
     for path in paths:
         ext = _read_extension(path)
-        stem = path[: -len(ext)] if ext else path
+        stem = _shard_stem(path, ext)
         rank = _FORMAT_PREFERENCE.index(ext) if ext in _FORMAT_PREFERENCE else len(_FORMAT_PREFERENCE)
         if stem not in best or rank < best[stem][0]:
             best[stem] = (rank, path)
@@ -504,7 +547,7 @@ def shard_files(specs: str | os.PathLike | Iterable[str | os.PathLike]) -> list[
 
 
 def read_error(path: str, offset: int, reason: str, detail: str) -> dict:
-    """An ``errors/errors.jsonl`` row: which file, which row (from 1; 0 = the file), why."""
+    """An ``_errors/errors.jsonl`` row: which file, which row (from 1; 0 = the file), why."""
     return {"source": path, "offset": offset, "reason": reason, "detail": detail[:500]}
 
 

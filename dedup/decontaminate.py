@@ -27,7 +27,7 @@ benchmark n-grams matched it. Exactly what each mode does:
 ``decontaminate(matched, **options)`` is the rule the decontamination job runs over each
 training document (``match_documents`` finds its spans, hashing a batch once for every
 benchmark): a ``common.decision.Decision`` whose record holds the kept pieces as
-``Document`` s and, for a document any benchmark matched, the row of ``removed.jsonl``.
+``Document`` s and, for a document any benchmark matched, the row of ``_removed.jsonl``.
 
 ``removed_chars`` counts the original characters that are not in the output: the merged
 regions, plus discarded short pieces, or the whole text when the document is dropped.
@@ -147,7 +147,7 @@ class Matched:
 @dataclass(frozen=True)
 class Decontamination:
     """What became of one document: its kept pieces and, when a benchmark matched it, the
-    ``removed.jsonl`` row saying which benchmarks, why and how much was removed."""
+    ``_removed.jsonl`` row saying which benchmarks, why and how much was removed."""
 
     pieces: tuple[Document, ...]
     removed: dict | None

@@ -55,11 +55,11 @@ EXTRA_OPTIONS = "beam"  # pipelines.cli: what is not this job's option is a Beam
 
 AUDIT = "audit"
 DECONTAMINATE = "decontaminate"
+REMOVED_FILE = "_removed.jsonl"  # decontaminate: one row per document a benchmark matched (bookkeeping, not data)
 MODES = ("both", "bloom", "exact")
 # The audit's tallies (namespace AUDIT): documents hashed into the filter, their n-grams, documents scanned exactly.
 DOCUMENTS_HASHED, NGRAMS_HASHED, DOCUMENTS_SCANNED = "documents", "ngrams", "scanned_documents"
 FILTER_UNITS = {DOCUMENTS_HASHED: DOCUMENTS, NGRAMS_HASHED: OTHER}
-REMOVED_FILE = "removed.jsonl"  # decontaminate: one row per document a benchmark matched
 
 
 # --- shared ------------------------------------------------------------------------------

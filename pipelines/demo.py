@@ -3,9 +3,9 @@
 1. generate the sample crawl (WET, WARC, manifests, a Pushshift-style dump), seeded;
 2. inspect every crawl file (records by type, MIME, language header, errors);
 3. read the WET files listed in the manifest into C4-style JSON and Parquet shards with
-   the Beam DirectRunner (errors output and stats.json included);
+   the Beam DirectRunner (errors output and _stats.json included);
 4. build C4 (``en``, the reference's line dedup) from the WET manifest with Beam:
-   ``c4-train``/``c4-validation`` JSON and Parquet shards, stats.json, the summary table;
+   ``c4-train``/``c4-validation`` JSON and Parquet shards (``c4json/``, ``parquet/``), _stats.json, the summary table;
    then the same job into ``memory://`` and on the native Spark engine (``local[2]``, when
    pyspark is installed), each checked byte-identical to the first;
 5. build WebText from the sample's Pushshift dump (.zst) joined against the sample WARC
@@ -43,7 +43,7 @@ from tqdm import tqdm
 
 from common import memfs, storage
 from corpus.sentences import PUNKT_INSTALL_COMMAND, PunktMissingError, require_punkt, use_trained_punkt
-from corpus.shards import find_shards, read_documents
+from corpus.shards import FORMATS, find_shards, read_documents
 from corpus.stats import compute_stats, format_stats, plot_length_histogram
 from corpus.warc import inspect_archive
 from model.checkpoint import load_model, tokenizer_folder
@@ -55,7 +55,7 @@ from model.sample import generate
 from model.tokenizer import BPETokenizer
 from model.train import config_from_args, train
 from model.train import format_summary as format_training
-from pipelines.audit import format_audit, format_decontaminate, run_audit, run_decontaminate
+from pipelines.audit import REMOVED_FILE, format_audit, format_decontaminate, run_audit, run_decontaminate
 from pipelines.c4 import format_summary as format_c4_summary
 from pipelines.c4 import run as run_c4
 from pipelines.jobs import STATS_FILE, write_json
@@ -175,7 +175,7 @@ def build_c4(folders: DemoFolders, crawl: SampleCrawl) -> tuple[dict, dict]:
 
 def build_c4_on_spark(folders: DemoFolders, crawl: SampleCrawl) -> dict:
     """4. The same C4 job on the native Spark engine (``local[2]``), compared file by file with
-    Beam's; stats.json aside (its ``write-shards`` tallies count each engine's own work)."""
+    Beam's; _stats.json aside (its ``write-shards`` tallies count each engine's own work)."""
     if importlib.util.find_spec("pyspark") is None:
         log.warning("4/11 pyspark is not installed: no Spark run (pip install 'corpusforge[spark]')")
         return {"identical": None, "summary": "not run: pip install 'corpusforge[spark]'"}
@@ -283,7 +283,7 @@ def evaluate_model(folders: DemoFolders, crawl: SampleCrawl, seed: int) -> dict:
 def corpus_statistics(folders: DemoFolders):
     """11. Statistics of the C4 shards and a document-length histogram."""
     log.info("11/11 corpus statistics of the C4 shards")
-    shards = find_shards(os.path.join(folders.c4, "c4-*.json.gz"))
+    shards = find_shards(folders.c4)  # each shard once (its Parquet file), c4-train and c4-validation
     stats = compute_stats(read_documents(shards))
     plot_length_histogram(stats, folders.png, title=f"C4 from the sample crawl: {stats.documents} documents")
     write_json(folders.corpus_stats, stats.to_dict())
@@ -319,14 +319,15 @@ def print_report(folders: DemoFolders, result: dict, stats) -> None:
     print(f"  inspection         {os.path.join(out, 'inspect.json')}")
     print(f"  document shards    {docs_dir} ({', '.join(sorted(os.path.basename(s) for s in find_shards(docs_dir)))})")
     print(f"  read counters      {json.dumps(counters)}")
-    print(f"  C4 en corpus       {c4_dir} ({', '.join(sorted(os.path.basename(s) for s in find_shards(c4_dir)))})")
-    print(f"  C4 counters        {os.path.join(c4_dir, 'stats.json')}")
+    print(f"  C4 en corpus       {c4_dir} ({', '.join(f + '/' for f in sorted(os.listdir(c4_dir)) if f in FORMATS)}: "
+          f"{', '.join(sorted(os.path.basename(s) for s in find_shards(c4_dir)))})")
+    print(f"  C4 counters        {os.path.join(c4_dir, STATS_FILE)}")
     print(f"  C4 manifest        {os.path.join(c4_dir, '_SUCCESS')} ({object_store['files']} files with size and sha256, written last)")
     print(f"  C4 via memory://   {object_store['summary']}")
     print(f"  C4 on Spark        {folders.c4_spark}: {result['spark']['summary']}")
-    print(f"  WebText corpus     {webtext_dir} (links/, {', '.join(sorted(os.path.basename(s) for s in find_shards(webtext_dir)))}, stats.json)")
+    print(f"  WebText corpus     {webtext_dir} (links/, {', '.join(sorted(os.path.relpath(s, webtext_dir) for s in find_shards(webtext_dir)))}, {STATS_FILE})")
     print(f"  overlap audit      {folders.audit} (report.html, report.md, report.json, bloom/)")
-    print(f"  decontaminated C4  {os.path.join(out, 'c4-decontaminated')} (removed.jsonl, stats.json)")
+    print(f"  decontaminated C4  {os.path.join(out, 'c4-decontaminated')} ({REMOVED_FILE}, {STATS_FILE})")
     print(f"  token shards       {tokens_dir} (meta.json, tokenizer/, {', '.join(sorted(f for f in os.listdir(tokens_dir) if f.endswith('.bin')))})")
     print(f"  tiny GPT-2 run     {folders.model} (ckpt.pt, metrics.jsonl, loss.png, hf/)")
     print(f"  fine-tuned model   {os.path.join(folders.finetune, 'run')} (report.md, metrics.jsonl, loss.png, hf/); task in {os.path.join(folders.finetune, 'task')}")

@@ -1,6 +1,10 @@
 """A job's bookkeeping, the same for every recipe: claim the output folder before the
 pipeline runs, read the finished pipeline's counters and error examples, write
-``stats.json`` and then the ``_SUCCESS`` manifest (``common.storage``'s output contract).
+``_stats.json`` and then the ``_SUCCESS`` manifest (``common.storage``'s output contract).
+
+Every bookkeeping name starts with ``_`` (``_stats.json``, ``_errors/``, ``_SUCCESS``,
+``_temporary/``), Hadoop's mark of a file that is not data, so Spark, ``pyarrow.dataset``,
+polars, DuckDB and ``datasets`` read an output folder as the corpus alone (docs/formats.md).
 """
 
 from __future__ import annotations
@@ -9,12 +13,14 @@ import json
 import logging
 
 from common import storage
-from pipelines.sources import ERRORS_FILE
-from pipelines.steps import EXAMPLES_PER_REASON, read_nothing
+from pipelines.steps import ERRORS_FILE, EXAMPLES_PER_REASON, read_nothing
 
 log = logging.getLogger("corpusforge")
 
-STATS_FILE = "stats.json"
+STATS_FILE = "_stats.json"
+# The bookkeeping names of folders written before the "_" layout: their shards still read
+# (readers skip a bare .json and sub-folders), and a job that overwrites one removes them.
+OLD_LAYOUT_FILES = ("stats.json", "errors/errors.jsonl", "removed.jsonl")
 
 
 def begin_job(output: str, job: str, overwrite: bool = False, keep: tuple[str, ...] = ()) -> str:
@@ -26,7 +32,7 @@ def begin_job(output: str, job: str, overwrite: bool = False, keep: tuple[str, .
 
 
 def finish_job(output: str, job: str, stats: dict, extra_files: tuple[str, ...] = (), *, expect_written: bool = False) -> dict | None:
-    """After the pipeline finished: ``stats.json``, then the ``_SUCCESS`` manifest, last.
+    """After the pipeline finished: ``_stats.json``, then the ``_SUCCESS`` manifest, last.
 
     A job that read not one record commits nothing (None): its folder keeps the claim,
     marked with why, so readers refuse it. ``expect_written``: the job's shard writers
@@ -35,7 +41,8 @@ def finish_job(output: str, job: str, stats: dict, extra_files: tuple[str, ...] 
         storage.abandon_output(output, "it read no record from any input file")
         return None
     write_json(storage.join(output, STATS_FILE), stats)
-    return storage.commit_output(output, job, extra_files=(STATS_FILE, ERRORS_FILE) + tuple(extra_files), expect_written=expect_written)
+    return storage.commit_output(output, job, extra_files=(STATS_FILE, ERRORS_FILE) + tuple(extra_files),
+                                 expect_written=expect_written, replaces=OLD_LAYOUT_FILES)
 
 
 def counters_of(result) -> dict[str, dict[str, int]]:

@@ -6,8 +6,8 @@
 WET ``conversion`` records become documents (``text``, ``url``, ``timestamp`` and ``meta``
 with language header and provenance). WARC HTML responses are counted here; turning HTML
 into text belongs to the recipes that choose an extractor. Bad input goes to
-``errors/errors.jsonl``; all counters and up to 5 example errors per reason go to
-``stats.json``.
+``_errors/errors.jsonl``; all counters and up to 5 example errors per reason go to
+``_stats.json``.
 """
 
 from __future__ import annotations

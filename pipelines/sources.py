@@ -27,11 +27,11 @@ from apache_beam.utils.windowed_value import WindowedValue
 from common import storage
 from common.decision import OTHER
 from corpus.records import Document, HtmlPage, ReadError
-from corpus.shards import ShardFile, document_row, json_line, shard_name
+from corpus.shards import ShardFile, document_row, json_line, shard_relpath
 from corpus.warc import MAX_RECORD_BYTES, ReadStats, read_archive
 from pipelines import progress
 from pipelines.options import int_at_least
-from pipelines.steps import READ_NAMESPACE, count
+from pipelines.steps import ERRORS_FILE, READ_NAMESPACE, count
 
 WRITE_NAMESPACE = "write-shards"
 # The shard writer's tallies: sorted units of work staged (an engine's own bookkeeping, so
@@ -259,8 +259,13 @@ class _MergeShardFn(beam.DoFn):
 def write_shard(out_dir: str, formats, name: str, split: str, index: int, count: int, lines) -> tuple[list[dict], int]:
     """Shard ``index`` of ``count`` in every format from its staged lines (``encode_row``),
     already in shard order: (the files' manifest entries, rows written). Every engine's
-    last step, so a shard has the same bytes whoever ordered its rows."""
-    files = [ShardFile(storage.join(out_dir, shard_name(name, split, index, count, fmt)), fmt) for fmt in formats]
+    last step, so a shard has the same bytes whoever ordered its rows. Each format goes to
+    its ``shard_relpath`` (a folder per format when there are several). A shard that no
+    document falls in is not written (no entry): an empty gzip stream is a file that
+    polars and ``pyarrow.dataset`` refuse, and the manifest lists the shards there are."""
+    formats = tuple(formats)
+    relpaths = [shard_relpath(name, split, index, count, fmt, formats) for fmt in formats]
+    files = [ShardFile(storage.join(out_dir, *relpath.split("/")), fmt, manifest_name=relpath) for fmt, relpath in zip(formats, relpaths)]
     staged = [shard for shard in files if shard.fmt == STAGED_FORMAT]  # take the staged line as it is
     decoded = [shard for shard in files if shard.fmt != STAGED_FORMAT]
     written = 0
@@ -276,11 +281,16 @@ def write_shard(out_dir: str, formats, name: str, split: str, index: int, count:
         for shard in files:
             shard.abort()
         raise
+    if not written:
+        for shard in files:
+            shard.abort()
+        return [], 0
     return [shard.commit() for shard in files], written
 
 
 class WriteShards(beam.PTransform):
-    """Documents -> ``<name>-<split>.NNNNN-of-MMMMM.<ext>`` in every format, every index present.
+    """Documents -> ``<name>-<split>.NNNNN-of-MMMMM.<ext>`` in every format (``shard_relpath``),
+    every index that holds a document (each index is merged; ``write_shard`` skips an empty one).
 
     A document goes to shard ``md5(url) % N``; a shard is ordered by (md5(url), url,
     timestamp, md5(text)) one of two ways (``--shard_sort``, see ``shard_sort_of``), with
@@ -332,7 +342,7 @@ class WriteShards(beam.PTransform):
 
 
 class WriteErrors(beam.PTransform):
-    """Error dicts -> ``errors/errors.jsonl``, sorted by file and offset (one small file)."""
+    """Error dicts -> ``ERRORS_FILE`` (``_errors/errors.jsonl``), sorted by file and offset (one small file)."""
 
     def __init__(self, out_dir: str):
         super().__init__()
@@ -345,9 +355,6 @@ class WriteErrors(beam.PTransform):
             | "Collect errors" >> beam.combiners.ToList()
             | "Write errors" >> beam.Map(lambda rows: write_errors(rows, out_dir))
         )
-
-
-ERRORS_FILE = "errors/errors.jsonl"
 
 
 def write_errors(rows: list[dict], out_dir: str) -> str:

@@ -36,7 +36,7 @@ tallies records, a CombineFn's output) still counts through ``Tally``/``flush_co
 or ``count`` for a tally with no examples output, always with a declared unit.
 
 After the run, ``units_of(result)`` gives ``{namespace: {counter: unit}}`` (written as
-``stats.json["units"]``) and ``format_counter_table`` computes each counter's share
+``_stats.json["units"]``) and ``format_counter_table`` computes each counter's share
 within its unit (``pages``, ``lines``, ``spans``, ...); ``other`` counters, and counters
 with no declared unit, get no share.
 """
@@ -60,15 +60,15 @@ from common.decision import OTHER, Decision
 
 log = logging.getLogger(__name__)
 
-EXAMPLES_PER_REASON = 5  # stats.json: examples sampled per counter (the TFDS c4 counters have none; ours, a few to read)
-EXAMPLE_CHARS = 400  # stats.json: characters kept of each example
+EXAMPLES_PER_REASON = 5  # _stats.json: examples sampled per counter (the TFDS c4 counters have none; ours, a few to read)
+EXAMPLE_CHARS = 400  # _stats.json: characters kept of each example
 EXAMPLES_FILE = "examples.json"  # staged under the output's _temporary/ until the job commits
 UNIT_METRIC_PREFIX = "unit:"  # string-set metric "unit:<counter>" in the counter's namespace: {its unit}
 
 
 class ReasonExamples:
     """Up to ``n`` examples per counter name, the ones with the smallest CRC-32: the same
-    sample whatever the bundling, so stats.json is reproducible."""
+    sample whatever the bundling, so _stats.json is reproducible."""
 
     def __init__(self, n: int = EXAMPLES_PER_REASON):
         self.n = n
@@ -231,7 +231,7 @@ def _write_examples(rows, out_dir: str) -> None:
 
 
 def examples_document(rows) -> dict[str, dict[str, list[str]]]:
-    """stats.json's ``examples`` from ``("<namespace>/<reason>", [(crc, excerpt), ...])``
+    """_stats.json's ``examples`` from ``("<namespace>/<reason>", [(crc, excerpt), ...])``
     rows, each list the ``EXAMPLES_PER_REASON`` smallest: the same document on every engine."""
     examples: dict[str, dict[str, list[str]]] = {}
     for key, items in sorted(rows):
@@ -278,7 +278,7 @@ def format_counter_table(title: str, counters: dict, stages, units: dict | None 
     """One screen: each stage's counters, each with its share of the counters of the same
     declared unit in its stage (a page counter's share of the pages the stage decided on,
     a line counter's share of the lines it looked at); ``other`` and undeclared counters
-    get no share. ``units`` is ``units_of(result)`` (``stats.json["units"]``)."""
+    get no share. ``units`` is ``units_of(result)`` (``_stats.json["units"]``)."""
     units = units or {}
     rows = [title, f"{'stage':22} {'counter':38} {'count':>12} {'share':>8}"]
     for namespace in stages:
@@ -298,16 +298,19 @@ def format_counter_table(title: str, counters: dict, stages, units: dict | None 
 
 
 READ_NAMESPACE = "read-archive"  # the archive reader's counters (records, errors by reason)
+# A job's input problems, one JSON line each (file, offset, reason); "_" so that readers of the
+# output folder (Spark, pyarrow.dataset, ...) take it for bookkeeping, not data.
+ERRORS_FILE = "_errors/errors.jsonl"
 
 
 def format_read_errors(counters: dict) -> str:
-    """The input problems of a run, one line per reason (``errors/errors.jsonl`` has each
+    """The input problems of a run, one line per reason (``ERRORS_FILE`` has each
     one), or a line saying that no record could be read at all; '' when all went well."""
     read = counters.get(READ_NAMESPACE, {})
     errors = {k.split(":", 1)[1]: v for k, v in read.items() if k.startswith("error:")}
     rows = [f"{'read errors':22} {reason:38} {count:>12,}" for reason, count in sorted(errors.items())]
     if read_nothing(counters):
-        rows.append("no record could be read from any input file: see errors/errors.jsonl")
+        rows.append(f"no record could be read from any input file: see {ERRORS_FILE}")
     return "\n".join(rows)
 
 

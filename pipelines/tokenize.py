@@ -31,7 +31,7 @@ written to ``OUTPUT/.parts/``, and each shard is cut from those part files by it
 worker. Memory per worker: one digest range, or one shard (2 bytes per token).
 
 Outputs: ``meta.json``, ``tokenizer/vocab.json`` + ``merges.txt``,
-``<prefix>_<split>_<i:06d>.bin``, ``stats.json`` (every counter), ``errors/errors.jsonl``.
+``<prefix>_<split>_<i:06d>.bin``, ``_stats.json`` (every counter), ``_errors/errors.jsonl``.
 
 Workers (``--setup_file ./beam_setup.py``) install beam_setup.py's ``tokenize`` extra on top
 of requirements.txt: the tokenizer libraries, never torch.
@@ -64,7 +64,7 @@ from pipelines.cli import run_job
 from pipelines.options import add_engine_arguments, add_overwrite_argument, non_negative_int, positive_int, spark_engine, stage_setup_file, unit_fraction
 from pipelines.jobs import begin_job, counters_of, error_examples, finish_job, write_json
 from pipelines.sources import WriteErrors
-from pipelines.steps import Steps, collect_examples, count, units_of
+from pipelines.steps import ERRORS_FILE, Steps, collect_examples, count, units_of
 
 log = logging.getLogger(__name__)
 
@@ -395,7 +395,7 @@ def format_summary(result: dict) -> str:
         lines.append(f"  {split:5} {info['documents']:>12,} documents {info['tokens']:>15,} tokens {info['shards']:>5} shards")
     errors = {k: v for k, v in counters.items() if k.startswith("error:")}
     if errors:
-        lines.append("  errors: " + ", ".join(f"{k[6:]} {v:,}" for k, v in sorted(errors.items())) + " (see errors/errors.jsonl)")
+        lines.append("  errors: " + ", ".join(f"{k[6:]} {v:,}" for k, v in sorted(errors.items())) + f" (see {ERRORS_FILE})")
     return "\n".join(lines)
 
 

@@ -106,7 +106,7 @@ def test_decontaminate_removes_planted_passages_and_keeps_the_rest(corpus, tmp_p
     kept = list(read_documents(str(out / "decontaminated-train.*.parquet")))
     assert not any(d.url.startswith("http://planted.example/lambada/") for d in kept)
     assert any(d.url.startswith("http://planted.example/ptb/") for d in kept)
-    removed = [json.loads(line) for line in (out / "removed.jsonl").read_text().splitlines()]
+    removed = [json.loads(line) for line in (out / audit.REMOVED_FILE).read_text().splitlines()]
     assert sorted(r["url"] for r in removed) == [f"http://planted.example/lambada/{i}" for i in (4000, 7)]
     # Spans mode keeps the text around a match, minus the match and 200 characters either side.
     spans = audit.run_decontaminate(["--corpus", *corpus["inputs"], "--benchmark", lambada, "--output", str(tmp_path / "spans"),

@@ -19,6 +19,8 @@ from c4_reference import run_reference
 from corpus import c4
 from corpus.shards import find_shards, read_documents
 from pipelines import c4 as c4_pipeline
+from pipelines.jobs import STATS_FILE
+from pipelines.steps import ERRORS_FILE
 from pipelines.c4 import registered_domain_parts
 
 pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`
@@ -36,7 +38,8 @@ def run_ours(inputs, out: Path, *extra: str) -> dict:
 def our_pages(out: Path) -> dict[str, list[dict]]:
     pages = {}
     for split in ("train", "validation"):
-        docs = read_documents(find_shards(str(out / f"c4-{split}.*.json.gz")))
+        # at the top or in c4json/; a split with no page has no shard file
+        docs = read_documents(sorted(str(p) for p in out.glob(f"**/c4-{split}.*.json.gz")))
         pages[split] = sorted(({"url": d.url, "text": d.text, "timestamp": d.timestamp} for d in docs), key=lambda r: r["url"])
     return pages
 
@@ -101,12 +104,14 @@ def test_sample_matches_reference(sample_crawl, sample_en):
 def test_sample_outputs_layout_stats_and_examples(sample_en):
     out, stats = sample_en
     names = sorted(os.listdir(out / "ours"))
+    assert names == sorted(["_SUCCESS", STATS_FILE, ERRORS_FILE.split("/")[0], "c4json", "parquet"])  # a folder per format
+    names = sorted(os.listdir(out / "ours" / "c4json")) + sorted(os.listdir(out / "ours" / "parquet"))
     assert "c4-train.00000-of-00002.json.gz" in names and "c4-train.00001-of-00002.json.gz" in names
     assert "c4-validation.00000-of-00001.json.gz" in names and "c4-train.00000-of-00002.parquet" in names
-    with gzip.open(out / "ours" / "c4-train.00000-of-00002.json.gz", "rt", encoding="utf-8") as f:
+    with gzip.open(out / "ours" / "c4json" / "c4-train.00000-of-00002.json.gz", "rt", encoding="utf-8") as f:
         row = json.loads(f.readline())
     assert list(row) == ["text", "timestamp", "url"]
-    written = json.loads((out / "ours" / "stats.json").read_text(encoding="utf-8"))
+    written = json.loads((out / "ours" / STATS_FILE).read_text(encoding="utf-8"))
     assert written["counters"] == stats["counters"]
     examples = written["examples"]
     assert 1 <= len(examples["clean-page"]["line-filtered:javascript"]) <= 5
@@ -135,7 +140,7 @@ def test_every_counter_has_a_declared_unit_and_every_drop_a_sampled_example(samp
 
 
 def _shard_bytes(folder: Path) -> dict[str, bytes]:
-    return {name: (folder / name).read_bytes() for name in sorted(os.listdir(folder)) if name.startswith("c4-")}
+    return {path.relative_to(folder).as_posix(): path.read_bytes() for path in sorted(folder.rglob("c4-*"))}
 
 
 def test_output_is_byte_identical_across_reruns_and_two_workers(sample_crawl, sample_en, tmp_path):
@@ -145,7 +150,7 @@ def test_output_is_byte_identical_across_reruns_and_two_workers(sample_crawl, sa
              "--direct_num_workers", "2", "--direct_running_mode", "multi_processing")
     first = _shard_bytes(out / "ours")
     assert first and _shard_bytes(again) == first
-    two_workers, one_worker = (json.loads((folder / "stats.json").read_text()) for folder in (again, out / "ours"))
+    two_workers, one_worker = (json.loads((folder / STATS_FILE).read_text()) for folder in (again, out / "ours"))
     assert two_workers["examples"] == one_worker["examples"]
     # Every counter keeps its declared unit when parallel workers each declare a part of them.
     assert two_workers["units"] == one_worker["units"] and two_workers["units"]["clean-page"]["filtered:squigglybracket"] == "pages"
@@ -228,7 +233,7 @@ def test_bad_input_is_counted_and_every_good_page_is_kept(tmp_path, sample_crawl
     assert counters["read-archive"]["repaired:invalid_utf8"] == 1  # the Latin-1 page: kept, counted
     urls = {p["url"] for p in our_pages(tmp_path / "out")["train"] + our_pages(tmp_path / "out")["validation"]}
     assert urls == {"http://bad.example/latin1", "http://bad.example/nul", "http://good.example/page"}
-    errors = (tmp_path / "out" / "errors" / "errors.jsonl").read_text().splitlines()
+    errors = (tmp_path / "out" / ERRORS_FILE).read_text().splitlines()
     assert any(json.loads(e)["source"].endswith("unreadable.warc.wet.gz") for e in errors)
 
 
@@ -271,7 +276,7 @@ def test_cli_prints_the_summary_table(tmp_path, sample_crawl, real_data):
                  "--badwords", str(real_data / "badwords" / "en"), "--format", "c4json"])
     assert done.returncode == 0, done.stderr[-2000:]
     assert "clean-page" in done.stdout and "line-filtered:no_endmark" in done.stdout and "%" in done.stdout
-    assert (out / "stats.json").exists() and (out / "c4-train.00000-of-00001.json.gz").exists()
+    assert (out / STATS_FILE).exists() and (out / "c4-train.00000-of-00001.json.gz").exists()
 
 
 def test_crawl_id_reads_its_manifest_from_a_mirror_and_max_files_takes_the_first(sample_crawl, tmp_path):

@@ -17,6 +17,8 @@ from corpus.fetch import FetchConfig
 from corpus.records import Document
 from corpus.shards import write_shards
 from pipelines import audit, cli, fetch_links
+from pipelines.jobs import STATS_FILE
+from pipelines.steps import ERRORS_FILE
 
 pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`
 
@@ -117,7 +119,7 @@ def test_read_via_cli_passes_beam_options_through(real_data, tmp_path):
     out = tmp_path / "out"
     result = corpusforge("read", "--input", str(real_data / "warc/ccscalatools/filter_test_1.wet.gz"), "--output", str(out), "--direct_num_workers", "1")
     assert "25 documents" in result.stdout
-    assert (out / "docs-train.00000-of-00001.json.gz").exists() and (out / "stats.json").exists()
+    assert (out / "docs-train.00000-of-00001.json.gz").exists() and (out / STATS_FILE).exists()
 
 
 # -- mistakes are refused before any work, in one line, with exit 2 ------------------------
@@ -236,7 +238,7 @@ def test_a_wet_gz_that_is_not_gzip_is_an_error_row_and_a_failing_exit(real_data,
         assert result.returncode == 1, result.stderr
         assert "no WARC record could be read" in result.stderr
         assert "garbage_between_records" in result.stdout
-        assert (tmp_path / job / "errors" / "errors.jsonl").read_text().count("garbage_between_records") == 1
+        assert (tmp_path / job / ERRORS_FILE).read_text().count("garbage_between_records") == 1
 
 
 def test_a_beam_job_shows_progress_and_keeps_stderr_quiet(real_data, tmp_path):
@@ -274,7 +276,7 @@ def test_a_folder_in_two_formats_is_counted_and_tokenized_once(real_data, tmp_pa
     # and Parquet both read); `tokenize --input docs/` read 644 documents from 322.
     docs = tmp_path / "docs"
     corpusforge("read", "--input", str(real_data / WET), "--output", str(docs), "--format", "c4json", "parquet", "--num_shards", "2")
-    assert len(list(docs.glob("*.json.gz"))) == len(list(docs.glob("*.parquet"))) == 2
+    assert len(list(docs.glob("c4json/*.json.gz"))) == len(list(docs.glob("parquet/*.parquet"))) == 2
     assert json.loads(corpusforge("stats", str(docs), "--json", "-q").stdout)["documents"] == 25
     result = corpusforge("tokenize", "--input", str(docs), "--output", str(tmp_path / "tokens"), "--vocab_size", "300",
                          "--val_docs", "0", "--prefix", "t")

@@ -15,6 +15,7 @@ from corpus.warc import read_archive
 from model.token_shards import find_token_shards, read_token_shard
 from model.tokenizer import BPETokenizer
 from pipelines.demo import run_demo
+from pipelines.jobs import STATS_FILE
 
 pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`
 
@@ -27,29 +28,30 @@ def test_demo_builds_every_output(tmp_path, capsys):
     counters = result["read"]["counters"]["read-archive"]
     assert counters["produced:conversion"] == len(wet_docs) > 100
     assert not any(k.startswith("error:") for k in counters)
-    shards = sorted(p.name for p in (tmp_path / "documents").iterdir() if p.is_file() and p.name.startswith("sample-"))
-    assert shards == ["sample-train.00000-of-00002.json.gz", "sample-train.00000-of-00002.parquet", "sample-train.00001-of-00002.json.gz", "sample-train.00001-of-00002.parquet"]
-    from_json = sorted((d.url, d.text) for d in read_documents(str(tmp_path / "documents/*.json.gz")))
-    from_parquet = sorted((d.url, d.text) for d in read_documents(str(tmp_path / "documents/*.parquet")))
+    shards = sorted(p.relative_to(tmp_path / "documents").as_posix() for p in (tmp_path / "documents").rglob("sample-*"))
+    assert shards == ["c4json/sample-train.00000-of-00002.json.gz", "c4json/sample-train.00001-of-00002.json.gz",
+                      "parquet/sample-train.00000-of-00002.parquet", "parquet/sample-train.00001-of-00002.parquet"]
+    from_json = sorted((d.url, d.text) for d in read_documents(str(tmp_path / "documents/c4json/*.json.gz")))
+    from_parquet = sorted((d.url, d.text) for d in read_documents(str(tmp_path / "documents/parquet/*.parquet")))
     assert from_json == from_parquet == sorted((d.url, d.text) for d in wet_docs)
     inspection = json.loads((tmp_path / "inspect.json").read_text())
     assert set(inspection) == {p.rsplit("/", 1)[1] for p in crawl.wet_paths + crawl.warc_paths}
     assert (tmp_path / "document-lengths.png").read_bytes()[:4] == b"\x89PNG"
-    c4_docs = list(read_documents(str(tmp_path / "c4" / "c4-*.json.gz")))
+    c4_docs = list(read_documents(str(tmp_path / "c4" / "c4json" / "c4-*.json.gz")))
     split = result["c4"]["counters"]
     assert len(c4_docs) == split["train"]["examples"] + split.get("validation", {}).get("examples", 0)
     assert 0 < len(c4_docs) < len(wet_docs)
     assert {d.url for d in c4_docs} <= {d.url for d in wet_docs}
     assert json.loads((tmp_path / "corpus-stats.json").read_text())["documents"] == len(c4_docs)
-    assert json.loads((tmp_path / "c4" / "stats.json").read_text())["counters"]["clean-page"]["passed"] > 0
+    assert json.loads((tmp_path / "c4" / STATS_FILE).read_text())["counters"]["clean-page"]["passed"] > 0
     manifest = json.loads((tmp_path / "c4" / "_SUCCESS").read_text())
-    assert {f["name"] for f in manifest["files"]} >= {"c4-train.00000-of-00002.json.gz", "c4-train.00001-of-00002.parquet", "stats.json"}
+    assert {f["name"] for f in manifest["files"]} >= {"c4json/c4-train.00000-of-00002.json.gz", "parquet/c4-train.00001-of-00002.parquet", STATS_FILE}
     assert result["object_store"]["identical"] and "byte-identical to the local run" in out
     assert result["spark"]["identical"] and "C4 on Spark" in out  # the native Spark engine, beside Beam
-    assert sorted(p.name for p in (tmp_path / "c4-spark").glob("c4-*")) == sorted(p.name for p in (tmp_path / "c4").glob("c4-*"))
+    assert sorted(p.name for p in (tmp_path / "c4-spark").glob("*/c4-*")) == sorted(p.name for p in (tmp_path / "c4").glob("*/c4-*"))
     assert "demo outputs" in out and "length histogram" in out and "line-filtered:no_endmark" in out
     webtext = result["webtext"]["counters"]
-    webtext_docs = list(read_documents(str(tmp_path / "webtext" / "webtext-train.*.parquet")))
+    webtext_docs = list(read_documents(str(tmp_path / "webtext" / "parquet" / "webtext-train.*.parquet")))
     assert webtext["webtext-crawl-join"]["matched"] > 0 and len(webtext_docs) > 0
     assert all(d.meta["score_max"] and int(d.meta["score_max"]) >= 3 for d in webtext_docs)
     assert not any("wikipedia.org" in d.url for d in webtext_docs)

@@ -26,6 +26,7 @@ from common import memfs, storage
 from corpus.inputs import InputError
 from corpus.shards import find_shards, read_documents
 from pipelines import audit, c4 as c4_pipeline, cli, read as read_pipeline, sources, tokenize, webtext
+from pipelines.jobs import STATS_FILE
 from pipelines.options import PORTABLE_JOB_TIMEOUT_S, portable_runner_options
 
 pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`
@@ -197,7 +198,7 @@ def test_every_job_round_trips_through_memory(real_data, wet_inputs, tmp_path):
     assert_same_output(str(tmp_path / "audit"), "memory://out/audit", skip=("audit.json", "bloom/bloom.json"))
     for corpus, out in ((str(tmp_path / "c4"), str(tmp_path / "clean")), ("memory://out/c4", "memory://out/clean")):
         audit.run_decontaminate(["--corpus", corpus, "--benchmark", benchmark, "--output", out, "--format", "jsonl"])
-    assert_same_output(str(tmp_path / "clean"), "memory://out/clean", skip=("stats.json",))  # stats names removed.jsonl's path
+    assert_same_output(str(tmp_path / "clean"), "memory://out/clean", skip=(STATS_FILE,))  # stats names removed.jsonl's path
     # tokenize (the trainer reads token shards memory-mapped, from a local folder)
     for corpus, out in ((str(tmp_path / "c4"), str(tmp_path / "tokens")), ("memory://out/c4", "memory://out/tokens")):
         tokenize.run(["--input", corpus, "--output", out, "--vocab_size", "300", "--shard_tokens", "20000", "--val_docs", "2"])
@@ -252,7 +253,7 @@ def test_shards_are_the_same_bytes_sorted_by_runs_or_by_the_shuffle_in_any_numbe
     many_runs, counters = run("many-runs", "--shard_sort", "runs")
     assert counters["runs"] >= 10
     for other in (whole, parts, many_runs):
-        assert_same_output(runs, other, skip=("stats.json",))
+        assert_same_output(runs, other, skip=(STATS_FILE,))
 
 
 def test_shard_sort_auto_picks_runs_where_the_shuffle_lives_in_memory():
@@ -274,7 +275,7 @@ def test_read_decontaminate_tokenize_and_webtext_write_to_s3(real_data, wet_inpu
         tokenize.run(["--input", f"{root}/clean", "--output", f"{root}/tokens", "--vocab_size", "300", "--val_docs", "2"] + fs)
     storage.configure(s3)
     assert_same_output(str(tmp_path / "docs"), f"s3://{BUCKET}/direct/docs")
-    assert_same_output(str(tmp_path / "clean"), f"s3://{BUCKET}/direct/clean", skip=("stats.json",))
+    assert_same_output(str(tmp_path / "clean"), f"s3://{BUCKET}/direct/clean", skip=(STATS_FILE,))
     assert_same_output(str(tmp_path / "tokens"), f"s3://{BUCKET}/direct/tokens")
     assert_same_output(str(tmp_path / "webtext"), f"s3://{BUCKET}/direct/webtext")
     assert any(name.startswith("links/") for name in manifest_files(f"s3://{BUCKET}/direct/webtext"))

@@ -194,7 +194,7 @@ def test_worker_sdist_installs_from_the_index_without_torch_and_runs_c4(real_dat
     _run([*corpusforge, "c4", "--input", real_data / WET, "--badwords", real_data / BADWORDS, "--output", out],
          timeout=600, env=env, cwd=tmp_path)
     timings["c4"] = time.monotonic() - started
-    shard = out / "c4-train.00000-of-00001.json.gz"
+    shard = out / "c4json" / "c4-train.00000-of-00001.json.gz"  # the default c4json parquet: a folder per format
     with gzip.open(shard, "rt", encoding="utf-8") as f:
         documents = [json.loads(line) for line in f if line.strip()]
     assert documents and all(d["text"] and d["url"] for d in documents)

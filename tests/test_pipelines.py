@@ -13,6 +13,8 @@ from corpus.inputs import ManifestPathError, join_base, read_manifest
 from corpus.shards import read_documents
 from corpus.warc import ReadStats, read_archive
 from pipelines.read import run
+from pipelines.jobs import STATS_FILE
+from pipelines.steps import ERRORS_FILE
 
 pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`
 
@@ -51,12 +53,12 @@ def test_read_job_writes_every_document_and_every_error(inputs, tmp_path):
     docs = list(read_documents(str(out)))
     assert len(docs) == expected.counts["produced:conversion"] == 25 + 1 + 15 + 4 + 1
     assert {d.meta["source"].rsplit("/", 1)[1] for d in docs} == {p.name for p in inputs.iterdir() if ".wet" in p.name}
-    errors = [json.loads(line) for line in (out / "errors/errors.jsonl").read_text().splitlines()]
+    errors = [json.loads(line) for line in (out / ERRORS_FILE).read_text().splitlines()]
     assert sorted(e["reason"] for e in errors) == ["clipped_record", "missing_target_uri", "truncated_gzip"]
     counters = stats["counters"]["read-archive"]
     assert counters == {k: v for k, v in sorted(expected.counts.items())}
     assert counters["produced:response"] == 16  # WARC pages are counted, not written
-    on_disk = json.loads((out / "stats.json").read_text())
+    on_disk = json.loads((out / STATS_FILE).read_text())
     assert on_disk["examples"]["truncated_gzip"][0]["offset"] == 49258
     assert on_disk["files"] == 6
 
@@ -71,7 +73,7 @@ def test_read_job_output_is_byte_identical_across_reruns_and_workers(inputs, tmp
     run(common + ["--output", str(tmp_path / "two"), "--direct_num_workers", "2", "--direct_running_mode", "multi_processing"])
     first = shard_bytes(tmp_path / "one")
     assert len(first) == 2 and first == shard_bytes(tmp_path / "again") == shard_bytes(tmp_path / "two")
-    assert (tmp_path / "one/errors/errors.jsonl").read_bytes() == (tmp_path / "two/errors/errors.jsonl").read_bytes()
+    assert (tmp_path / "one" / ERRORS_FILE).read_bytes() == (tmp_path / "two" / ERRORS_FILE).read_bytes()
     lines = [json.loads(line) for data in first.values() for line in gzip.decompress(data).decode().splitlines()]
     assert all(list(row) == ["text", "timestamp", "url"] for row in lines)
     assert all("\n\n" not in row["text"] and not row["text"].startswith(" ") for row in lines)  # c4 text mode

@@ -38,33 +38,33 @@ def documents_folder(sample_crawl, tmp_path_factory):
 
 
 def with_meta(folder):
-    return sorted(((d.url, d.text, d.meta) for d in read_documents(sorted(folder.glob("*.jsonl")))), key=str)
+    return sorted(((d.url, d.text, d.meta) for d in read_documents(sorted(folder.glob("jsonl/*.jsonl")))), key=str)
 
 
 def expected(folder, split):
-    return sorted(((d.url, d.text, d.meta) for d in read_documents(sorted(folder.glob(f"c4-{split}.*.json.gz")))), key=str)
+    return sorted(((d.url, d.text, d.meta) for d in read_documents(sorted(folder.glob(f"c4json/c4-{split}.*.json.gz")))), key=str)
 
 
 def test_hugging_face_datasets_loads_the_folder_with_its_splits(c4_folder, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
 
-    loaded = datasets.load_dataset("parquet", data_files={"train": str(c4_folder / "c4-train.*.parquet"),
-                                                          "validation": str(c4_folder / "c4-validation.*.parquet")},
+    loaded = datasets.load_dataset("parquet", data_files={"train": str(c4_folder / "parquet" / "c4-train.*.parquet"),
+                                                          "validation": str(c4_folder / "parquet" / "c4-validation.*.parquet")},
                                    cache_dir=str(tmp_path / "hf"))
     assert set(loaded) == {"train", "validation"}
     assert loaded["train"].features["meta"] == datasets.Value("string")
     for split in ("train", "validation"):
         rows = sorted(((r["url"], r["text"], json.loads(r["meta"])) for r in loaded[split]), key=str)
         assert rows == [(u, t, m) for u, t, m in expected(c4_folder, split)] and rows
-    # The folder itself: datasets picks the splits from the file names.
-    by_folder = datasets.load_dataset(str(c4_folder), cache_dir=str(tmp_path / "hf2"))
+    # The format's folder itself: datasets picks the splits from the file names.
+    by_folder = datasets.load_dataset(str(c4_folder / "parquet"), cache_dir=str(tmp_path / "hf2"))
     assert {split: by_folder[split].num_rows for split in by_folder} == {s: loaded[s].num_rows for s in loaded}
 
 
 def test_hugging_face_streaming_and_a_column_subset(c4_folder, monkeypatch):
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
 
-    streamed = datasets.load_dataset("parquet", data_files={"train": str(c4_folder / "c4-train.*.parquet")}, split="train",
+    streamed = datasets.load_dataset("parquet", data_files={"train": str(c4_folder / "parquet" / "c4-train.*.parquet")}, split="train",
                                      streaming=True, columns=["text", "url"])
     rows = list(streamed)
     assert rows and set(rows[0]) == {"text", "url"}
@@ -73,14 +73,14 @@ def test_hugging_face_streaming_and_a_column_subset(c4_folder, monkeypatch):
 
 def test_duckdb_reads_the_shards_and_their_meta(documents_folder):
     rows = duckdb.sql(f"SELECT url, text, json_extract_string(meta, '$.record_id') AS record_id "
-                      f"FROM read_parquet('{documents_folder}/*.parquet')").fetchall()
+                      f"FROM read_parquet('{documents_folder}/parquet/*.parquet')").fetchall()
     want = with_meta(documents_folder)
     assert len(want) > 50 and all(m["record_id"] for _, _, m in want)
     assert sorted(rows) == sorted((u, t, m["record_id"]) for u, t, m in want)
 
 
 def test_polars_reads_the_shards_and_decodes_meta(documents_folder):
-    frame = pl.read_parquet(str(documents_folder / "*.parquet"))
+    frame = pl.read_parquet(str(documents_folder / "parquet" / "*.parquet"))
     assert frame.columns == ["text", "url", "timestamp", "meta"]
     rows = [(u, t, json.loads(m)) for u, t, m in zip(frame["url"].to_list(), frame["text"].to_list(), frame["meta"].to_list())]
     assert sorted(rows, key=str) == with_meta(documents_folder)

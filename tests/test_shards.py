@@ -362,8 +362,9 @@ def test_beam_shards_are_the_bytes_of_the_plain_writer(tmp_path, monkeypatch, so
         for index in range(num_shards):
             name = shard_name("c4", "train", index, num_shards, fmt)
             expected = write_shard([d for d in ordered if shard_index(d.url, num_shards) == index], tmp_path / "plain" / name, fmt)
-            assert (out / name).read_bytes() == open(expected, "rb").read(), (sort, name)
-    assert sum(1 for _ in read_documents(sorted(out.glob("*.json.gz")))) == len(docs)
+            assert (out / fmt / name).read_bytes() == open(expected, "rb").read(), (sort, name)
+    assert sum(1 for _ in read_documents(sorted(out.glob("c4json/*.json.gz")))) == len(docs)
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith("_")) == sorted(FORMATS)  # a folder per format
 
 
 def test_a_staged_line_is_the_c4json_line_and_gives_the_row_back():

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from common import memfs, storage
+from pipelines.jobs import STATS_FILE
+from pipelines.steps import ERRORS_FILE
 from corpus.records import Document
 from corpus.shards import find_shards, read_documents, write_shards
 
@@ -72,9 +74,9 @@ def test_a_committed_set_reads_back_exactly_what_its_manifest_lists(root, caplog
     writer_paths = write_shards(docs(20), out, fmt="jsonl", name="t", num_shards=3)
     infos = [storage.file_info(p, storage.basename(p)) for p in writer_paths]
     storage.record_written(out, "t-train", infos)
-    storage.write_atomically(storage.join(out, "stats.json"), "{}\n")
-    manifest = storage.commit_output(out, "test", extra_files=["stats.json", "errors/errors.jsonl"])
-    assert [f["name"] for f in manifest["files"]] == sorted([storage.basename(p) for p in writer_paths] + ["stats.json"])
+    storage.write_atomically(storage.join(out, STATS_FILE), "{}\n")
+    manifest = storage.commit_output(out, "test", extra_files=[STATS_FILE, ERRORS_FILE])
+    assert [f["name"] for f in manifest["files"]] == sorted([storage.basename(p) for p in writer_paths] + [STATS_FILE])
     assert not storage.exists(storage.staging_path(out, storage.JOB_FILE))
     assert json.loads(storage.read_text(storage.join(out, "_SUCCESS")))["job"] == "test"
     # A stray shard from another run is ignored (and named in a warning), not mixed in.

@@ -10,6 +10,7 @@ command ends with one line naming the store and what to check, and no traceback.
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import socket
@@ -212,6 +213,65 @@ def test_a_silent_s3_endpoint_ends_the_job_in_one_line(silent, real_data, tmp_pa
     assert not (tmp_path / "c4").exists()  # nothing started
     line = one_error_line(corpusforge("train", "--data", "s3://bucket-x/tokens", "--out", str(tmp_path / "run"), *TINY_GPT, *options))
     assert "did not answer within 2 s" in line
+
+
+class RefusingS3:
+    """An S3 endpoint that answers every request at once with 403 InvalidAccessKeyId, as S3 does
+    for an unknown key (moto accepts any key, so it cannot play this part); counts the requests."""
+
+    BODY = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>InvalidAccessKeyId</Code><Message>The AWS Access '
+            b'Key Id you provided does not exist in our records.</Message></Error>')
+
+    def __init__(self):
+        refusing = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _refuse(self):
+                refusing.requests.append(f"{self.command} {self.path}")
+                self.send_response(403)
+                self.send_header("Content-Type", "application/xml")
+                self.send_header("Content-Length", str(len(refusing.BODY)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(refusing.BODY)
+
+            do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _refuse
+
+            def log_message(self, *args):
+                pass
+
+        self.requests: list[str] = []
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def refusing():
+    server = RefusingS3()
+    yield server
+    server.close()
+
+
+def test_refused_credentials_end_the_job_in_one_line_on_the_first_answer(refusing, real_data, tmp_path):
+    options = ["--s3_endpoint_url", refusing.endpoint, "--s3_access_key_id", "wrong", "--s3_secret_access_key", "wrong",
+               "--s3_region_name", "us-east-1", "--store_timeout_s", "5"]
+    # reading from the store: c4 with its input there
+    line = one_error_line(corpusforge("-q", "c4", "--input", "s3://bucket-x/wet/", "--output", str(tmp_path / "c4"),
+                                      "--badwords", str(real_data / "badwords" / "en"), *options))
+    assert "s3://bucket-x" in line and refusing.endpoint in line and "refused the credentials" in line
+    assert "--s3_access_key_id" in line and "--s3_secret_access_key" in line
+    assert "did not answer" not in line  # it ended on the store's answer, not on --store_timeout_s
+    assert not (tmp_path / "c4").exists()  # nothing started
+    assert refusing.requests == ["HEAD /bucket-x"]  # one probe, no retries
+    # writing to the store: read with a local input and its output there
+    line = one_error_line(corpusforge("-q", "read", "--input", str(real_data / WET), "--output", "s3://bucket-y/docs", *options))
+    assert "s3://bucket-y" in line and "refused the credentials" in line and "did not answer" not in line
+    assert refusing.requests[1:] == ["HEAD /bucket-y"]
 
 
 def test_a_closed_port_ends_the_job_in_one_line(real_data, tmp_path):

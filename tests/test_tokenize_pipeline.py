@@ -19,6 +19,8 @@ from corpus.shards import nonempty_text, read_error, read_texts, shard_files
 from model.token_shards import find_token_shards, read_token_shard
 from model.tokenizer import BPETokenizer
 from pipelines import tokenize
+from pipelines.jobs import STATS_FILE
+from pipelines.steps import ERRORS_FILE
 from pipelines.cli import main
 
 pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`
@@ -95,14 +97,14 @@ def test_shards_decode_back_to_the_documents(corpus, first_run):
 
 def test_stats_count_what_was_dropped(first_run):
     out, result = first_run
-    stats = json.loads((out / "stats.json").read_text())
+    stats = json.loads((out / STATS_FILE).read_text())
     counters = stats["counters"]
     assert counters["documents_read"] == 241 and counters["empty_dropped"] == 1
     assert counters["error:bad_json"] == 1 and counters["error:no_text_field"] == 1
     assert counters["train_documents"] + counters["val_documents"] == 240
     assert stats["examples"] == {"empty_dropped": ["  \n "]}  # every drop sampled
     assert stats["units"]["empty_dropped"] == "documents" and stats["units"]["train_tokens"] == "other"
-    errors = [json.loads(line) for line in (out / "errors/errors.jsonl").read_text().splitlines()]
+    errors = [json.loads(line) for line in (out / ERRORS_FILE).read_text().splitlines()]
     assert [(e["reason"], e["offset"]) for e in errors] == [("bad_json", 101), ("no_text_field", 103)]
     assert "errors: bad_json 1, no_text_field 1" in tokenize.format_summary(result)
 

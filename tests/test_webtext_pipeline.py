@@ -25,6 +25,7 @@ from corpus.shards import find_shards, read_documents
 from corpus.urls import url_key
 from dedup import minhash
 from pipelines import webtext as webtext_pipeline
+from pipelines.jobs import STATS_FILE
 
 pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`
 
@@ -136,7 +137,7 @@ def test_common_crawl_join_builds_deduplicated_webtext(real_data, site, tmp_path
 
     table = read_link_table(str(out / "links" / "links-00000-of-00001.parquet"))
     assert [link.key for link in table] == [link.key for link in kept_links]
-    written = json.loads((out / "stats.json").read_text())
+    written = json.loads((out / STATS_FILE).read_text())
     assert written["examples"]["webtext-karma"]["low_score"]
     # Every drop is sampled, the dedup stages' too: the losing copy's URL starts its example.
     [exact_loser] = written["examples"]["webtext-exact-dedup"]["filtered"]

@@ -89,7 +89,7 @@ def _listed_urls(pattern: str) -> list[str]:
 
 def run(spark, files: list[str], args, resources: dict, beam_args=()) -> dict:
     """Run the C4 chain on ``spark`` into ``args.output`` (claimed by the caller's
-    ``begin_job``); returns stats.json's ``counters``, ``examples`` and ``units``."""
+    ``begin_job``); returns _stats.json's ``counters``, ``examples`` and ``units``."""
     job = SparkJob(spark, beam_args)
     variant = c4.VARIANTS[args.variant]
     pages = job.over_partitions(job.files(files), _read_pages, args.input_kind, args.extract_timeout, args.max_record_bytes, args.verify_digest)

@@ -8,7 +8,7 @@
   counts per namespace, each counter's declared unit, the ``EXAMPLES_PER_REASON`` sampled
   drops with the smallest CRC-32. ``counters()``, ``units()`` and ``examples()`` read it
   after the job as Beam's ``counters_of``, ``units_of`` and ``collect_examples`` read a
-  pipeline result, so stats.json is the same document.
+  pipeline result, so _stats.json is the same document.
 - ``SparkJob.write_shards``: documents keyed by split -> one Spark partition per shard,
   sorted in the shard's order (``sources.encode_row``: md5(url), url, timestamp,
   md5(text)) by ``repartitionAndSortWithinPartitions`` (which spills to disk), written by
@@ -214,7 +214,7 @@ class SparkJob:
 
     def write_shards(self, docs, out_dir: str, formats, name: str, splits: list[tuple[str, int]]) -> None:
         """``(split position, Document)`` pairs -> ``<name>-<split>.NNNNN-of-MMMMM.<ext>`` for
-        every split of ``splits`` (``(split, number of shards)``), every index present, and
+        every split of ``splits`` (``(split, number of shards)``), every index that holds a document, and
         their manifest entries staged for ``_SUCCESS`` (``storage.record_written``)."""
         counts = [count for _, count in splits]
         offsets = [sum(counts[:i]) for i in range(len(counts))]
