@@ -49,6 +49,8 @@ import zstandard
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import c4_scale  # noqa: E402  (the process-tree sampler, the child's environment, load lines)
 
+from pipelines.jobs import OLD_LAYOUT_FILES, STATS_FILE  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 GENERATOR_VERSION = 1  # part of the cache key: bump when the generated dumps change
 SUBMISSIONS_PER_FILE = 50_000
@@ -192,8 +194,9 @@ def run_webtext(repo: Path, env: dict, dumps: list[Path], warc: Path, out_dir: P
     result = {"status": status, "wall": wall, "cpu": max(cpu, sum(p["cpu"] for p in procs)),
               "main_peak": max(main["peak"], main["hwm"], job_maxrss), "tree_peak": max(sampler.peak_sum, single, job_maxrss),
               "processes": procs}
-    stats = out_dir / "stats.json"
-    if stats.exists():
+    # this checkout writes _stats.json; a baseline from before the "_" layout, stats.json
+    stats = next((out_dir / name for name in (STATS_FILE, OLD_LAYOUT_FILES[0]) if (out_dir / name).exists()), None)
+    if stats is not None:
         result["counters"] = json.loads(stats.read_text())["counters"]
         result["links"] = {p.name: p.read_bytes() for p in sorted((out_dir / "links").iterdir())}
     else:

@@ -342,7 +342,7 @@ def decontaminate_shards(args: argparse.Namespace) -> dict:
 
 
 def decontaminate_on_beam(by_split: dict[str, list[str]], indexes, rule, args, beam_args) -> dict:
-    """The decontamination's Beam run: every split's shards, ``removed.jsonl``; its counters,
+    """The decontamination's Beam run: every split's shards, ``_removed.jsonl``; its counters,
     units and examples (namespace ``DECONTAMINATE``)."""
     with progress.pipeline(PipelineOptions(stage_setup_file(beam_args)), "decontaminate", sum(map(len, by_split.values()))) as p:
         run_step, removed = Steps(), []

@@ -1,5 +1,5 @@
 """The C4 Beam pipeline on the DirectRunner: fidelity to the reference, variants,
-determinism across workers, bad input, punkt missing, stats.json and the summary."""
+determinism across workers, bad input, punkt missing, _stats.json and the summary."""
 
 from __future__ import annotations
 

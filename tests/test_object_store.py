@@ -198,7 +198,7 @@ def test_every_job_round_trips_through_memory(real_data, wet_inputs, tmp_path):
     assert_same_output(str(tmp_path / "audit"), "memory://out/audit", skip=("audit.json", "bloom/bloom.json"))
     for corpus, out in ((str(tmp_path / "c4"), str(tmp_path / "clean")), ("memory://out/c4", "memory://out/clean")):
         audit.run_decontaminate(["--corpus", corpus, "--benchmark", benchmark, "--output", out, "--format", "jsonl"])
-    assert_same_output(str(tmp_path / "clean"), "memory://out/clean", skip=(STATS_FILE,))  # stats names removed.jsonl's path
+    assert_same_output(str(tmp_path / "clean"), "memory://out/clean", skip=(STATS_FILE,))  # stats names _removed.jsonl's path
     # tokenize (the trainer reads token shards memory-mapped, from a local folder)
     for corpus, out in ((str(tmp_path / "c4"), str(tmp_path / "tokens")), ("memory://out/c4", "memory://out/tokens")):
         tokenize.run(["--input", corpus, "--output", out, "--vocab_size", "300", "--shard_tokens", "20000", "--val_docs", "2"])

@@ -1,5 +1,5 @@
 """The native Spark engine against Beam's DirectRunner: the same shards (every byte), the
-same ``_SUCCESS`` shard list, the same stats.json counters, units and examples, on real
+same ``_SUCCESS`` shard list, the same _stats.json counters, units and examples, on real
 WET/WARC files, on a generated crawl of several thousand pages, in every C4 variant and
 both dedup modes, for ``read``, on a moto S3 server and through ``spark-submit``.
 
@@ -75,12 +75,12 @@ def both_engines(job, out: Path, args: list[str]) -> tuple[dict, dict]:
 
 
 def shard_entries(folder: str) -> list[dict]:
-    """The ``_SUCCESS`` list of data files (stats.json, which counts the engine's own work, aside)."""
+    """The ``_SUCCESS`` list of data files (_stats.json, which counts the engine's own work, aside)."""
     return [entry for entry in storage.read_success(folder)["files"] if entry["name"] != STATS_FILE]
 
 
 def without_engine_work(stats: dict) -> dict:
-    """stats.json less the shard writer's tallies (``write-shards``: Beam's sorted runs, one
+    """_stats.json less the shard writer's tallies (``write-shards``: Beam's sorted runs, one
     part per shard on Spark), the one namespace that counts an engine's own units of work."""
     stats = json.loads(json.dumps(stats))
     for key in ("counters", "units"):

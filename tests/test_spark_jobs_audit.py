@@ -1,6 +1,6 @@
 """``corpusforge audit`` and ``decontaminate`` on the native Spark engine against Beam's
 DirectRunner: every file of the output the same bytes (the reports, the Bloom filter parts
-and ``bloom.json``, the decontaminated shards of every split, ``removed.jsonl``), the same
+and ``bloom.json``, the decontaminated shards of every split, ``_removed.jsonl``), the same
 ``_SUCCESS`` list and the same stats, on real Common Crawl WET text with planted passages
 of real benchmarks (LAMBADA, WikiText-2); the audit reading its corpus from a moto S3
 server, in a fresh process; decontamination through ``pipelines.spark_main`` (the spark-submit
@@ -34,8 +34,8 @@ pytestmark = pytest.mark.pipeline  # runs Beam and Spark jobs, and the corpusfor
 ROOT = Path(__file__).resolve().parents[1]
 WET_FILES = ("warc/ccscalatools/filter_test_1.wet.gz", "warc/whirlwind/whirlwind.warc.wet.gz")
 FP_QUERIES = "20000"
-# A file that names the job's own output folder (audit.json: the reports' paths; stats.json:
-# removed.jsonl's path) is compared with that folder's name replaced.
+# A file that names the job's own output folder (audit.json: the reports' paths; _stats.json:
+# _removed.jsonl's path) is compared with that folder's name replaced.
 NAMES_ITS_FOLDER = ("audit.json", STATS_FILE)
 
 

@@ -1,7 +1,7 @@
 """``tokenize`` and ``webtext --pages crawl`` on the native Spark engine against Beam's
 DirectRunner: every file of the ``_SUCCESS`` list the same bytes (token shards, their
 tokenizer and meta.json, the link table, the WebText shards, the errors file), the same
-stats.json counters, units and examples, on real text and real Pushshift lines and WARC
+_stats.json counters, units and examples, on real text and real Pushshift lines and WARC
 files of the shared data and on the bundled sample crawl; the CLI and the spark-submit
 entry point run both jobs.
 
@@ -36,7 +36,7 @@ REAL_WARCS = ("warc/resiliparse/warcfile.warc.gz", "warc/whirlwind/whirlwind.war
 
 
 def same_files(beam_out: Path, spark_out: Path) -> list[dict]:
-    """Both folders' ``_SUCCESS`` lists equal, stats.json included, and every listed file the
+    """Both folders' ``_SUCCESS`` lists equal, _stats.json included, and every listed file the
     same bytes; returns the list."""
     entries = storage.read_success(str(beam_out))["files"]
     assert entries == storage.read_success(str(spark_out))["files"]

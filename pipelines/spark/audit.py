@@ -16,7 +16,7 @@ driver's part (loading the filter, the reports, ``audit.json``, ``_SUCCESS``) is
   ``treeAggregate`` (``OverlapCounter.merge`` keeps the smallest ids: any order, same counter);
 - decontamination: ``matched_documents`` per shard file, the ``decontaminate`` rule as a
   ``SparkJob.step``, the pieces to ``SparkJob.write_shards`` (one shard set per split), the
-  ``removed.jsonl`` rows gathered by an accumulator while the pieces stream to the writer.
+  ``_removed.jsonl`` rows gathered by an accumulator while the pieces stream to the writer.
 
 The benchmark indexes reach the workers once, as a broadcast variable.
 """
@@ -127,7 +127,7 @@ def _pieces(position: int, removed):
 
 
 def decontaminate(spark, by_split: dict[str, list[str]], indexes, rule, args, beam_args) -> dict:
-    """``pipelines.audit.decontaminate_on_beam`` on Spark: the same shards, ``removed.jsonl``,
+    """``pipelines.audit.decontaminate_on_beam`` on Spark: the same shards, ``_removed.jsonl``,
     counters, units and examples (namespace ``DECONTAMINATE``)."""
     job = SparkJob(spark, beam_args)
     shared = job.sc.broadcast(dict(indexes))

@@ -62,7 +62,7 @@ def _write_shards(tallies, beam_args):
 def run(spark, files: list[str], tokenizer, args, parts_dir: str, plan_path: str, beam_args=()) -> dict:
     """Tokenize ``files`` into ``args.output`` (claimed, tokenizer saved and ``args.buckets``
     set by the caller); stages the plan at ``plan_path`` as the Beam job does. Returns
-    stats.json's ``counters``, ``units`` and ``examples``."""
+    _stats.json's ``counters``, ``units`` and ``examples``."""
     job = SparkJob(spark, beam_args)
     texts = job.over_partitions(job.files(files), _read_texts, args.field)
     texts = job.step(texts, NAMESPACE, nonempty_text)

@@ -108,7 +108,7 @@ def near_duplicates(job: SparkJob, id_texts, threshold: float, ngram: int, num_p
 
 def run(spark, dumps: list[str], crawl_files: list[str], args, link_filter, beam_args=()) -> dict:
     """WebText from ``dumps`` joined against ``crawl_files`` into ``args.output`` (claimed by
-    the caller's ``begin_job``); returns stats.json's ``counters``, ``units`` and ``examples``."""
+    the caller's ``begin_job``); returns _stats.json's ``counters``, ``units`` and ``examples``."""
     job = SparkJob(spark, beam_args)
     lines = job.over_partitions(job.files(dumps), _read_dumps)
     subs = job.step(lines, SUBMISSIONS, functools.partial(filter_submission, filt=link_filter))
