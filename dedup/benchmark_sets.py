@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from common.errors import InputError
+from common.jsonlines import json_objects
 
 WSC273_SCHEMAS = 273  # Levesque et al.'s WSC273: the first 273 schemas of WSCollection.xml
 CBT_LINES_PER_EXAMPLE = 21  # Hill et al. 2016: 20 context sentences + 1 query
@@ -428,22 +429,16 @@ def load_jsonl(path: str | os.PathLike, *, field: str = "text", name: str | None
 
     Ids are the rows' ``id_field`` values (as strings) when every row has one and they are
     unique, else ``<name>-<index>``. ``meta``: ``line`` and every other field of the row.
-    A line that is not a JSON object or lacks a string ``field`` is an error naming it.
+    A line that is not a JSON object (``common.jsonlines``) or lacks a string ``field`` is an error naming it.
     """
     p = _check_file(path)
     name = name or p.stem
     rows: list[tuple[int, dict]] = []
     with open(p, encoding="utf-8") as f:
-        for number, line in enumerate(f):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{p}:{number + 1}: not JSON: {err}") from err
-            if not isinstance(row, dict) or not isinstance(row.get(field), str):
-                raise ValueError(f"{p}:{number + 1}: no string field {field!r}")
-            rows.append((number, row))
+        for number, row in json_objects(f, str(p)):
+            if not isinstance(row.get(field), str):
+                raise ValueError(f"{p}:{number}: no string field {field!r}")
+            rows.append((number - 1, row))
     ids = [row.get(id_field) for _, row in rows] if id_field else []
     use_ids = bool(id_field) and all(i is not None for i in ids) and len({str(i) for i in ids}) == len(ids)
     examples = []
@@ -636,13 +631,7 @@ def load_nq(path: str | os.PathLike, *, name: str = "nq") -> BenchmarkSet:
     answer. A missing field or an empty answer list is an error."""
     p = _check_file(path)
     examples = []
-    for number, line in enumerate(_lines(_read_text(p)), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{p}:{number}: not a JSON line ({err.msg})") from None
+    for number, row in json_objects(_lines(_read_text(p)), str(p)):
         _need(row, ("question", "answer"), f"{p}:{number}: not an NQ-open line")
         answers = row["answer"]
         if not isinstance(answers, list) or not answers or not all(isinstance(a, str) and a.strip() for a in answers):

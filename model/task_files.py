@@ -32,6 +32,7 @@ import os
 from dataclasses import dataclass, field
 
 from common.errors import InputError
+from common.jsonlines import json_objects
 from common.storage import local_copy
 
 TASK_TYPES = ("classification", "entailment", "similarity", "multiple_choice")
@@ -145,16 +146,7 @@ def read_glue_tsv(path: str, fmt: str) -> TaskData:
 
 def _json_lines(path: str):
     with _open_text(path) as f:
-        for line, text in enumerate(f, start=1):
-            if not text.strip():
-                continue
-            try:
-                record = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise TaskFormatError(f"{path}:{line}: not a JSON line ({exc.msg})") from None
-            if not isinstance(record, dict):
-                raise TaskFormatError(f"{path}:{line}: expected a JSON object, got {type(record).__name__}")
-            yield line, record
+        yield from json_objects(f, path, TaskFormatError)
 
 
 def read_nli_jsonl(path: str, fmt: str) -> TaskData:

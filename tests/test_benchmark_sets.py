@@ -188,7 +188,7 @@ def test_jsonl_field_ids_and_meta(tmp_path):
         load_benchmark(f"jsonl:{path}")
     broken = tmp_path / "broken.jsonl"
     broken.write_text('{"text": "a"}\n{"text": \n', encoding="utf-8")
-    with pytest.raises(ValueError, match=r"broken.jsonl:2: not JSON"):
+    with pytest.raises(ValueError, match=r"broken.jsonl:2: not a JSON line"):
         load_jsonl(broken)
 
 
