@@ -18,6 +18,8 @@ import pytest
 
 from test_object_store import free_port, listening, start, stop, wait_for
 
+pytestmark = pytest.mark.pipeline  # runs Beam jobs on the PortableRunner in subprocesses: not in `make test-fast`
+
 ROOT = Path(__file__).resolve().parents[1]
 HANG_GUARD_S = 300  # a launcher still running after this is a hang, not a slow run
 

@@ -28,6 +28,8 @@ from test_object_store import BUCKET, s3, upload  # noqa: F401  (the moto S3 ser
 
 pyspark = pytest.importorskip("pyspark", reason="the spark extra is not installed: pip install 'corpusforge[spark]'")
 
+pytestmark = pytest.mark.pipeline  # runs Spark and Beam jobs: not in `make test-fast`
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("common", "corpus", "dedup", "pipelines", "samplecrawl")
 GENERATED_SEEDS = (0, 1)  # two seeded sample crawls: 4,000 pages, 6 WET files, URLs shared across them

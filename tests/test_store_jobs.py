@@ -23,6 +23,8 @@ import pytest
 
 from test_object_store import free_port, start, stop, wait_for
 
+pytestmark = pytest.mark.pipeline  # runs every job in a fresh subprocess on a moto S3 server: not in `make test-fast`
+
 ROOT = Path(__file__).resolve().parents[1]
 BUCKET = "corpusforge-jobs"
 WET = "warc/ccscalatools/filter_test_1.wet.gz"
