@@ -70,13 +70,16 @@ def test_sdist_from_beam_setup_installs_into_a_fresh_venv(tmp_path):
     venv = tmp_path / "worker-venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = venv / "bin" / "python"
-    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], check=True, capture_output=True, text=True)
+    bare = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # a developer's PYTHONPATH=checkout is not the worker's
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], env=bare, check=True, capture_output=True, text=True)
     # Dependencies come from this environment (the slow test below installs them from the
     # index); the five packages themselves must come from the sdist, never from this checkout.
     site = Path(subprocess.check_output([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], text=True).strip())
     (site / "zz_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     code = "import common, corpus, dedup, pipelines, model, common.storage, corpus.warc, corpus.shards, pipelines.cli, pipelines.sources; print('\\n'.join(m.__file__ for m in (common, corpus, dedup, pipelines, model)))"
-    out = subprocess.run([str(python), "-c", code], cwd=tmp_path, check=True, capture_output=True, text=True).stdout.split()
+    out = subprocess.run([str(python), "-c", code], cwd=tmp_path, env=bare, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    out = out.stdout.split()
     assert len(out) == 5 and all(path.startswith(str(venv)) for path in out), out
     requires = subprocess.check_output([str(python), "-m", "pip", "show", "corpusforge"], text=True)
     assert "apache-beam" in requires and "warcio" in requires and "torch" not in requires

@@ -21,7 +21,7 @@ import pytest
 
 from common import storage
 from corpus.records import Document
-from corpus.shards import read_documents, write_shard
+from corpus.shards import read_documents, shard_relpath, write_shard
 from dedup.benchmark_sets import load_benchmark
 from pipelines import audit, read as read_pipeline, spark_main
 from pipelines.jobs import STATS_FILE
@@ -149,7 +149,9 @@ def test_decontaminate_through_the_spark_submit_entry_point_is_byte_identical(sp
     assert counters["clean"] > 0
     assert set(spark_stats["examples"]) == {"no_piece_left", "too_many_pieces"} and spark_stats["units"]["split"] == "documents"
     names = set(manifest(str(tmp_path / "spark")))
-    assert {"clean-train.00001-of-00002.parquet", "clean-validation.00001-of-00002.jsonl", audit.REMOVED_FILE} <= names
+    formats = ("jsonl", "parquet")
+    assert {shard_relpath("clean", "train", 1, 2, "parquet", formats), shard_relpath("clean", "validation", 1, 2, "jsonl", formats),
+            audit.REMOVED_FILE} <= names
     removed = [json.loads(line) for line in (tmp_path / "spark" / audit.REMOVED_FILE).read_text(encoding="utf-8").splitlines()]
     assert {row["url"] for row in removed if row["reason"] == "too_many_pieces"} == {"http://planted.example/many"}
     for reason in ("split", "no_piece_left", "too_many_pieces"):  # every matched document has its row, counted once

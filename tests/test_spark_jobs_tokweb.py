@@ -21,6 +21,7 @@ import zstandard
 
 from common import storage
 from corpus.records import Document, HtmlPage
+from corpus.shards import shard_relpath
 from corpus.warc import read_archive
 from pipelines import cli, spark_main, tokenize as tokenize_pipeline, webtext as webtext_pipeline
 from pipelines.jobs import STATS_FILE
@@ -114,7 +115,8 @@ def test_webtext_crawl_join_on_the_sample_crawl_is_byte_identical(spark, sample_
     assert counters["webtext-crawl-join"]["matched"] > 10 and counters["webtext-near-dedup"]["passed"] > 10
     assert counters["webtext-karma"]["low_score"] > 0 and counters["webtext-exact-dedup"]["passed"] > 10
     names = {entry["name"] for entry in storage.read_success(str(tmp_path / "spark"))["files"]}
-    assert {"links/links-00000-of-00002.parquet", "links/links-00001-of-00002.parquet", "webtext-train.00001-of-00002.parquet"} <= names
+    assert {"links/links-00000-of-00002.parquet", "links/links-00001-of-00002.parquet",
+            shard_relpath("webtext", "train", 1, 2, "parquet", ("parquet", "jsonl"))} <= names
 
 
 @pytest.fixture(scope="module")
@@ -170,5 +172,5 @@ def test_spark_refuses_a_live_fetch_in_one_line_before_work(tmp_path, caplog):
 def test_spark_submit_entry_point_names_every_job_it_runs(capsys):
     assert spark_main.main(["fetch"]) == 2
     usage = capsys.readouterr().err
-    assert "{c4,read,tokenize,webtext}" in usage
+    assert "{c4,read,tokenize,webtext,audit,decontaminate}" in usage
 

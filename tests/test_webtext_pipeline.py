@@ -88,7 +88,9 @@ def write_warc(path: Path, pages: dict[str, str], timestamp: str = "2019-04-20T1
 
 
 def output_docs(out: Path):
-    return sorted(read_documents(find_shards(str(out / "webtext-train.*.parquet"))), key=lambda d: d.url)
+    """The Parquet shards' documents: in ``parquet/`` when the job wrote several formats, else at the top."""
+    folder = out / "parquet" if (out / "parquet").is_dir() else out
+    return sorted(read_documents(find_shards(str(folder / "webtext-train.*.parquet"))), key=lambda d: d.url)
 
 
 def expected_survivors(urls: list[str]) -> set[str]:
