@@ -11,14 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from model.fused_loss import linear_cross_entropy
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+from test_gpt import one_thread  # noqa: F401  (test_gpt's autouse fixture: one torch thread for this module)
 
 
 @pytest.mark.parametrize("padded", [False, True])  # real-rows matmul with reused buffers (CPU) / padded + masked (GPU)
