@@ -75,9 +75,12 @@ from model.validation import mean_loss
 log = logging.getLogger("corpusforge.train")
 
 GPT2_BATCH_TOKENS = 512 * 1024  # GPT-2 section 2.3: batches of 512 sequences of 1024 tokens
-# torch.compile(mode=) choices of the trainer. "reduce-overhead" (CUDA graphs) is left out: its replays
-# overwrite the outputs that gradient accumulation still reads (measured failing on an H200, torch 2.11).
-COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")
+# torch.compile(mode=) choices of the trainer. "reduce-overhead" replays CUDA graphs, whose output
+# buffers the next replay overwrites: the loop then marks each micro-step's start
+# (``torch.compiler.cudagraph_mark_step_begin``) and accumulates gradients into buffers of its own
+# (``CUDAGRAPH_MODES``: gradients zeroed in place, never set to None, so no graph output becomes a ``.grad``).
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune-no-cudagraphs")
+CUDAGRAPH_MODES = ("reduce-overhead",)
 # What a resume needs besides the weights; a checkpoint without one of them is refused.
 RESUME_ENTRIES = ("optimizer", "scheduler", "step", "data", "rng")
 RESUME_OVERRIDABLE = {"max_steps", "stop_at", "eval_interval", "eval_windows", "ckpt_interval", "keep_checkpoints", "log_interval",
@@ -204,11 +207,13 @@ def check_config(cfg: TrainConfig) -> None:
 
 
 def evaluate(model, windows: TokenWindows, indices: np.ndarray, micro_batch: int, device, autocast,
-             vocab_size: int, dist_info: Dist) -> float:
+             vocab_size: int, dist_info: Dist, cudagraphs: bool = False) -> float:
     """Mean loss over the fixed validation windows (all ranks' shares together)."""
 
     def loss_of(chunk: np.ndarray) -> tuple[torch.Tensor, int]:
         x, y = windows.batch(chunk, vocab_size)
+        if cudagraphs:  # each batch a new replay; its loss is read before the next one
+            torch.compiler.cudagraph_mark_step_begin()
         with autocast():
             _, loss = model(x.to(device), y.to(device), return_logits=False)
         return loss, len(chunk)
@@ -241,6 +246,7 @@ class Run:
     flops_token: float
     peak: float | None
     peak_note: str
+    cudagraphs: bool = False  # --compile_mode reduce-overhead: graph replays, gradients in buffers of their own
     step: int = 0
     last: dict = field(default_factory=dict)  # latest train/val loss and tokens: saved in each checkpoint
     saved_step: int | None = None  # the step of the checkpoint on disk (written or resumed from); None before any
@@ -322,6 +328,13 @@ def setup_run(cfg: TrainConfig) -> Run:
         log.warning("torch.compile off: it is the default on CUDA but Triton is not installed; running eagerly")
     elif dist_info.master and cfg.compile is None and use_compile:
         log.info("torch.compile on (the default on CUDA; --no_compile runs eagerly), mode %s", cfg.compile_mode)
+    cudagraphs = cfg.compile_mode in CUDAGRAPH_MODES
+    if cudagraphs and dist_info.enabled:
+        raise TrainError(f"--compile_mode {cfg.compile_mode} (CUDA graphs) runs in one process; "
+                         "use --compile_mode default under torchrun")
+    if cudagraphs:  # gradients accumulate into these, zeroed in place each step (see CUDAGRAPH_MODES)
+        for p in raw_model.parameters():
+            p.grad = torch.zeros_like(p)
     model = torch.compile(raw_model, mode=cfg.compile_mode) if use_compile else raw_model
     train_model = model
     if dist_info.enabled:
@@ -331,6 +344,7 @@ def setup_run(cfg: TrainConfig) -> Run:
     peak, peak_note = peak_flops(device, cfg.peak_tflops)
     run = Run(cfg, dist_info, device, dtype, model_config, vocab_size, accumulation, train_windows, val_windows, val_idx, loader,
               raw_model, model, train_model, optimizer, schedule, autocast, raw_model.flops_per_token(block), peak, peak_note,
+              cudagraphs=cudagraphs,
               step=step, last=dict(state["metrics"]) if state is not None and state.get("metrics") else {},
               saved_step=step if state is not None else None)
     if dist_info.master:
@@ -405,6 +419,8 @@ def train_loop(run: Run) -> LoopResult:
             lr = run.schedule.apply()
             loss_sum = torch.zeros((), device=device)
             for micro in range(accumulation):
+                if run.cudagraphs:
+                    torch.compiler.cudagraph_mark_step_begin()
                 x, y = run.loader.next_batch()
                 sync = nullcontext()
                 if dist_info.enabled and micro < accumulation - 1:
@@ -425,7 +441,7 @@ def train_loop(run: Run) -> LoopResult:
                            f"before the update; {kept}")
                 break
             run.optimizer.step()
-            run.optimizer.zero_grad(set_to_none=True)
+            run.optimizer.zero_grad(set_to_none=not run.cudagraphs)
             run.schedule.step()
             run.step += 1
             step = run.step
@@ -452,7 +468,7 @@ def train_loop(run: Run) -> LoopResult:
                          f"{mfu:.2%}" if mfu is not None else "n/a")
             if run.val_idx is not None and (step % cfg.eval_interval == 0 or step == cfg.max_steps):
                 val_loss = evaluate(run.model, run.val_windows, run.val_idx, cfg.micro_batch, device, autocast,
-                                    run.vocab_size, dist_info)
+                                    run.vocab_size, dist_info, run.cudagraphs)
                 run.last["val_loss"] = val_loss
                 if metrics_out:
                     metrics_out.write(json.dumps({"step": step, "val_loss": val_loss}) + "\n")

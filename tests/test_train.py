@@ -242,11 +242,24 @@ def test_full_logits_loss_path_trains_like_the_chunked_one_and_unknown_modes_are
     chunked, full = train_losses(tmp_path / "chunked"), train_losses(tmp_path / "full")
     assert len(chunked) == len(full) == 3 and chunked[-1] < chunked[0]
     assert full == pytest.approx(chunked, rel=1e-4)
-    with pytest.raises(TrainError, match="--compile_mode must be one of default, max-autotune-no-cudagraphs"):
-        train(tiny_config(pattern_data, tmp_path / "bad", compile_mode="reduce-overhead"))
+    with pytest.raises(TrainError, match="--compile_mode must be one of default, reduce-overhead, max-autotune"):
+        train(tiny_config(pattern_data, tmp_path / "bad", compile_mode="cudagraphs"))
     with pytest.raises(TrainError, match="--loss_impl must be one of chunked, full"):
         train(tiny_config(pattern_data, tmp_path / "bad", loss_impl="fused"))
     assert not (tmp_path / "bad").exists()
+
+
+def test_cuda_graph_mode_accumulates_into_its_own_gradient_buffers_with_the_same_result(pattern_data, tmp_path):
+    # --compile_mode reduce-overhead keeps gradients in buffers zeroed in place (never a graph replay's
+    # output); eagerly (CPU, no compile) the same loop must give the same weights bit for bit, with
+    # gradient accumulation over 2 micro-batches and an evaluation between steps.
+    train(tiny_config(pattern_data, tmp_path / "plain", max_steps=4))
+    train(tiny_config(pattern_data, tmp_path / "graphs", max_steps=4, compile_mode="reduce-overhead"))
+    assert train_losses(tmp_path / "graphs") == train_losses(tmp_path / "plain")
+    plain = torch.load(tmp_path / "plain" / "ckpt.pt", weights_only=True)["model"]
+    graphs = torch.load(tmp_path / "graphs" / "ckpt.pt", weights_only=True)["model"]
+    assert plain.keys() == graphs.keys()
+    assert all(torch.equal(plain[k], graphs[k]) for k in plain)
 
 
 # ---------------------------------------------------------------- checkpoints
