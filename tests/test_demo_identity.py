@@ -6,11 +6,13 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import json
+import math
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import torch
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "demo_identity.py"
 
@@ -68,8 +70,8 @@ def folders(tmp_path):
     # Absolute paths of the output folder in a report, a real difference in a metric.
     _write(before / "eval" / "report.md", f"model {before}/model\nloss 2.5\n")
     _write(after / "eval" / "report.md", f"model {after}/model\nloss 2.5\n")
-    _write(before / "model" / "summary.json", json.dumps({"loss": 2.5, "elapsed_s": 3.0}))
-    _write(after / "model" / "summary.json", json.dumps({"loss": 2.75, "elapsed_s": 3.0}))
+    _write(before / "model" / "summary.json", json.dumps({"loss": 2.5, "elapsed_s": 3.0, "acc": math.nan}))
+    _write(after / "model" / "summary.json", json.dumps({"loss": 2.75, "elapsed_s": 3.0, "acc": math.nan}))
     _write(before / "model" / "only-old.txt", "x")
     return before, after
 
@@ -81,7 +83,8 @@ def test_each_file_gets_its_status(demo_identity, folders):
     assert rows["c4/c4json/c4-validation.00001-of-00002.json.gz"][0] == "same but volatile"
     assert "gzip header" in rows["c4/c4json/c4-validation.00001-of-00002.json.gz"][1]
     assert rows["c4/_stats.json"] == ("same but volatile", "was c4/stats.json; $.seconds")
-    assert rows["c4/_SUCCESS"] == ("same but volatile", "$.finished")
+    assert rows["c4/_SUCCESS"] == ("same but volatile",
+                                   "$.finished, sizes and digests of files that differ only in volatile fields")
     assert rows["c4/c4-validation.00000-of-00002.json.gz"] == ("no longer written", "an empty shard")
     assert rows["c4/c4-validation.00000-of-00002.parquet"] == ("no longer written", "an empty shard")
     assert rows["eval/report.md"] == ("same but volatile", "the output folder's path")
@@ -106,3 +109,19 @@ def test_the_same_folder_twice_is_all_identical(demo_identity, folders, capsys):
 def test_a_missing_folder_is_one_line_and_exit_2(demo_identity, tmp_path, capsys):
     assert demo_identity.main([str(tmp_path / "nope"), str(tmp_path)]) == 2
     assert capsys.readouterr().err.strip() == f"demo_identity: {tmp_path / 'nope'}: not a folder"
+
+
+def test_a_moved_run_reads_its_paths_as_the_other_side_and_checkpoints_by_their_tensors(demo_identity, tmp_path):
+    before, after, written = tmp_path / "before", tmp_path / "after", tmp_path / "demo-out"
+    for root, seed in ((before, written), (after, after)):
+        state = {"w": torch.arange(4.0), "train_config": {"data": f"{seed}/tokens"}}
+        (root / "model").mkdir(parents=True)
+        torch.save(state, root / "model" / "ckpt.pt")
+        digest = (root / "model" / "ckpt.pt").read_bytes()
+        _write(root / "model" / "ckpt.pt.sha256", json.dumps({"sha256": str(hash(digest)), "bytes": len(digest)}))
+        _write(root / "model" / "config.json", json.dumps({"data": f"{seed}/tokens"}))
+    rows = {path: status for status, path, _ in demo_identity.compare(before, after, before_as=written)}
+    assert rows == {"model/ckpt.pt": "same but volatile", "model/ckpt.pt.sha256": "same but volatile",
+                    "model/config.json": "same but volatile"}
+    rows = {path: status for status, path, _ in demo_identity.compare(before, after)}
+    assert rows["model/config.json"] == rows["model/ckpt.pt"] == rows["model/ckpt.pt.sha256"] == "differs"
