@@ -63,8 +63,8 @@ ERRORS_DIR = ERRORS_FILE.split("/")[0]
 SHARD_NAME = re.compile(r"-\d{5}-of-\d{5}\.|\.\d{5}-of-\d{5}\.")
 
 # JSON keys whose values a run cannot repeat: clock times, durations, speeds.
-VOLATILE_KEY = re.compile(r"(^|_)(finished|started|created|elapsed|seconds|time|wall|cpu|duration|dt|ms|s|sec|"
-                          r"per_s|per_sec|rate|speed|throughput|mfu)$|^(tok|tokens|examples|docs)_per_s")
+VOLATILE_KEY = re.compile(r"(^|_)(finished|started|created|elapsed|seconds|time|wall|duration|dt|ms|s|sec|"
+                          r"per_s|per_sec|speed|throughput|mfu)$")
 # A corpus fingerprint (``dedup.partitioned.corpus_fingerprint``) hashes the corpus' _SUCCESS
 # manifests, which hold the time their job finished: it changes with every run.
 FINGERPRINT_KEY = "corpus"
