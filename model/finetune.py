@@ -10,7 +10,7 @@ folder):
   ``V``, ``V+1``, ``V+2`` after the model's ``V``), their embedding rows drawn from
   N(0, 0.02) like the other embeddings;
 - every example becomes token sequences by the task's input transformation
-  (``model.tasks.transform``); the final hidden state at each ``extract`` token, after
+  (``model.finetune_tasks.transform``); the final hidden state at each ``extract`` token, after
   dropout 0.1, feeds a linear layer W_y (no bias): class logits, a regression score,
   or one score per multiple-choice candidate with a softmax over the candidates;
   for similarity the two orders' states are added before W_y;
@@ -55,16 +55,16 @@ from common.errors import InputError
 from common.storage import write_atomically
 from model.checkpoint import (CHECKPOINT_FILE, RUN_CONFIG_FILE, TOKENIZER_DIR, CheckpointError, check_optimizer_state,
                               load_model, save_checkpoint, tokenizer_folder)
-from model.contamination import ContaminationError
 from model.device import resolve_device, rng_state, seed_everything, set_rng_state
+from model.eval_contamination import ContaminationError
+from model.finetune_task_files import FORMATS, TASK_TYPES, TaskData, TaskFormatError, parse_fields, read_task_file
+from model.finetune_tasks import (IGNORE, SpecialTokens, TaskError, collate, encode_task, label_space, mark_task,
+                                  metric_names, split_metrics)
 from model.fused_loss import linear_cross_entropy
 from model.gpt import GPT, INIT_STD, GPTConfig
 from model.optim import LRSchedule, make_optimizer
 from model.run_folder import (LOSS_PLOT, METRICS_FILE, export_hf, keep_metrics_until, plot_task_run, resume_state,
                               resumed_config)
-from model.task_files import FORMATS, TASK_TYPES, TaskData, TaskFormatError, parse_fields, read_task_file
-from model.tasks import (IGNORE, SpecialTokens, TaskError, collate, encode_task, label_space, mark_task,
-                         metric_names, split_metrics)
 from model.tokenizer import BPETokenizer
 from model.train import exit_status, run_in_run_folder  # noqa: F401 (exit_status: the command's exit code, read by pipelines.cli)
 from model.validation import mean_loss

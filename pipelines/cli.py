@@ -54,7 +54,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("model.train", "train GPT-1/GPT-2 on token shards (CPU, GPU, torchrun DDP); exact resume"),
     "finetune": ("model.finetune", "fine-tune a trained checkpoint on a task (GPT-1's input transformations, a linear head)"),
     "sample": ("model.sample", "generate text from a checkpoint (top-k / top-p / temperature)"),
-    "eval": ("model.harness", "zero-shot GPT-2 benchmarks, each reported on all / clean / contaminated examples"),
+    "eval": ("model.eval_harness", "zero-shot GPT-2 benchmarks, each reported on all / clean / contaminated examples"),
     "demo": ("pipelines.demo", "generate the bundled sample crawl and run every working job on it"),
 }
 CONTRACT = ("add_arguments", "run", "format_summary")

@@ -19,12 +19,12 @@ from dedup.benchmark_sets import load_wsc
 from model.checkpoint import load_checkpoint, load_model, save_checkpoint
 from model.finetune import (DEMO_SENTENCES, TaskModel, add_task_tokens, batch_indices, config_from_args, demo_finetune, finetune,
                             format_summary, task_loss)
+from model.finetune_task_files import read_task_file
+from model.finetune_tasks import SpecialTokens, collate, encode_task
 from model.gpt import GPT, GPTConfig
 from model.hf import save_hf_dir
 from model.optim import lr_at
 from model.run_folder import read_metrics
-from model.task_files import read_task_file
-from model.tasks import SpecialTokens, collate, encode_task
 from model.tokenizer import BPETokenizer, train_tokenizer
 from pipelines import cli
 

@@ -26,7 +26,7 @@ Example pairs (wmt14, nq) come from ``pairs`` (a user's file of ``left<TAB>right
 english/french or question/answer) or, without one, are drawn for each example (seeded by
 the example's id) from OTHER documents of the same test set (WMT: another ``docid``; NQ:
 another question). Contexts longer than the window are cut from the left; the task's own
-prompt (the question, the source sentence, ``TL;DR:``) is always kept (``model.generate``).
+prompt (the question, the source sentence, ``TL;DR:``) is always kept (``model.eval_decoding``).
 """
 
 from __future__ import annotations
@@ -44,8 +44,8 @@ from sacrebleu.metrics import BLEU
 from common.errors import InputError
 from corpus.sentences import split_sentences
 from dedup.benchmark_sets import COQA_IN_DOMAIN, BenchmarkSet, Example
-from model.generate import Decoding, StopRule, answer_logprob, generate_texts
-from model.scores import BLEU_ORDER, ExampleScore
+from model.eval_decoding import Decoding, StopRule, answer_logprob, generate_texts
+from model.eval_metrics import BLEU_ORDER, ExampleScore
 
 # GPT-2 section 3.6: "generate 100 tokens with Top-k random sampling (Fan et al., 2018) with k = 2
 # ... use the first 3 generated sentences in these 100 tokens as the summary"

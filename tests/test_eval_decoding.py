@@ -1,4 +1,4 @@
-"""model.generate: KV-cached batched decoding against the full forward pass and against
+"""model.eval_decoding: KV-cached batched decoding against the full forward pass and against
 ``transformers``' ``generate`` on the same weights (greedy and seeded top-k, token for token),
 the stop rules, and the left truncation that keeps the task prompt."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from model.generate import (Decoding, GenerationError, StopRule, answer_logprob, fit_prompt, generate_batch,
-                            generate_texts)
+from model.eval_decoding import (Decoding, GenerationError, StopRule, answer_logprob, fit_prompt, generate_batch,
+                                 generate_texts)
 from model.gpt import GPT, GPTConfig, KVCache, decode
 from model.hf import save_hf_dir
 from tests.conftest import PUNKT_INSTALLED, PUNKT_SKIP

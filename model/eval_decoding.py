@@ -14,7 +14,7 @@ truncation that fits a long context into the model's window with the task's prom
                   (only ``max_new_tokens``); end-of-text always stops a row. A batch stops when every row has stopped.
 
 The draws match ``transformers``' ``generate(do_sample=True, top_k=k)`` token for token when
-its global generator has the same seed (``tests/test_generate.py``).
+its global generator has the same seed (``tests/test_eval_decoding.py``).
 """
 
 from __future__ import annotations

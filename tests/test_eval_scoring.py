@@ -1,4 +1,4 @@
-"""model.evaluate: windowed token NLLs, the perplexity bookkeeping, LAMBADA / CBT / WSC protocols."""
+"""model.eval_scoring: windowed token NLLs, the perplexity bookkeeping, LAMBADA / CBT / WSC protocols."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
 from dedup.benchmark_sets import load_benchmark, load_wsc
-from model.detokenize import count_bytes, count_chars, count_words, detokenize, detokenizer_for
-from model.evaluate import (STOPWORDS, ScoringModel, TABLE3, TABLE3_COLUMNS, cbt_prompt, evaluate_benchmark, example_offsets,
-                            split_last_word, wsc_option, wsc_prompts)
+from model.eval_detokenize import count_bytes, count_chars, count_words, detokenize, detokenizer_for
+from model.eval_metrics import compute_metric
+from model.eval_scoring import (STOPWORDS, ScoringModel, TABLE3, TABLE3_COLUMNS, cbt_prompt, evaluate_benchmark, example_offsets,
+                                split_last_word, wsc_option, wsc_prompts)
 from model.gpt import GPT, GPTConfig
 from model.hf import hf_config_dict, to_hf_state_dict
-from model.scores import compute_metric
 from model.tokenizer import train_tokenizer
 
 torch.set_num_threads(1)

@@ -1,4 +1,4 @@
-"""GPT-2's generative tasks in the eval harness (model/generative.py): the loaders on the real
+"""GPT-2's generative tasks in the eval harness (model/eval_generative.py): the loaders on the real
 files (CoQA on a fixture in the official schema), the official metrics against their
 libraries, each task end to end from a tiny random model with a clean/dirty split planted in
 a training shard, and bad input refused with one line and exit 2 before the model runs."""
@@ -18,10 +18,10 @@ from rouge_score import rouge_scorer
 from corpus.records import Document
 from corpus.shards import write_shards
 from dedup.benchmark_sets import load_benchmark, load_cnn_dm, load_coqa, load_nq, load_wmt14
-from model.generative import (TASK_METRICS, bleu_values, coqa_turn_scores, draw_others, exact_match,
-                              normalize_answer, token_f1)
-from model.harness import run_eval
-from model.scores import ExampleScore, compute_metric
+from model.eval_generative import (TASK_METRICS, bleu_values, coqa_turn_scores, draw_others, exact_match,
+                                   normalize_answer, token_f1)
+from model.eval_harness import run_eval
+from model.eval_metrics import ExampleScore, compute_metric
 from pipelines import cli
 from tests.conftest import PUNKT_INSTALLED, PUNKT_SKIP
 from tests.test_finetune import make_base

@@ -9,8 +9,8 @@ import warnings
 
 import pytest
 
-from model.detokenize import (DETOKENIZERS, count_bytes, count_chars, count_words, detokenize, detokenize_line,
-                              detokenize_with_offsets, detokenizer_for, retokenize, split_lines)
+from model.eval_detokenize import (DETOKENIZERS, count_bytes, count_chars, count_words, detokenize, detokenize_line,
+                                   detokenize_with_offsets, detokenizer_for, retokenize, split_lines)
 
 
 def _lines(text: str) -> list[str]:
