@@ -1,7 +1,7 @@
 """C4 chain throughput: corpusforge against the reference (TFDS c4_utils), same input, same run.
 
     .venv/bin/python benchmarks/c4_throughput.py [--pages 2000 | --input WET... | --scale PAGES] [--data ../shared/data]
-        [--beam [--repeat 3] [--jobs_only]] [--peer datatrove]
+        [--sides ours ...] [--baseline DIR] [--beam [--repeat 3] [--jobs_only]] [--peer datatrove]
 
 Each side runs in its own fresh child process (so each gets its own peak RSS) on one
 core: WET files -> length -> URL dedup -> clean_page -> line dedup -> langdetect -> bad
@@ -18,9 +18,11 @@ of ``tests/c4_reference.py``), imports, language profiles and graph construction
 on both sides, with the kernel's CPU time, wall time and peak RSS of each process.
 A last line times an empty Beam job (Beam's import, a two-step graph, the runner): the floor
 under any complete job, which bounds the ratio on small inputs.
-``--baseline DIR`` (with ``--beam``) also runs ``corpusforge c4 --format c4json`` from another
-checkout in DIR (e.g. ``git archive`` of an earlier commit) in the same rounds, and checks
-that its shards are byte-identical to ours: before and after a change, in one run.
+``--baseline DIR`` (e.g. ``git archive`` of an earlier commit) also runs our chain over the
+checkout in DIR (its kept pages must equal ours; stage CPU side by side) and, with ``--beam``,
+``corpusforge c4 --format c4json`` from DIR in the same rounds, whose shards must be
+byte-identical to ours: before and after a change, in one run. ``--sides`` picks the chain's
+sides (``--sides ours --baseline DIR``: our chain before and after, without the reference's).
 ``--input`` takes any WET files instead of the sample crawl; ``--scale PAGES`` builds (once,
 cached) ``benchmarks/c4_scale.py``'s Common Crawl-shaped set of that many pages from the
 shared real prose; ``--jobs_only`` skips the in-memory chain.
@@ -29,7 +31,8 @@ shared real prose; ``--jobs_only`` skips the in-memory chain.
 on the same files in its own child process, and prints pages read per CPU-second for it and
 for ours, with the steps each side ran (the chains differ: datatrove has no URL dedup, line
 dedup or language id; with ``--jobs_only`` the reference chain is skipped).
-Numbers: docs/s (WET pages read), MB/s of compressed input per core, peak RSS, ratio.
+Numbers: WET pages read per CPU-second, MB of compressed input per CPU-second, peak RSS, the
+CPU ratio; a chain's stages are CPU seconds of its child process (one thread).
 """
 
 from __future__ import annotations
@@ -52,11 +55,13 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 
 def stopwatch(timings: dict[str, float]):
-    """``lap(name)`` records the seconds since the previous lap (or the start) under ``name``."""
-    clock = [time.perf_counter()]
+    """``lap(name)`` records the CPU seconds of this process since the previous lap (or the
+    start) under ``name``: each side runs alone in its child process, on one thread, so a
+    stage's CPU is its own however loaded the machine is."""
+    clock = [time.process_time()]
 
     def lap(name: str) -> None:
-        now = time.perf_counter()
+        now = time.process_time()
         timings[name] = now - clock[0]
         clock[0] = now
 
@@ -229,8 +234,15 @@ def child(side: str, paths: list[str], badwords_path: str) -> None:
     print(json.dumps({"seconds": seconds, "cpu": cpu, "docs": info["docs"], "kept": len(kept), "stages": info["stages"], "peak_mb": peak, "digest": digest}))
 
 
-def run_side(side: str, paths: list[str], badwords: str) -> dict:
-    done = subprocess.run([sys.executable, __file__, "--child", side, "--badwords", badwords, *paths], capture_output=True, text=True, check=True)
+CHAIN_SIDES = ("reference", "ours", "ours-reference-langdetect")
+BASELINE_SIDE = "ours, baseline checkout"
+
+
+def run_side(side: str, paths: list[str], badwords: str, library: Path | None = None) -> dict:
+    """One side of the chain in a fresh child process; with ``library``, our chain over the
+    checkout there (its ``corpus/`` and ``dedup/`` first on the path) instead of this one."""
+    extra = ["--library", str(library)] if library is not None else []
+    done = subprocess.run([sys.executable, __file__, "--child", side, "--badwords", badwords, *extra, *paths], capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -334,14 +346,21 @@ def main() -> int:
     parser.add_argument("--jobs_only", action="store_true", help="skip the in-memory chain against the reference (with --beam: time the complete jobs only)")
     parser.add_argument("--repeat", type=int, default=1, help="--beam: runs of each job (min-max reported)")
     parser.add_argument("--baseline", type=Path, metavar="DIR",
-                        help="--beam: also run `corpusforge c4 --format c4json` of the checkout in DIR; shards must be identical")
+                        help="also run our chain (and with --beam, `corpusforge c4 --format c4json`) over the checkout in DIR; "
+                             "kept pages and shards must be identical")
+    parser.add_argument("--sides", nargs="+", choices=CHAIN_SIDES, default=list(CHAIN_SIDES),
+                        help="the chain's sides to run (default all three; the first is the ratios' base); with --baseline, "
+                             "our chain over that checkout runs too, and its stage CPU is printed beside ours")
     parser.add_argument("--peer", choices=["datatrove"],
                         help="also run a peer library's C4 chain on the same input: pages/s per CPU-second, both sides")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--badwords", help=argparse.SUPPRESS)
+    parser.add_argument("--library", help=argparse.SUPPRESS)
     parser.add_argument("paths", nargs="*", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
+        if args.library:  # the baseline checkout's modules in front of this one's
+            sys.path[:0] = [args.library, str(Path(args.library) / "tests")]
         child(args.child, args.paths, args.badwords)
         return 0
 
@@ -370,19 +389,23 @@ def main() -> int:
         print(f"input: {len(paths)} WET files, {megabytes:.2f} MB compressed; bad words: {badwords}")
         same = True
         if not args.jobs_only:
-            results = {side: run_side(side, paths, badwords) for side in ("reference", "ours", "ours-reference-langdetect")}
-            base = results["reference"]
-            print(f"\n{'chain (1 core)':28} {'docs':>7} {'kept':>6} {'seconds':>8} {'docs/s':>9} {'MB/s':>7} {'peak MB':>8} {'vs ref':>7}")
+            results = {side: run_side(side, paths, badwords) for side in args.sides}
+            if args.baseline:
+                results[BASELINE_SIDE] = run_side("ours", paths, badwords, args.baseline.resolve())
+            base = results[args.sides[0]]
+            print(f"\n{'chain (1 core)':28} {'docs':>7} {'kept':>6} {'seconds':>8} {'CPU s':>8} {'docs/CPU-s':>10} {'MB/CPU-s':>8} "
+                  f"{'peak MB':>8} {'CPU vs ' + args.sides[0]:>16}")
             for side, r in results.items():
-                print(f"{side:28} {r['docs']:>7} {r['kept']:>6} {r['seconds']:>8.2f} {r['docs'] / r['seconds']:>9.1f} "
-                      f"{megabytes / r['seconds']:>7.3f} {r['peak_mb']:>8.0f} {base['seconds'] / r['seconds']:>6.2f}x")
-            print(f"\n{'stage seconds':28} " + " ".join(f"{s:>26}" for s in results))
+                print(f"{side:28} {r['docs']:>7} {r['kept']:>6} {r['seconds']:>8.2f} {r['cpu']:>8.2f} {r['docs'] / r['cpu']:>10.1f} "
+                      f"{megabytes / r['cpu']:>8.3f} {r['peak_mb']:>8.0f} {base['cpu'] / r['cpu']:>15.2f}x")
+            print(f"\n{'stage CPU seconds':28} " + " ".join(f"{s:>26}" for s in results))
             for stage in base["stages"]:
                 print(f"{stage:28} " + " ".join(f"{results[s]['stages'][stage]:>26.3f}" for s in results))
+            print(f"{'sum of stages':28} " + " ".join(f"{sum(results[s]['stages'].values()):>26.3f}" for s in results))
             same = len({r["digest"] for r in results.values()}) == 1
             print(f"\nkept pages identical on every side: {same}")
         if args.peer:
-            ours_run = results["ours"] if not args.jobs_only else run_side("ours", paths, badwords)
+            ours_run = results["ours"] if not args.jobs_only and "ours" in results else run_side("ours", paths, badwords)
             peer = run_side(args.peer, paths, badwords)
             print(f"\npeer: {args.peer}, same input, one process each on one core (not identical chains: see 'did')")
             print(f"{'side':12} {'pages read':>10} {'kept':>7} {'CPU s':>8} {'pages/CPU-s':>12} {'ours vs it':>11}  did")

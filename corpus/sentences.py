@@ -4,6 +4,13 @@ C4 counts punkt sentences per kept line (``clean_page``) and per deduplicated pa
 (``dedupe_lines``); the T5 paper's span dedup hashes windows of punkt sentences. NLTK
 ships the model as ``punkt_tab``; ``require_punkt()`` checks for it before a pipeline
 reads any input and says how to install it when it is missing.
+
+Punkt decides each candidate break (a ``.``, ``?`` or ``!`` with what follows it) from a
+short context string alone: the word before, the mark, and the token after. With the
+model's parameters fixed, that decision is a pure function of the string, and the same
+contexts ("it. The", "said. He") come back on page after page, so the process's tokenizer
+remembers the decision per context (``remember_break_decisions``). Every split and count is
+the same as punkt's own; only the repeated work goes.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ PUNKT_INSTALL_HINT = (
     "or point NLTK_DATA at a folder that holds tokenizers/punkt_tab/english/."
 )
 _LINE_CACHE_SIZE = 1 << 16
+_BREAK_CACHE_SIZE = 1 << 17  # break decisions remembered per process (short context strings)
 
 # Packages that NLTK's package import pulls in for features punkt never uses (collocation
 # statistics, the scikit-learn classifier wrapper), each behind NLTK's own ImportError guard.
@@ -75,10 +83,19 @@ def punkt_tokenizer():
             if _tokenizer is None:
                 punkt = import_punkt()
                 try:
-                    _tokenizer = punkt.PunktTokenizer(PUNKT_LANGUAGE)
+                    _tokenizer = remember_break_decisions(punkt.PunktTokenizer(PUNKT_LANGUAGE))
                 except LookupError as exc:
                     raise PunktMissingError(PUNKT_INSTALL_HINT) from exc
     return _tokenizer
+
+
+def remember_break_decisions(tokenizer):
+    """``tokenizer`` with its break decision (``text_contains_sentbreak(context)``, which
+    reads only the context and the fixed model) remembered per context string: an
+    instance attribute in front of the class's method, an LRU cache of
+    ``_BREAK_CACHE_SIZE`` contexts. Returns the same tokenizer."""
+    tokenizer.text_contains_sentbreak = functools.lru_cache(maxsize=_BREAK_CACHE_SIZE)(tokenizer.text_contains_sentbreak)
+    return tokenizer
 
 
 def use_trained_punkt(texts: Iterable[str]) -> None:
@@ -94,7 +111,7 @@ def use_trained_punkt(texts: Iterable[str]) -> None:
         trainer.train(text, finalize=False)
     trainer.finalize_training()
     with _lock:
-        _tokenizer = punkt.PunktSentenceTokenizer(trainer.get_params())
+        _tokenizer = remember_break_decisions(punkt.PunktSentenceTokenizer(trainer.get_params()))
     _cached_count.cache_clear()
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from common.decision import Decision
 from corpus import c4, langid
-from corpus.sentences import count_line_sentences, count_sentences, has_sentences, split_sentences
+from corpus.sentences import count_line_sentences, count_sentences, has_sentences, import_punkt, punkt_tokenizer, split_sentences
 from corpus.warc import read_archive
 from dedup.lines import line_key, page_line_keys, remove_duplicate_lines
 from dedup.spans import page_span_keys, remove_duplicate_spans
@@ -376,3 +376,21 @@ def test_punkt_loads_without_nltks_optional_scipy_and_sklearn_imports(real_data)
     assert plain["loaded"] == {"scipy": True, "sklearn": True}
     assert ours["scipy_after"] == "scipy.stats"
     assert len(ours["sentences"]) > 1000 and ours["sentences"] == plain["sentences"]
+
+
+def test_remembered_break_decisions_split_exactly_as_punkt_itself(real_data, sample_crawl):
+    """The process's tokenizer remembers punkt's break decision per context; every span it
+    gives equals a plain punkt tokenizer's, on real WET pages, their lines and edge cases."""
+    ours, plain = punkt_tokenizer(), import_punkt().PunktTokenizer("english")
+    assert "text_contains_sentbreak" in vars(ours) and "text_contains_sentbreak" not in vars(plain)
+    texts = ["", "\n\n\n", "   ", "One.", "Mr.\nSmith went. Then he left!", "(Sent1.) Sent2.", "He said \"hi.\" She left.",
+             "Größe. Über alles! Ça va? Oui. 日本語。 Déjà vu... Fin.", "\u00a0Nbsp. Lines.\u2028Sep. End.", "a. " * 20000,
+             "Very long line " + "word " * 50000 + "end. Next one. Last!", "U.S.A. is big. Dr. No. 3.14 is pi. e.g. this."]
+    for path in [real_data / "warc" / "ccscalatools" / "filter_test_1.wet.gz", *sample_crawl.wet_paths]:
+        pages = [doc.text for doc in read_archive(str(path), text_mode="c4") if hasattr(doc, "text")]
+        texts += pages + [line for text in pages for line in text.split("\n")]
+    assert len(texts) > 3000
+    hits = ours.text_contains_sentbreak.cache_info().hits
+    for text in texts + texts:  # the second round answers from remembered decisions
+        assert list(ours.span_tokenize(text)) == list(plain.span_tokenize(text)), text[:200]
+    assert ours.text_contains_sentbreak.cache_info().hits - hits > 1000
