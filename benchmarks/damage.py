@@ -40,7 +40,10 @@ one, whose peak RSS (``VmHWM``) and seconds are shown with what the reader did:
   manifest-nl    a wet.paths.gz of 255 MiB of newlines
   html-45mb      a 45 MB HTML page given to the extraction process
 
-``--quick`` uses fewer variants and smaller families (for a check while developing).
+``--quick`` uses fewer variants and smaller families (for a check while developing);
+``--bombs-only`` runs just this table (full size unless ``--quick``). Each read runs under
+``--bomb-timeout`` seconds (600) and ``--bomb-memory`` GiB of address space (8): one that
+gets past every cap is stopped and reported instead of taking the machine down.
 Then what a job writes and later reads back (``--outputs N`` variants each, 0 skips):
 
   filter      a Bloom filter folder (2 parts + bloom.json): bits flipped, parts cut,
@@ -307,6 +310,7 @@ def read_bomb(name: str, folder: str) -> str:
 
 
 BOMB_CASES = ("br-body", "zst-window31", "zst-newlines", "manifest-63m", "manifest-nl", "html-45mb")
+BOMB_TIMEOUT_S, BOMB_MEMORY_GIB = 600.0, 8.0  # each bomb's read: stopped past these (the full-size run's bounds)
 
 
 def peak_rss_mb() -> float:
@@ -318,17 +322,31 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def bombs_table(scale: float) -> None:
+def _address_space_limit(gib: float):
+    """A child's ``ulimit -v``: a bomb that gets past every cap fails alone instead of taking the machine."""
+    def limit():
+        size = int(gib * GiB)
+        resource.setrlimit(resource.RLIMIT_AS, (size, size))
+    return limit
+
+
+def bombs_table(scale: float, timeout: float = BOMB_TIMEOUT_S, memory_gib: float = BOMB_MEMORY_GIB) -> None:
     import subprocess
     import tempfile
 
-    print(f"\n{'bomb':13} {'peak RSS':>9} {'seconds':>8}  what happened (files at {scale:g}x size)")
+    print(f"\n{'bomb':13} {'peak RSS':>9} {'seconds':>8}  what happened (files at {scale:g}x size; "
+          f"each read under a {timeout:.0f} s timeout and a {memory_gib:g} GiB address-space limit)")
     for name in BOMB_CASES:
         with tempfile.TemporaryDirectory() as folder:
             built = subprocess.run([sys.executable, __file__, "--build", name, "--folder", folder, "--scale", str(scale)],
                                    capture_output=True, text=True)
             start = time.perf_counter()
-            done = subprocess.run([sys.executable, __file__, "--case", name, "--folder", folder], capture_output=True, text=True)
+            try:
+                done = subprocess.run([sys.executable, __file__, "--case", name, "--folder", folder], capture_output=True,
+                                      text=True, timeout=timeout, preexec_fn=_address_space_limit(memory_gib))
+            except subprocess.TimeoutExpired:
+                print(f"{name:13} {'-':>9} {time.perf_counter() - start:>8.1f}  stopped: still running after {timeout:.0f} s")
+                continue
             seconds = time.perf_counter() - start
         if built.returncode or done.returncode:
             print(f"{name:13} {'-':>9} {seconds:>8.1f}  failed: {(built.stderr + done.stderr).strip().splitlines()[-1:]}")
@@ -452,6 +470,9 @@ def main() -> int:
     parser.add_argument("--folder", help=argparse.SUPPRESS)
     parser.add_argument("--scale", type=float, default=1.0, help=argparse.SUPPRESS)
     parser.add_argument("--outputs", type=int, default=36, help="variants per family of written outputs (default 36; 0 skips)")
+    parser.add_argument("--bombs-only", action="store_true", help="only the bombs and floods table (full size unless --quick)")
+    parser.add_argument("--bomb-timeout", type=float, default=BOMB_TIMEOUT_S, help="seconds before a bomb's read is stopped (default 600)")
+    parser.add_argument("--bomb-memory", type=float, default=BOMB_MEMORY_GIB, help="GiB of address space a bomb's read may take (default 8)")
     args = parser.parse_args()
     if args.build:
         build_bomb(args.build, args.folder, args.scale)
@@ -459,6 +480,9 @@ def main() -> int:
     if args.case:
         said = read_bomb(args.case, args.folder)
         print(f"{peak_rss_mb():.0f}\t{said}")
+        return 0
+    if args.bombs_only:
+        bombs_table(1 / 16 if args.quick else 1.0, args.bomb_timeout, args.bomb_memory)
         return 0
     if args.quick:
         args.variants = 5
@@ -502,7 +526,7 @@ def main() -> int:
     failed |= truncated_dump_table(args.seed, 3 if args.quick else 10, 20_000 if args.quick else 200_000)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak RSS of this process: {peak:.0f} MB (target < 300 MB)")
-    bombs_table(1 / 16 if args.quick else 1.0)
+    bombs_table(1 / 16 if args.quick else 1.0, args.bomb_timeout, args.bomb_memory)
     print("target: ours keeps 100% of required records with 0 exceptions:", "NOT MET" if failed else "met")
     if args.outputs:
         refused = output_families(args.outputs, args.seed)

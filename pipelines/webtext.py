@@ -28,6 +28,7 @@ import os
 import pickle
 import sys
 import tempfile
+from collections.abc import Iterator
 from dataclasses import replace
 
 import apache_beam as beam
@@ -88,6 +89,11 @@ UNREADABLE_DUMP = "unreadable_dump"  # error reason (counted error:<reason> in w
 LINK_RUN_BYTES = 16 << 20
 MERGE_FAN_IN = 64
 LINK_RUNS = "links"  # the runs' folder under <out>/_temporary/stage/
+# The page stage reads links by reference (issue 25: the runner held every kept link for the
+# crawl join or the fetch grouping, ~2.4 KB each): each link shard's kept links, in key order,
+# one staged file per page shard, and crawl mode's status-200 pages in sorted runs by URL key
+# (``LINK_RUN_BYTES`` each), both under <out>/_temporary/stage/.
+KEPT_LINKS, CRAWL_PAGE_RUNS = "kept-links", "crawl-pages"
 
 
 # --- links -------------------------------------------------------------------------------
@@ -125,7 +131,7 @@ def _read_dump(path):
 
 
 class MergeLinks(beam.PTransform):
-    """Eligible submissions -> links, in memory that does not grow with the dump.
+    """Eligible submissions -> links (or references to them), in memory that does not grow with the dump.
 
     A GroupByKey of submissions held every one of them in the DirectRunner's memory
     (issue 25: 981 MB at 150k submissions, 1.69 GB at 300k). Here each bundle
@@ -137,21 +143,28 @@ class MergeLinks(beam.PTransform):
     (``merge_link``, counted in ``LINK_KARMA``), passes the kept ones on and streams
     them, already in key order, into ``links/links-NNNNN-of-MMMMM.parquet``: the same
     links, counters and bytes as the GroupByKey gave (``corpus.reddit.select_links``).
+
+    With ``page_shard`` (a function of a link and its link shard's index), the kept links
+    are not passed on: each link shard writes them, in key order, to one staged file per
+    page shard under ``_temporary/stage/kept-links/`` and the main output is
+    ``(page shard, file id)``, read back by ``JoinCrawl`` or the fetch stage
+    (``read_kept_links``), so no runner holds the links.
     """
 
-    def __init__(self, out_dir: str, num_shards: int, link_filter, run_bytes: int = LINK_RUN_BYTES):
+    def __init__(self, out_dir: str, num_shards: int, link_filter, run_bytes: int = LINK_RUN_BYTES, page_shard=None):
         super().__init__()
         self.out_dir, self.num_shards, self.link_filter, self.run_bytes = out_dir, num_shards, link_filter, run_bytes
+        self.page_shard = page_shard
 
     def expand(self, subs):
         count, out_dir = self.num_shards, self.out_dir
-        runs = subs | "Sorted runs by URL key" >> beam.ParDo(_SortedRunsFn(out_dir, count, self.run_bytes))
+        runs = subs | "Sorted runs by URL key" >> beam.ParDo(_SortedRunsFn(out_dir, count, self.run_bytes, LINK_RUNS))
         every = subs.pipeline | "Every link shard" >> beam.Create([(i, None) for i in range(count)])
         merged = (
             (runs, every)
             | "Runs and link shards" >> beam.Flatten()
             | "Group runs by link shard" >> beam.GroupByKey()
-            | "Merge runs and karma" >> beam.ParDo(_MergeRunsFn(out_dir, count, self.link_filter)).with_outputs(
+            | "Merge runs and karma" >> beam.ParDo(_MergeRunsFn(out_dir, count, self.link_filter, self.page_shard)).with_outputs(
                 "files", "examples", main="links")
         )
         (merged.files
@@ -165,10 +178,11 @@ def _run_key(item):
 
 
 class _SortedRunsFn(beam.DoFn):
-    """Submissions -> (link shard, run file id): sorted runs of (url_key, submission)."""
+    """Submissions (or crawl pages) -> (link shard, run file id): sorted runs of
+    (url_key, element) under ``_temporary/stage/<label>/``."""
 
-    def __init__(self, out_dir: str, num_shards: int, run_bytes: int):
-        self.out_dir, self.num_shards, self.run_bytes = out_dir, num_shards, run_bytes
+    def __init__(self, out_dir: str, num_shards: int, run_bytes: int, label: str):
+        self.out_dir, self.num_shards, self.run_bytes, self.label = out_dir, num_shards, run_bytes, label
 
     def start_bundle(self):
         self.pending, self.held, self.runs = [], 0, []
@@ -189,7 +203,7 @@ class _SortedRunsFn(beam.DoFn):
                 shard = shard_index(key, self.num_shards)
                 if shard not in writers:
                     file_id = staging.new_file_id()
-                    writers[shard] = (file_id, staging.StagedWriter(staging.staged_file(_runs_folder(self.out_dir), file_id)))
+                    writers[shard] = (file_id, staging.StagedWriter(staging.staged_file(staging.stage_folder(self.out_dir, self.label), file_id)))
                 writers[shard][1].write_pickled(data)
             for shard, (file_id, writer) in sorted(writers.items()):
                 writer.commit()
@@ -241,10 +255,11 @@ def merged_runs(paths: list[str], folder: str, fan_in: int = MERGE_FAN_IN):
 
 
 class _MergeRunsFn(beam.DoFn):
-    """(link shard, run file ids) -> kept links (and that shard of the link table, ``files``)."""
+    """(link shard, run file ids) -> kept links, or ``(page shard, kept-links file id)`` with
+    ``page_shard`` (and that shard of the link table, ``files``)."""
 
-    def __init__(self, out_dir: str, num_shards: int, link_filter):
-        self.out_dir, self.num_shards, self.link_filter = out_dir, num_shards, link_filter
+    def __init__(self, out_dir: str, num_shards: int, link_filter, page_shard=None):
+        self.out_dir, self.num_shards, self.link_filter, self.page_shard = out_dir, num_shards, link_filter, page_shard
 
     def start_bundle(self):
         self.tally = Tally()
@@ -254,18 +269,142 @@ class _MergeRunsFn(beam.DoFn):
         folder = _runs_folder(self.out_dir)
         paths = [staging.staged_file(folder, file_id) for file_id in file_ids if file_id is not None]
         table = LinkTableWriter()
-        for key, subs in merged_runs(paths, folder):
-            decision = merge_link(key, subs, self.link_filter)
-            self.tally.add(decision)
-            if decision.record is not None:
+        kept = _KeptLinkWriters(self.out_dir) if self.page_shard is not None else None
+        try:
+            for key, subs in merged_runs(paths, folder):
+                decision = merge_link(key, subs, self.link_filter)
+                self.tally.add(decision)
+                if decision.record is None:
+                    continue
                 table.add(decision.record)
-                yield decision.record
+                if kept is None:
+                    yield decision.record
+                else:
+                    kept.write(self.page_shard(decision.record, index), decision.record)
+            refs = kept.commit() if kept is not None else ()
+        except BaseException:
+            if kept is not None:
+                kept.discard()
+            raise
+        yield from refs
         name = f"{LINK_TABLE}/{LINK_TABLE}-{index:05d}-of-{self.num_shards:05d}.parquet"
         path = table.write(storage.join(self.out_dir, name))
         yield beam.pvalue.TaggedOutput("files", storage.file_info(path, name))
 
     def finish_bundle(self):
         yield from self.tally.flush((LINK_KARMA,))
+
+
+class _KeptLinkWriters:
+    """One link shard's kept links, in the key order they come in, to one staged file per page shard."""
+
+    def __init__(self, out_dir: str):
+        self.folder, self.writers = staging.stage_folder(out_dir, KEPT_LINKS), {}
+
+    def write(self, shard: int, link) -> None:
+        if shard not in self.writers:
+            file_id = staging.new_file_id()
+            self.writers[shard] = (file_id, staging.StagedWriter(staging.staged_file(self.folder, file_id)))
+        self.writers[shard][1].write(link)
+
+    def commit(self) -> list[tuple[int, int]]:
+        refs = []
+        for shard, (file_id, writer) in sorted(self.writers.items()):
+            writer.commit()
+            refs.append((shard, file_id))
+        self.writers = {}
+        return refs
+
+    def discard(self) -> None:
+        for _, writer in self.writers.values():
+            writer.discard()
+        self.writers = {}
+
+
+def _link_key(link) -> str:
+    return link.key
+
+
+def read_kept_links(out_dir: str, file_ids) -> Iterator:
+    """The links of kept-links files (``MergeLinks`` with ``page_shard``), streamed in key
+    order: each file is in key order, several are merged (a key is in one link shard only)."""
+    folder = staging.stage_folder(out_dir, KEPT_LINKS)
+    streams = [(link for _, link in staging.read_staged(staging.staged_file(folder, file_id))) for file_id in sorted(file_ids)]
+    return heapq.merge(*streams, key=_link_key)
+
+
+def join_sorted(links, keyed_pages):
+    """(link, its pages) for every link: ``links`` and ``keyed_pages`` ((url_key, pages))
+    both in key order; a link without pages gets ``[]``, pages without a link are skipped."""
+    pages = iter(keyed_pages)
+    current = next(pages, None)
+    for link in links:
+        while current is not None and current[0] < link.key:
+            current = next(pages, None)
+        yield link, (current[1] if current is not None and current[0] == link.key else [])
+
+
+def _captured(page) -> bool:
+    return page.status == 200  # the only pages capture_of_link looks at
+
+
+class JoinCrawl(beam.PTransform):
+    """(kept-links refs of ``MergeLinks``, crawl pages) -> ``(link, newest capture)``, counted
+    in ``CRAWL_JOIN`` (``capture_of_link``), with ``examples``; no step holds the links.
+
+    Status-200 pages are spilled in sorted runs by URL key, one run file per link shard
+    (``shard_index``, as the links); only run and kept-links file ids are shuffled. Each
+    link shard then merges its page runs (``merged_runs``) and streams its kept links, both
+    in key order, and joins them (``join_sorted``): memory is one bundle's run and one key's
+    captures, whatever the number of links or pages.
+    """
+
+    def __init__(self, out_dir: str, num_shards: int, run_bytes: int = LINK_RUN_BYTES):
+        super().__init__()
+        self.out_dir, self.num_shards, self.run_bytes = out_dir, num_shards, run_bytes
+
+    def expand(self, inputs):
+        link_refs, pages = inputs
+        page_runs = (
+            pages
+            | "Captured pages" >> beam.Filter(_captured)
+            | "Sorted page runs by URL key" >> beam.ParDo(_SortedRunsFn(self.out_dir, self.num_shards, self.run_bytes, CRAWL_PAGE_RUNS))
+        )
+        return (
+            (link_refs | "Tag link files" >> beam.MapTuple(lambda shard, file_id: (shard, (KEPT_LINKS, file_id))),
+             page_runs | "Tag page runs" >> beam.MapTuple(lambda shard, file_id: (shard, (CRAWL_PAGE_RUNS, file_id))))
+            | "Link files and page runs" >> beam.Flatten()
+            | "Group by link shard" >> beam.GroupByKey()
+            | "Join sorted links and pages" >> beam.ParDo(_JoinShardFn(self.out_dir)).with_outputs("examples", main="pages")
+        )
+
+
+class _JoinShardFn(beam.DoFn):
+    """(link shard, tagged file ids) -> (link, newest capture) for every link with one."""
+
+    def __init__(self, out_dir: str):
+        self.out_dir = out_dir
+
+    def start_bundle(self):
+        self.tally = Tally()
+
+    def process(self, keyed):
+        _, tagged = keyed
+        files = {KEPT_LINKS: [], CRAWL_PAGE_RUNS: []}
+        for label, file_id in tagged:
+            files[label].append(file_id)
+        if not files[KEPT_LINKS]:
+            return  # pages no link asked for
+        folder = staging.stage_folder(self.out_dir, CRAWL_PAGE_RUNS)
+        keyed_pages = merged_runs([staging.staged_file(folder, file_id) for file_id in files[CRAWL_PAGE_RUNS]], folder)
+        for link, pages in join_sorted(read_kept_links(self.out_dir, files[KEPT_LINKS]), keyed_pages):
+            decision = capture_of_link(link.key, {"links": (link,), "pages": pages})
+            self.tally.add(decision)
+            if decision.record is not None:
+                yield decision.record
+
+    def finish_bundle(self):
+        yield from self.tally.flush((CRAWL_JOIN,))
 
 
 def write_link_shard(keyed, out_dir, count):
@@ -278,6 +417,14 @@ def write_link_shard(keyed, out_dir, count):
 
 
 # --- pages: live fetching ----------------------------------------------------------------
+def _same_shard(_link, link_shard: int) -> int:
+    return link_shard  # crawl mode: the join works per link shard
+
+
+def _fetch_shard(link, _link_shard: int, count: int) -> int:
+    return fetch_shard_of(link, count)
+
+
 def fetch_shard_of(link, count: int) -> int:
     """Links of one host stay in one fetch shard, so politeness holds per worker and a
     rerun finds each link's fetch log where it left it (resume)."""
@@ -286,7 +433,8 @@ def fetch_shard_of(link, count: int) -> int:
 
 
 class _FetchShardFn(beam.DoFn):
-    """(shard, links) -> (link, fetch log entry, HtmlPage or None) for every link, the pages
+    """(shard, kept-links file ids) -> (link, fetch log entry, HtmlPage or None) for every
+    link (read in key order by ``read_kept_links``: no shuffle holds the links), the pages
     read back from the WARC files the fetch wrote; the raw responses and the fetch log of
     the shard go to ``<out>/fetch/shard-NNNNN/``."""
 
@@ -294,8 +442,8 @@ class _FetchShardFn(beam.DoFn):
         self.config, self.out_dir = config, out_dir
 
     def process(self, keyed):
-        shard, links = keyed
-        links = sorted(links, key=lambda link: link.key)
+        shard, file_ids = keyed
+        links = list(read_kept_links(self.out_dir, file_ids))  # the fetcher takes the shard's URLs at once
         target = storage.join(self.out_dir, "fetch", f"shard-{shard:05d}")
         with _local_folder(target) as folder:
             fetch_links([link.url for link in links], self.config, folder)
@@ -443,14 +591,15 @@ def build(pipeline: beam.Pipeline, dumps: list[str], crawl_files: list[str], arg
         | "Read dump lines" >> beam.FlatMap(_read_dump).with_outputs("errors", main="lines")
     )
     subs = run_step(lines.lines, "Filter submissions", SUBMISSIONS, functools.partial(filter_submission, filt=link_filter))
-    merged = subs | "Links and link table" >> MergeLinks(args.output, args.num_link_shards, link_filter)
+    # the page stage reads the kept links by reference: (page shard, kept-links file id)
+    page_shard = functools.partial(_fetch_shard, count=args.fetch_shards) if args.pages == "fetch" else _same_shard
+    merged = subs | "Links and link table" >> MergeLinks(args.output, args.num_link_shards, link_filter, page_shard=page_shard)
     run_step.add(merged.examples)
-    links = merged.links
+    link_refs = merged.links
 
     if args.pages == "fetch":
         fetched = (
-            links
-            | "Key by fetch shard" >> beam.Map(lambda link, n=args.fetch_shards: (fetch_shard_of(link, n), link))
+            link_refs
             | "Group by fetch shard" >> beam.GroupByKey()
             | "Fetch safely" >> beam.ParDo(_FetchShardFn(fetch_config, args.output))
         )
@@ -458,12 +607,9 @@ def build(pipeline: beam.Pipeline, dumps: list[str], crawl_files: list[str], arg
         errors = [lines.errors]
     else:
         read = pipeline | "Crawl files" >> beam.Create(crawl_files) | "Read WARC" >> ReadCrawlFiles(CRAWL_TEXT_MODE)
-        joined = (
-            {"links": links | "Key links" >> beam.Map(lambda link: (link.key, link)),
-             "pages": read.pages | "Key pages" >> beam.Map(lambda p: (url_key(p.url), p))}
-            | "Join on URL key" >> beam.CoGroupByKey()
-        )
-        linked_pages = run_step.keyed(joined, "Newest capture per link", CRAWL_JOIN, capture_of_link) | "Linked pages" >> beam.Values()
+        joined = (link_refs, read.pages) | "Join on URL key" >> JoinCrawl(args.output, args.num_link_shards)
+        run_step.add(joined.examples)
+        linked_pages = joined.pages
         errors = [lines.errors, read.errors]
 
     extracted = linked_pages | "Extract text" >> beam.ParDo(_ExtractFn(args.extract_timeout, args.pages, args.extractor)).with_outputs(

@@ -5,15 +5,20 @@ table bytes of the in-memory reference (``corpus.reddit.select_links`` + ``write
 from __future__ import annotations
 
 import json
+import pickle
 import random
+from collections import Counter
+from types import SimpleNamespace
 
 import apache_beam as beam
 import pytest
 from apache_beam.testing.util import assert_that, equal_to
 
+from corpus.records import HtmlPage
 from corpus.reddit import LinkFilter, filter_submission, select_links, write_link_table
 from corpus.shards import shard_index
 from corpus.urls import url_key
+from corpus.webtext import capture_of_link
 from pipelines import staging
 from pipelines import webtext as webtext_pipeline
 from pipelines.jobs import counters_of
@@ -127,3 +132,95 @@ def test_the_webtext_job_writes_the_reference_link_table_and_counts(real_data, t
         name = f"links-{index:05d}-of-00002.parquet"
         write_link_table([link for link in kept if shard_index(link.key, 2) == index], tmp_path / name)
         assert (out / "links" / name).read_bytes() == (tmp_path / name).read_bytes()
+
+
+# --- the page stage reads the kept links by reference ------------------------------------------
+def _page(url: str, timestamp: str, status: int = 200, offset: int = 0, source: str = "crawl-0.warc.gz") -> HtmlPage:
+    return HtmlPage(url=url, timestamp=timestamp, status=status, headers={}, html=f"<p>{url} {timestamp}</p>" + "x" * 300,
+                    charset="utf-8", source=source, offset=offset)
+
+
+def crawl_of(kept: list, seed: int) -> list[HtmlPage]:
+    """Captures of about half the kept links (some several times, some not with status 200,
+    respelled URLs) and pages no link asked for."""
+    rng = random.Random(seed)
+    pages = []
+    for n, link in enumerate(kept):
+        if rng.random() < 0.5:
+            for capture in range(rng.choice([1, 1, 2, 3])):
+                url = rng.choice(link.submission_urls)
+                pages.append(_page(url, f"2019-04-{10 + rng.randrange(9):02d}T10:00:00Z", rng.choice([200, 200, 200, 404, 301]),
+                                   offset=1000 * n + capture, source=f"crawl-{capture}.warc.gz"))
+    pages += [_page(f"https://unlinked{n}.example.org/page", "2019-04-12T10:00:00Z", offset=n) for n in range(200)]
+    rng.shuffle(pages)
+    return pages
+
+
+def in_memory_join(kept: list, pages: list[HtmlPage]) -> tuple[list, Counter]:
+    """The former CoGroupByKey of links and pages on URL key, applied with capture_of_link."""
+    groups: dict[str, dict[str, list]] = {}
+    for link in kept:
+        groups.setdefault(link.key, {"links": [], "pages": []})["links"].append(link)
+    for page in pages:
+        groups.setdefault(url_key(page.url), {"links": [], "pages": []})["pages"].append(page)
+    records, counts = [], Counter()
+    for key, group in groups.items():
+        decision = capture_of_link(key, group)
+        counts.update(dict(decision.counts))
+        if decision.record is not None:
+            records.append(decision.record)
+    return records, counts
+
+
+@pytest.mark.parametrize("num_shards", [1, 3])
+def test_the_crawl_join_by_reference_equals_the_in_memory_join_with_many_small_runs(tmp_path, num_shards):
+    # Links and pages far larger than a run (4 KiB): the join only ever holds one key's captures.
+    lines = generated_dump(3000, seed=13)
+    filt = LinkFilter()
+    kept, _ = select_links(lines, filt)
+    pages = crawl_of(kept, seed=2)
+    expected, expected_counts = in_memory_join(kept, pages)
+    assert expected_counts["matched"] > 50 and expected_counts["no_capture"] > 50
+    out = tmp_path / "out"
+    pipeline = beam.Pipeline()
+    run_step = Steps()
+    subs = run_step(pipeline | "Lines" >> beam.Create(lines), "Filter submissions", webtext_pipeline.SUBMISSIONS,
+                    lambda line: filter_submission(line, filt))
+    merged = subs | webtext_pipeline.MergeLinks(str(out), num_shards, filt, run_bytes=8 << 10, page_shard=lambda _link, shard: shard)
+    run_step.add(merged.examples)
+    joined = (merged.links, pipeline | "Pages" >> beam.Create(pages)) | webtext_pipeline.JoinCrawl(str(out), num_shards, run_bytes=4 << 10)
+    run_step.add(joined.examples)
+    assert_that(joined.pages, equal_to(expected))  # the very (link, capture) pairs
+    result = pipeline.run()
+    result.wait_until_finish()
+
+    assert counters_of(result)[webtext_pipeline.CRAWL_JOIN] == dict(expected_counts)
+    stage = out / "_temporary" / "stage"
+    page_runs = list((stage / webtext_pipeline.CRAWL_PAGE_RUNS).iterdir())
+    captured = sum(len(pickle.dumps(p)) for p in pages if p.status == 200)
+    assert len(page_runs) >= captured // (4 << 10)  # pages spilled in many runs, never held together
+    kept_files = list((stage / webtext_pipeline.KEPT_LINKS).iterdir())
+    assert 1 <= len(kept_files) <= num_shards
+    staged_links = [link for path in kept_files for _, link in staging.read_staged(str(path))]
+    assert sorted(staged_links, key=lambda link: link.key) == kept  # each kept link staged once
+
+
+def test_kept_links_are_read_back_in_key_order_across_files(tmp_path):
+    kept, _ = select_links(generated_dump(1500, seed=17), LinkFilter())
+    out = str(tmp_path / "out")
+    writers = webtext_pipeline._KeptLinkWriters(out)
+    for n, link in enumerate(kept):  # in key order, spread over three page shards
+        writers.write(n % 3, link)
+    refs = writers.commit()
+    assert [shard for shard, _ in refs] == [0, 1, 2]
+    read = list(webtext_pipeline.read_kept_links(out, [file_id for _, file_id in refs]))
+    assert read == kept
+    assert list(webtext_pipeline.read_kept_links(out, [refs[1][1]])) == kept[1::3]
+
+
+def test_join_sorted_pairs_each_link_with_its_own_key_only():
+    links = [SimpleNamespace(key=key) for key in ("b.example/1", "c.example/2", "d.example/3", "f.example/4")]
+    keyed_pages = [("a.example/0", ["a"]), ("c.example/2", ["c1", "c2"]), ("e.example/9", ["e"]), ("f.example/4", ["f"])]
+    joined = [(link.key, pages) for link, pages in webtext_pipeline.join_sorted(links, keyed_pages)]
+    assert joined == [("b.example/1", []), ("c.example/2", ["c1", "c2"]), ("d.example/3", []), ("f.example/4", ["f"])]
+    assert [pages for _, pages in webtext_pipeline.join_sorted(links, [])] == [[], [], [], []]
