@@ -510,6 +510,7 @@ def test_crafted_checkpoints_with_a_matching_checksum_are_refused_before_use(tmp
             load_checkpoint(path)
 
 
+@pytest.mark.pipeline  # the corpusforge command in a subprocess
 def test_an_optimizer_state_of_another_shape_is_refused_before_load_state_dict(pattern_data, tmp_path):
     run = tmp_path / "run"
     train(tiny_config(pattern_data, run, max_steps=4, ckpt_interval=2))
@@ -528,6 +529,7 @@ def test_an_optimizer_state_of_another_shape_is_refused_before_load_state_dict(p
     assert cli.main(["train", "--out", str(run), "--resume", "--max_steps", "6", "-q"]) == 2
 
 
+@pytest.mark.pipeline  # the corpusforge command in a subprocess
 def test_a_checkpoint_save_on_a_full_disk_is_one_line_exit_1_and_keeps_nothing_partial(pattern_data, tmp_path):
     from full_disk import error_lines, small_disk
 

@@ -173,6 +173,7 @@ def test_gold_quality_of_the_default_and_the_combination_is_not_below_trafilatur
     assert scores["default"]["page_f1"] > scores["trafilatura_full"]["page_f1"]
 
 
+@pytest.mark.slow  # every extractor over all the gold pages
 def test_the_default_is_trafilatura_alone(gold_pages, gold_texts):
     assert DEFAULT_EXTRACTOR == TRAFILATURA and EXTRACTOR_CHOICES == (TRAFILATURA,)
     assert gold_texts["default"] == gold_texts["trafilatura"]
@@ -182,6 +183,7 @@ def test_the_default_is_trafilatura_alone(gold_pages, gold_texts):
     assert all(type(text) is ExtractedText for text in gold_texts["default"])
 
 
+@pytest.mark.slow  # every extractor over all the gold pages
 def test_gold_newspaper_is_asked_only_where_trafilaturas_text_is_too_short(gold_pages, gold_texts, monkeypatch):
     # one gold page's trafilatura text is under MIN_WORDS words (a slideshow: 26 words of menu);
     # newspaper finds fewer there, so the combination is trafilatura on every page, including
@@ -567,6 +569,7 @@ def test_topic_words_are_not_stub_phrases(text):
     assert stub_problem(text) is None
 
 
+@pytest.mark.slow  # every extractor over all the gold pages
 def test_no_gold_page_is_a_stub(gold_texts):
     assert [stub_problem(text) for text in gold_texts["default"]] == [None] * 86
 
