@@ -116,6 +116,7 @@ def test_real_non_english_warc(real_data):
     assert len(top - {"en"}) >= 3  # really several languages
 
 
+@pytest.mark.slow  # langdetect itself (pure Python) on every document of the sample crawl
 def test_sample_crawl_documents(sample_crawl):
     texts = [d.text for path in sample_crawl.wet_paths for d in read_archive(path) if isinstance(d, Document)]
     assert len(texts) >= 100

@@ -164,6 +164,7 @@ def test_peak_flops_table():
 
 # ---------------------------------------------------------------- training runs
 
+@pytest.mark.pipeline  # a training run of 60 steps
 def test_a_tiny_model_overfits_a_tiny_shard(pattern_data, tmp_path):
     summary = train(tiny_config(pattern_data, tmp_path / "run", max_steps=60, lr=1e-2, warmup_steps=5,
                                 eval_interval=30, ckpt_interval=60))
@@ -180,6 +181,7 @@ def test_a_tiny_model_overfits_a_tiny_shard(pattern_data, tmp_path):
     assert config["model"]["vocab_size"] == 64 and config["accumulation"] == 2  # vocab from meta.json
 
 
+@pytest.mark.pipeline  # three training runs (10 steps, stopped at 5, resumed)
 def test_stopped_and_resumed_equals_uninterrupted(pattern_data, tmp_path):
     # dropout on, so the restored RNG matters; accumulation 2; evaluation and checkpoint in between
     cfg = tiny_config(pattern_data, tmp_path / "whole", dropout=0.1, max_steps=10, ckpt_interval=3, eval_interval=2)

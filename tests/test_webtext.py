@@ -96,18 +96,29 @@ def gold_pages(real_data):
     return pages
 
 
+class GoldTexts(dict):
+    """Each extractor's text of every gold page, extracted the first time a test asks for it
+    (one extractor over the 86 pages takes seconds: a test pays only for the ones it reads)."""
+
+    def __init__(self, pages):
+        super().__init__()
+        self.pages = pages
+
+    def __missing__(self, name: str) -> list:
+        if name in ("combined", "combined_names"):
+            combined = [extract_combined(html, url) for url, html, _, _ in self.pages]
+            self["combined"], self["combined_names"] = [text for text, _ in combined], [name for _, name in combined]
+            return self[name]
+        extract = {"trafilatura": extract_trafilatura, "trafilatura_full": extract_main_text,
+                   "newspaper": extract_newspaper, "default": extract_text}[name]
+        self[name] = [extract(html, url) for url, html, _, _ in self.pages]
+        return self[name]
+
+
 @pytest.fixture(scope="module")
 def gold_texts(gold_pages):
-    """Each extractor's text of every gold page."""
-    combined = [extract_combined(html, url) for url, html, _, _ in gold_pages]
-    return {
-        "trafilatura": [extract_trafilatura(html, url) for url, html, _, _ in gold_pages],
-        "trafilatura_full": [extract_main_text(html, url) for url, html, _, _ in gold_pages],
-        "newspaper": [extract_newspaper(html, url) for url, html, _, _ in gold_pages],
-        "default": [extract_text(html, url) for url, html, _, _ in gold_pages],
-        "combined": [text for text, _ in combined],
-        "combined_names": [name for _, name in combined],
-    }
+    """Each extractor's text of every gold page (``GoldTexts``: each extractor run once per module)."""
+    return GoldTexts(gold_pages)
 
 
 @pytest.fixture(scope="module")
