@@ -6,11 +6,31 @@ import os
 from pathlib import Path
 
 import pytest
+from _pytest.mark.expression import Expression
 
 from corpus.sentences import PunktMissingError, require_punkt
 from samplecrawl.crawl import write_sample_crawl
 
 DATA_ENV = "CORPUSFORGE_TEST_DATA"
+# The line that marks a whole test file (its module-level ``pytestmark``) as a pipeline test.
+WHOLE_FILE_PIPELINE = "pytestmark = pytest.mark.pipeline"
+
+
+def pytest_ignore_collect(collection_path: Path, config) -> bool | None:
+    """A test file marked ``pipeline`` as a whole is not even imported when ``-m`` deselects
+    pipeline tests (``make test-fast``): its imports (Beam, Spark, moto, a whole job's modules)
+    would cost every xdist worker seconds for tests that are deselected anyway."""
+    markexpr = config.getoption("markexpr")
+    if not markexpr or collection_path.suffix != ".py" or not collection_path.name.startswith("test_"):
+        return None
+    expression = Expression.compile(markexpr)
+    others = sorted(expression.idents() - {"pipeline"})
+    for bits in range(1 << len(others)):  # whatever other marks a test of the file carries
+        marks = {"pipeline"} | {name for i, name in enumerate(others) if bits >> i & 1}
+        if expression.evaluate(lambda name, **_: name in marks):
+            return None  # a pipeline test of this file could be selected
+    lines = collection_path.read_text(encoding="utf-8").splitlines()
+    return True if any(line.startswith(WHOLE_FILE_PIPELINE) for line in lines) else None
 
 
 @pytest.fixture(scope="session")

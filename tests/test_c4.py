@@ -365,6 +365,7 @@ print(json.dumps({"sentences": sentences, "loaded": loaded, "scipy_after": scipy
 """
 
 
+@pytest.mark.pipeline  # two fresh interpreters that each import NLTK (and SciPy, scikit-learn)
 def test_punkt_loads_without_nltks_optional_scipy_and_sklearn_imports(real_data):
     if importlib.util.find_spec("scipy") is None or importlib.util.find_spec("sklearn") is None:
         pytest.skip("SciPy and scikit-learn are not installed here: nothing to keep out")

@@ -134,6 +134,7 @@ def tiny(lm, tmp_path_factory) -> Path:
     return make_base(tmp_path_factory.mktemp("gen-base"), texts, vocab=400, block=256)
 
 
+@pytest.mark.pipeline  # the whole evaluation job over every generative task
 @pytest.mark.skipif(not PUNKT_INSTALLED, reason=PUNKT_SKIP)
 def test_every_task_end_to_end_with_a_planted_clean_dirty_split(lm, tiny, tmp_path):
     coqa = load_coqa(COQA)

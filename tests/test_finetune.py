@@ -167,6 +167,7 @@ def _records(out: Path) -> list[dict]:
     return [{k: v for k, v in r.items() if k != "examples_per_s"} for r in read_metrics(str(out / "metrics.jsonl"))]
 
 
+@pytest.mark.pipeline  # three fine-tuning runs (6 steps, stopped at 3, resumed)
 def test_stopped_and_resumed_equals_uninterrupted(base, tmp_path):
     args = ["--model", str(base), "--train", str(FIXTURES / "snli.jsonl"), "--eval", str(FIXTURES / "snli.jsonl"),
             "--format", "snli", "--batch_size", "2", "--lr", "1e-3", "--dropout", "0.1", "--epochs", "3",
@@ -339,6 +340,7 @@ def real_base(real_data, tmp_path_factory) -> Path:
     return make_base(tmp_path_factory.mktemp("real-base"), wiki + ptb, vocab=512, block=48)
 
 
+@pytest.mark.pipeline  # a fine-tuning run long enough to learn
 def test_a_tiny_model_learns_wikitext_versus_ptb_above_chance(real_data, real_base, tmp_path):
     wiki, ptb = _wiki_and_ptb(real_data, 240)
     rng = np.random.default_rng(0)

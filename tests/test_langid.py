@@ -84,11 +84,13 @@ def html_gold_pages(real_data: Path) -> list[str]:
     return [gzip.decompress(p.read_bytes()).decode("utf-8", "replace") for p in pages]
 
 
+@pytest.mark.slow  # langdetect itself (pure Python) on every text of a real corpus
 def test_real_html_gold_crude_text(real_data):
     texts = [crude_text(markup) for markup in html_gold_pages(real_data)]
     assert assert_same(texts, "html_gold crude") == len(texts)
 
 
+@pytest.mark.slow  # langdetect itself (pure Python) on every text of a real corpus
 def test_real_html_gold_trafilatura_text(real_data):
     trafilatura = pytest.importorskip("trafilatura")
     texts = [trafilatura.extract(markup) or "" for markup in html_gold_pages(real_data)]
@@ -96,6 +98,7 @@ def test_real_html_gold_trafilatura_text(real_data):
     assert assert_same(texts, "html_gold trafilatura") == len(texts)
 
 
+@pytest.mark.slow  # langdetect itself (pure Python) on every text of a real corpus
 def test_real_wikitext_chunks_and_lines(real_data):
     lines = (real_data / "lm_benchmarks/wikitext2_raw/wiki.test.raw").read_text(encoding="utf-8").split("\n")
     chunks = ["\n".join(lines[i : i + 40]) for i in range(0, len(lines), 40)]
@@ -113,6 +116,7 @@ def test_real_non_english_warc(real_data):
     assert len(top - {"en"}) >= 3  # really several languages
 
 
+@pytest.mark.slow  # langdetect itself (pure Python) on every document of the sample crawl
 def test_sample_crawl_documents(sample_crawl):
     texts = [d.text for path in sample_crawl.wet_paths for d in read_archive(path) if isinstance(d, Document)]
     assert len(texts) >= 100
@@ -340,6 +344,7 @@ def test_code_tables_give_the_hash_tables_rows(real_data, sample_crawl):
     assert (codes["Ж"], codes["ж"], codes["Œ"]) == (langid.CODE_OTHER_UPPER, langid.CODE_OTHER, langid.CODE_OUTSIDE_UPPER)
 
 
+@pytest.mark.slow  # langdetect itself (pure Python) on every text of a real corpus
 def test_lambada_passages(real_data):
     assert assert_same(lambada_passages(real_data, 300), "lambada") == 300
 

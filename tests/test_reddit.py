@@ -782,7 +782,7 @@ def _xz_two_streams(data: bytes) -> bytes:
 ])
 @pytest.mark.parametrize("cut_fraction", [0.6, 0.97])
 def test_a_cut_dump_keeps_every_complete_line_before_the_cut(tmp_path, suffix, compress, cut_fraction):
-    lines = _numbered_lines(20_000)
+    lines = _numbered_lines(4_000)  # about 1 MB, every title length (i % 300) many times: xz at preset 6 takes a second per MB
     data = "".join(line + "\n" for line in lines).encode()
     whole = compress(data)
     cut = whole[: int(len(whole) * cut_fraction)]
@@ -850,10 +850,10 @@ def test_a_gzip_dump_corrupted_mid_stream_keeps_the_lines_before_the_damage(tmp_
 
 @pytest.mark.parametrize("suffix", [".zst", ".gz", ".bz2", ".xz"])
 def test_a_decompression_bomb_stops_at_the_ratio_cap(tmp_path, monkeypatch, suffix):
-    monkeypatch.setattr(reddit, "DECOMPRESSED_FLOOR_BYTES", 4 << 20)
+    monkeypatch.setattr(reddit, "DECOMPRESSED_FLOOR_BYTES", 1 << 20)
     monkeypatch.setattr(reddit, "MAX_DECOMPRESSION_RATIO", 200)  # gzip cannot pass 1032x; 200x is plenty here
     line = b'{"url": "https://a.com/", "created_utc": 1500000000}\n'
-    data = line * 400_000  # 21 MB that compress far more than 200x (zstd: window_log 31, no size)
+    data = line * 100_000  # 5.3 MB (5x the floor) that compress far more than 200x (zstd: window_log 31, no size)
     compress = {".zst": pushshift_zst, ".gz": lambda d: gzip.compress(d, mtime=0), ".bz2": bz2.compress, ".xz": lzma.compress}[suffix]
     path = tmp_path / f"RS_bomb{suffix}"
     path.write_bytes(compress(data))
@@ -862,7 +862,7 @@ def test_a_decompression_bomb_stops_at_the_ratio_cap(tmp_path, monkeypatch, suff
     with pytest.raises(DumpReadError, match="decompression bomb"):
         for chunk in iter_dump_chunks(path):
             read += len(chunk)
-    assert 4 << 20 <= read < len(data)
+    assert reddit.DECOMPRESSED_FLOOR_BYTES <= read < len(data)
 
 
 def test_an_empty_line_flood_ends_the_dump_quickly(tmp_path):

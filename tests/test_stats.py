@@ -3,6 +3,8 @@
 import json
 import os
 
+import pytest
+
 from corpus.records import Document
 from corpus.stats import (
     LengthBin,
@@ -114,6 +116,7 @@ def test_corpus_of_empty_documents_says_so():
     assert [t.get_text() for t in figure.axes[0].texts] == ["all 3 documents are empty"]
 
 
+@pytest.mark.pipeline  # the corpusforge command in a subprocess
 def test_stats_plot_on_a_full_disk_is_one_line_exit_1_and_no_png(tmp_path):
     import sys
     from pathlib import Path

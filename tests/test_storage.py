@@ -211,6 +211,7 @@ def test_a_commit_that_finds_no_recorded_shard_is_refused_when_writers_ran(root)
     assert storage.read_success(out) is None
 
 
+@pytest.mark.pipeline  # jobs in subprocesses, each holding its claim for seconds
 def test_of_many_jobs_claiming_one_folder_at_once_exactly_one_wins(tmp_path):
     out = str(tmp_path / "out")
     script = ("import sys, time; from common import storage\n"  # the winner lives on while the others look

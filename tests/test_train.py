@@ -164,6 +164,7 @@ def test_peak_flops_table():
 
 # ---------------------------------------------------------------- training runs
 
+@pytest.mark.pipeline  # a training run of 60 steps
 def test_a_tiny_model_overfits_a_tiny_shard(pattern_data, tmp_path):
     summary = train(tiny_config(pattern_data, tmp_path / "run", max_steps=60, lr=1e-2, warmup_steps=5,
                                 eval_interval=30, ckpt_interval=60))
@@ -180,6 +181,7 @@ def test_a_tiny_model_overfits_a_tiny_shard(pattern_data, tmp_path):
     assert config["model"]["vocab_size"] == 64 and config["accumulation"] == 2  # vocab from meta.json
 
 
+@pytest.mark.pipeline  # three training runs (10 steps, stopped at 5, resumed)
 def test_stopped_and_resumed_equals_uninterrupted(pattern_data, tmp_path):
     # dropout on, so the restored RNG matters; accumulation 2; evaluation and checkpoint in between
     cfg = tiny_config(pattern_data, tmp_path / "whole", dropout=0.1, max_steps=10, ckpt_interval=3, eval_interval=2)
@@ -523,6 +525,7 @@ def test_crafted_checkpoints_with_a_matching_checksum_are_refused_before_use(tmp
             load_checkpoint(path)
 
 
+@pytest.mark.pipeline  # the corpusforge command in a subprocess
 def test_an_optimizer_state_of_another_shape_is_refused_before_load_state_dict(pattern_data, tmp_path):
     run = tmp_path / "run"
     train(tiny_config(pattern_data, run, max_steps=4, ckpt_interval=2))
@@ -541,6 +544,7 @@ def test_an_optimizer_state_of_another_shape_is_refused_before_load_state_dict(p
     assert cli.main(["train", "--out", str(run), "--resume", "--max_steps", "6", "-q"]) == 2
 
 
+@pytest.mark.pipeline  # the corpusforge command in a subprocess
 def test_a_checkpoint_save_on_a_full_disk_is_one_line_exit_1_and_keeps_nothing_partial(pattern_data, tmp_path):
     from full_disk import error_lines, small_disk
 

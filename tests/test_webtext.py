@@ -96,18 +96,29 @@ def gold_pages(real_data):
     return pages
 
 
+class GoldTexts(dict):
+    """Each extractor's text of every gold page, extracted the first time a test asks for it
+    (one extractor over the 86 pages takes seconds: a test pays only for the ones it reads)."""
+
+    def __init__(self, pages):
+        super().__init__()
+        self.pages = pages
+
+    def __missing__(self, name: str) -> list:
+        if name in ("combined", "combined_names"):
+            combined = [extract_combined(html, url) for url, html, _, _ in self.pages]
+            self["combined"], self["combined_names"] = [text for text, _ in combined], [name for _, name in combined]
+            return self[name]
+        extract = {"trafilatura": extract_trafilatura, "trafilatura_full": extract_main_text,
+                   "newspaper": extract_newspaper, "default": extract_text}[name]
+        self[name] = [extract(html, url) for url, html, _, _ in self.pages]
+        return self[name]
+
+
 @pytest.fixture(scope="module")
 def gold_texts(gold_pages):
-    """Each extractor's text of every gold page."""
-    combined = [extract_combined(html, url) for url, html, _, _ in gold_pages]
-    return {
-        "trafilatura": [extract_trafilatura(html, url) for url, html, _, _ in gold_pages],
-        "trafilatura_full": [extract_main_text(html, url) for url, html, _, _ in gold_pages],
-        "newspaper": [extract_newspaper(html, url) for url, html, _, _ in gold_pages],
-        "default": [extract_text(html, url) for url, html, _, _ in gold_pages],
-        "combined": [text for text, _ in combined],
-        "combined_names": [name for _, name in combined],
-    }
+    """Each extractor's text of every gold page (``GoldTexts``: each extractor run once per module)."""
+    return GoldTexts(gold_pages)
 
 
 @pytest.fixture(scope="module")
@@ -173,6 +184,7 @@ def test_gold_quality_of_the_default_and_the_combination_is_not_below_trafilatur
     assert scores["default"]["page_f1"] > scores["trafilatura_full"]["page_f1"]
 
 
+@pytest.mark.slow  # every extractor over all the gold pages
 def test_the_default_is_trafilatura_alone(gold_pages, gold_texts):
     assert DEFAULT_EXTRACTOR == TRAFILATURA and EXTRACTOR_CHOICES == (TRAFILATURA,)
     assert gold_texts["default"] == gold_texts["trafilatura"]
@@ -182,6 +194,7 @@ def test_the_default_is_trafilatura_alone(gold_pages, gold_texts):
     assert all(type(text) is ExtractedText for text in gold_texts["default"])
 
 
+@pytest.mark.slow  # every extractor over all the gold pages
 def test_gold_newspaper_is_asked_only_where_trafilaturas_text_is_too_short(gold_pages, gold_texts, monkeypatch):
     # one gold page's trafilatura text is under MIN_WORDS words (a slideshow: 26 words of menu);
     # newspaper finds fewer there, so the combination is trafilatura on every page, including
@@ -567,6 +580,7 @@ def test_topic_words_are_not_stub_phrases(text):
     assert stub_problem(text) is None
 
 
+@pytest.mark.slow  # every extractor over all the gold pages
 def test_no_gold_page_is_a_stub(gold_texts):
     assert [stub_problem(text) for text in gold_texts["default"]] == [None] * 86
 
