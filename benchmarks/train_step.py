@@ -5,7 +5,9 @@
                ``attn_implementation="sdpa"`` (asserted: the same
                ``F.scaled_dot_product_attention`` kernel as ours, causal, no mask tensor), GPT-2's
                own ``gelu_new`` activation (``--baseline-activation gelu_pytorch_tanh`` gives it
-               the one-kernel tanh GELU that ours uses), called the documented way for training:
+               the one-kernel tanh GELU that ours uses; ``both`` times the two baselines in the
+               same rounds, so the table shows the ratio with and without the activation's
+               share), called the documented way for training:
                ``model(input_ids=x, labels=..., use_cache=False).loss`` with the targets passed as
                ``shift_labels`` so both sides score exactly the same tokens (mean cross-entropy)
     ours       model.gpt.GPT: ``model(x, y, return_logits=False)``, the fused chunked output
@@ -22,13 +24,15 @@ Timing: ``--warmup`` steps per side, then ``--rounds`` rounds of ``--steps`` ste
 alternate between the sides, the side that goes first alternating too (so load from other
 processes hits both alike); the table gives the median round's tokens/s and the min-max
 over rounds, and the ratio of the medians with the min-max of the per-round ratios (each
-round's two sides ran back to back). The load averages before and after are printed: on a
+round's sides ran back to back). The load averages before and after are printed: on a
 shared machine compare only runs taken at a low load. On CUDA it also gives MFU: FLOPs/token
 ``6 N + 12 L C T`` (nanoGPT; N without position embeddings) x tokens/s / peak, with the
-peak dense bf16 rate of the GPU found by ``torch.cuda.get_device_name``.
+peak dense bf16 rate of the GPU found by ``torch.cuda.get_device_name``. ``--profile N``
+then profiles N steps of each side (torch.profiler) and prints its top operators.
 
     python benchmarks/train_step.py                              # CPU, fp32, 6 x 384, T=256, B=8
-    python benchmarks/train_step.py --model gpt2 --block-size 256 --batch 4   # CPU, the 124M shape
+    python benchmarks/train_step.py --model gpt2 --block-size 1024 --batch 1 --threads 2 \
+        --baseline-activation both                               # CPU, the 124M shape, both baselines
     python benchmarks/train_step.py --device cuda                # bf16, the 124M model at T=1024
     python benchmarks/train_step.py --model gpt2 --block-size 1024 --batch 16 --device cuda --compile
 """
@@ -61,6 +65,10 @@ PEAK_BF16 = (
 BETAS = (0.9, 0.95)  # nanoGPT train.py
 WEIGHT_DECAY = 0.1  # nanoGPT train.py
 LR = 6e-4  # nanoGPT train.py
+# transformers' names: GPT-2's own tanh GELU written out in eight elementwise operations, and
+# torch's one-kernel tanh GELU (the activation ours runs)
+BASELINE_ACTIVATIONS = ("gelu_new", "gelu_pytorch_tanh")
+OURS = "corpusforge model.gpt.GPT"
 
 
 def peak_flops(device_name: str) -> float | None:
@@ -87,7 +95,7 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize()
 
 
-def profile_steps(run_step, n: int, device: torch.device, rows: int = 15) -> None:
+def profile_steps(run_step, n: int, device: torch.device, rows: int = 25, name: str = "ours") -> None:
     """``n`` steps under torch.profiler; the top kernels by device time, with their share of it."""
     from torch.profiler import ProfilerActivity, profile
 
@@ -100,7 +108,7 @@ def profile_steps(run_step, n: int, device: torch.device, rows: int = 15) -> Non
     events = [e for e in prof.key_averages() if e.device_type.name == "CUDA" or device.type == "cpu"]
     key = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
     total = sum(getattr(e, key) for e in events) or 1
-    print(f"profile: {n} steps of ours, top {rows} kernels by {'device' if device.type == 'cuda' else 'CPU'} time "
+    print(f"profile: {n} steps of {name}, top {rows} kernels by {'device' if device.type == 'cuda' else 'CPU'} time "
           f"(total {total / 1e3 / n:.1f} ms/step)")
     for e in sorted(events, key=lambda e: -getattr(e, key))[:rows]:
         print(f"  {100 * getattr(e, key) / total:5.1f}%  {getattr(e, key) / 1e3 / n:8.2f} ms/step  {e.count // n:>4}x  "
@@ -140,15 +148,17 @@ def main(argv=None) -> int:
                    help="our embedding rows rounded up to this multiple (1 = unpadded)")
     p.add_argument("--ours-only", action="store_true", help="time our model alone (a lever run: no baseline)")
     p.add_argument("--profile", type=int, default=0, metavar="N",
-                   help="after timing, profile N of our steps (torch.profiler) and print the top kernels by device time")
+                   help="after timing, profile N steps of each side (torch.profiler) and print the top kernels by "
+                        "device time (CPU time on CPU)")
     p.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                    help="'cpu': time by this process's CPU time (time.process_time), steadier on a shared "
                         "machine; with one thread it equals wall time on an idle one (CPU only)")
     p.add_argument("--baseline-optimizer", choices=["same", "default"], default="same",
                    help="'same': the baseline gets our AdamW settings; 'default': plain AdamW(params, lr)")
-    p.add_argument("--baseline-activation", choices=["gelu_new", "gelu_pytorch_tanh"], default="gelu_new",
+    p.add_argument("--baseline-activation", choices=BASELINE_ACTIVATIONS + ("both",), default="gelu_new",
                    help="the baseline's MLP activation: GPT-2's own 'gelu_new' (transformers' default for GPT-2 "
-                        "checkpoints) or 'gelu_pytorch_tanh', the same one-kernel tanh GELU as ours")
+                        "checkpoints), 'gelu_pytorch_tanh' (the same one-kernel tanh GELU as ours), or 'both': "
+                        "two baselines in the same alternating rounds, a ratio against each")
     p.add_argument("--peak-flops", type=float, help="peak FLOP/s for MFU when the GPU is not in the table")
     args = p.parse_args(argv)
 
@@ -176,40 +186,42 @@ def main(argv=None) -> int:
     T = config.block_size
     ours = GPT(config).to(device)
     ours.loss_impl = args.loss
-    hf_cfg = {k: v for k, v in hf_config_dict(config).items() if k not in ("architectures", "model_type", "dtype")}
-    hf_cfg["activation_function"] = args.baseline_activation
-    baseline = GPT2LMHeadModel(GPT2Config(**hf_cfg, attn_implementation="sdpa"))
-    baseline.load_state_dict(to_hf_state_dict(ours), strict=True)
-    if not args.ours_only:
-        baseline.to(device)
+    hf_cfg = {k: v for k, v in hf_config_dict(config).items()
+              if k not in ("architectures", "model_type", "dtype", "activation_function")}
+    activations = BASELINE_ACTIVATIONS if args.baseline_activation == "both" else (args.baseline_activation,)
+    baselines = {}  # side name -> GPT2LMHeadModel with that MLP activation, our weights
+    for activation in activations:
+        baseline = GPT2LMHeadModel(GPT2Config(**hf_cfg, activation_function=activation, attn_implementation="sdpa"))
+        baseline.load_state_dict(to_hf_state_dict(ours), strict=True)
+        if not args.ours_only:
+            baseline.to(device)
+        baseline.train()
+        n_ours, n_hf = ours.num_parameters(), baseline.num_parameters()
+        assert n_ours == n_hf, f"parameter counts differ: ours {n_ours:,} vs transformers {n_hf:,}"
+        assert baseline.config._attn_implementation == "sdpa", baseline.config._attn_implementation
+        assert baseline.lm_head.weight is baseline.transformer.wte.weight, "the baseline's output layer is not tied"
+        baselines[f"transformers ({activation})"] = baseline
     ours.train()
-    baseline.train()
-    n_ours, n_hf = ours.num_parameters(), baseline.num_parameters()
-    assert n_ours == n_hf, f"parameter counts differ: ours {n_ours:,} vs transformers {n_hf:,}"
-    assert baseline.config._attn_implementation == "sdpa", baseline.config._attn_implementation
-    assert baseline.lm_head.weight is baseline.transformer.wte.weight, "the baseline's output layer is not tied"
 
     data = torch.randint(0, config.vocab_size, (batch, T + 1), generator=torch.Generator().manual_seed(1))
     x, y = data[:, :T].contiguous().to(device), data[:, 1:].contiguous().to(device)
     def autocast():  # bf16 autocast (matmuls in bf16, softmax / norms in fp32), as trainers run on GPUs
         return torch.autocast(device.type, dtype=torch.bfloat16) if dtype == "bf16" else contextlib.nullcontext()
 
-    ours_fwd = torch.compile(ours, mode=args.compile_mode) if args.compile else ours
-    hf_fwd = torch.compile(baseline, mode=args.compile_mode) if args.compile else baseline
+    def compiled(model):
+        return torch.compile(model, mode=args.compile_mode) if args.compile else model
 
-    def ours_loss():
-        return ours_fwd(x, y, return_logits=False)[1]
+    def ours_loss(fwd=compiled(ours)):
+        return fwd(x, y, return_logits=False)[1]
 
-    def hf_loss():
-        return hf_fwd(input_ids=x, labels=y, shift_labels=y, use_cache=False).loss
+    def hf_loss(fwd):
+        return lambda: fwd(input_ids=x, labels=y, shift_labels=y, use_cache=False).loss
 
-    sides = {
-        "transformers GPT2LMHeadModel": (hf_loss, make_optimizer(baseline.parameters(), device,
-                                                                  plain=args.baseline_optimizer == "default")),
-        "corpusforge model.gpt.GPT": (ours_loss, make_optimizer(ours.parameters(), device)),
-    }
-    if args.ours_only:
-        del sides["transformers GPT2LMHeadModel"]
+    sides = {} if args.ours_only else {
+        name: (hf_loss(compiled(model)), make_optimizer(model.parameters(), device,
+                                                        plain=args.baseline_optimizer == "default"))
+        for name, model in baselines.items()}
+    sides[OURS] = (ours_loss, make_optimizer(ours.parameters(), device))
 
     def step(loss_fn, optimizer) -> float:
         with autocast():
@@ -243,13 +255,13 @@ def main(argv=None) -> int:
     load_after = os.getloadavg()
     tokens = batch * T * args.steps
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU, {torch.get_num_threads()} threads"
-    opt = type(sides["corpusforge model.gpt.GPT"][1]).__name__
-    fused = sides["corpusforge model.gpt.GPT"][1].defaults.get("fused")
+    opt = type(sides[OURS][1]).__name__
+    fused = sides[OURS][1].defaults.get("fused")
     print(f"device: {where}; dtype {dtype}; torch {torch.__version__}; compile {args.compile}; "
           f"clock {args.clock}{' (tokens per CPU-second)' if args.clock == 'cpu' else ''}")
     print(f"model: {args.model} n_layer={config.n_layer} n_head={config.n_head} n_embd={config.n_embd} "
           f"vocab={config.vocab_size} T={T} B={batch}; parameters {n_ours:,} (both sides)")
-    base_opt = sides.get("transformers GPT2LMHeadModel", (None, None))[1]
+    base_opt = None if args.ours_only else sides[next(iter(baselines))][1]
     base_desc = "none (--ours-only)" if base_opt is None else (
         f"{type(base_opt).__name__}({'fused' if base_opt.defaults.get('fused') else 'foreach' if base_opt.defaults.get('foreach') else 'default'}, "
         f"betas {base_opt.defaults['betas']}, weight decay {base_opt.defaults['weight_decay']})")
@@ -258,13 +270,13 @@ def main(argv=None) -> int:
     print(f"ours: loss path {args.loss}, embedding rows {config.padded_vocab_size} (pad multiple "
           f"{config.pad_vocab_multiple}); compile mode {args.compile_mode if args.compile else 'eager'}")
     print(f"attention: sdpa on both sides (baseline attn_implementation={baseline.config._attn_implementation!r}); "
-          f"MLP activation: ours tanh GELU (one kernel), baseline {args.baseline_activation}; dropout 0 on both; "
+          f"MLP activation: ours tanh GELU (one kernel), baseline {' / '.join(activations)}; dropout 0 on both; "
           f"tied embeddings on both")
     print(f"load average (1/5/15 min) before {'/'.join(f'{v:.2f}' for v in load_before)}, "
           f"after {'/'.join(f'{v:.2f}' for v in load_after)}")
     flops = ours.flops_per_token(T)
     peak = args.peak_flops or (peak_flops(where) if device.type == "cuda" else None)
-    header = f"{'side':<32}{'first loss':>11}{'s/step':>9}{'tokens/s':>12}{'min-max tokens/s':>20}{'vs baseline':>13}"
+    header = f"{'side':<34}{'first loss':>11}{'s/step':>9}{'tokens/s':>12}{'min-max tokens/s':>20}{'vs baseline':>13}"
     if peak:
         header += f"{'MFU':>8}"
     print(header)
@@ -274,7 +286,7 @@ def main(argv=None) -> int:
         rate = tokens / median
         base_rate = base_rate or rate
         spread = f"{tokens / max(times[name]):,.0f}-{tokens / min(times[name]):,.0f}"
-        line = (f"{name:<32}{first_loss[name]:>11.4f}{median / args.steps:>9.4f}{rate:>12,.0f}{spread:>20}"
+        line = (f"{name:<34}{first_loss[name]:>11.4f}{median / args.steps:>9.4f}{rate:>12,.0f}{spread:>20}"
                 f"{rate / base_rate:>12.2f}x")
         if peak:
             line += f"{100 * flops * rate / peak:>7.1f}%"
@@ -282,15 +294,14 @@ def main(argv=None) -> int:
     if device.type == "cuda":
         print(f"FLOPs/token 6N+12LCT = {flops / 1e6:,.1f}M; peak bf16 "
               f"{f'{peak / 1e12:.0f} TFLOP/s' if peak else 'unknown for this GPU (pass --peak-flops)'}")
-    if args.profile:
-        profile_steps(lambda: step(*sides["corpusforge model.gpt.GPT"]), args.profile, device)
-    if args.ours_only:
-        return 0
-    ours_times, base_times = times["corpusforge model.gpt.GPT"], times["transformers GPT2LMHeadModel"]
-    ratio = statistics.median(base_times) / statistics.median(ours_times)
-    per_round = [b / o for b, o in zip(base_times, ours_times)]
-    print(f"ratio ours / transformers (tokens/s): {ratio:.2f}x median, per round {min(per_round):.2f}-{max(per_round):.2f}x "
-          f"(target >= 1.30x at the 124M shape on a quiet machine)")
+    for name in sides if args.profile else ():
+        profile_steps(lambda: step(*sides[name]), args.profile, device, name=name)
+    for name in () if args.ours_only else baselines:
+        ours_times, base_times = times[OURS], times[name]
+        ratio = statistics.median(base_times) / statistics.median(ours_times)
+        per_round = [b / o for b, o in zip(base_times, ours_times)]
+        print(f"ratio ours / {name} (tokens/s): {ratio:.2f}x median, per round "
+              f"{min(per_round):.2f}-{max(per_round):.2f}x (target >= 1.30x at the 124M shape on a quiet machine)")
     return 0
 
 

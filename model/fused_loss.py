@@ -41,18 +41,23 @@ class _LinearCrossEntropy(torch.autograd.Function):
         grad_x = torch.empty_like(x) if ctx.needs_input_grad[0] else None
         accumulate = torch.promote_types(weight.dtype, torch.float32)  # the weight gradient sums chunks in >= fp32
         grad_w = torch.empty(weight.shape, dtype=accumulate, device=weight.device) if ctx.needs_input_grad[1] else None
-        if grad_w is not None:
-            grad_w[vocab_size:].zero_()  # the padding rows are never scored
         total = torch.zeros((), dtype=precise, device=x.device)
-        # One [chunk, V] buffer each for the logits and the probabilities, reused by every chunk:
-        # on CPU a fresh tensor this large comes from mmap and pays a page fault per 4 KiB page
-        # on first write, every chunk (about 20 ms per 50 MB buffer on the development machine).
+        # One [chunk, V_padded] buffer each for the logits and the probabilities, reused by every
+        # chunk: on CPU a fresh tensor this large comes from mmap and pays a page fault per 4 KiB
+        # page on first write, every chunk (about 20 ms per 50 MB buffer on the development machine).
+        # The buffers span all V_padded rows of the weight, so every row of a buffer starts at an
+        # aligned address (50,304 floats, not 50,257) for the three matmuls; the padding columns
+        # are set to -inf after each logits matmul, so their probability, their gradient and
+        # the padding rows' weight gradient come out exactly 0.
         reuse = not torch.compiler.is_compiling()
         if reuse:
-            rows = min(chunk, n)
-            mm_buf = torch.empty((rows, vocab_size), dtype=x.dtype, device=x.device)
-            wide_buf = mm_buf if x.dtype == precise else torch.empty((rows, vocab_size), dtype=precise, device=x.device)
-            probs_buf = torch.empty((rows, vocab_size), dtype=precise, device=x.device)
+            rows, padded_vocab = min(chunk, n), weight.shape[0]
+            w = weight
+            mm_buf = torch.empty((rows, padded_vocab), dtype=x.dtype, device=x.device)
+            wide_buf = mm_buf if x.dtype == precise else torch.empty((rows, padded_vocab), dtype=precise, device=x.device)
+            probs_buf = torch.empty((rows, padded_vocab), dtype=precise, device=x.device)
+        elif grad_w is not None:
+            grad_w[vocab_size:].zero_()  # the padding rows are never scored
         for start in range(0, n, chunk):
             end = min(start + chunk, n)
             xs, ts, ok, sc = x[start:end], safe[start:end, None], valid[start:end], scale[start:end, None]
@@ -61,6 +66,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
                 logits = torch.mm(xs, w.t(), out=mm_buf[:m])
                 if wide_buf is not mm_buf:
                     logits = wide_buf[:m].copy_(logits)
+                logits[:, vocab_size:] = float("-inf")  # the padding columns: probability 0
             else:
                 logits = torch.mm(xs, w.t())
                 logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
@@ -85,7 +91,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
                 grad_x[start:end].mul_(sc.to(x.dtype))
             if grad_w is not None:  # dL/dW += g^T @ (scale * x)
                 xs_scaled = (xs.to(sc.dtype) * sc).to(g.dtype)
-                target = grad_w[:vocab_size]
+                target = grad_w if reuse else grad_w[:vocab_size]
                 if g.dtype == grad_w.dtype and start == 0:
                     torch.mm(g.t(), xs_scaled, out=target)
                 elif g.dtype == grad_w.dtype:
@@ -159,7 +165,8 @@ def linear_cross_entropy(x: torch.Tensor, weight: torch.Tensor, targets: torch.T
     gradient), ``targets`` ``[N]``. Under autocast the matmuls run in the autocast dtype and
     the softmax in fp32, as ``F.linear`` + ``F.cross_entropy`` do. ``padded`` (default: on
     CUDA) runs the matmuls over all ``V_padded`` rows with the padding columns masked
-    (``_LinearCrossEntropy.forward_padded``); off, over the real rows with reused buffers (CPU).
+    (``_LinearCrossEntropy.forward_padded``, the form ``torch.compile`` fuses); off (CPU), over
+    the same rows into ``[chunk, V_padded]`` buffers that every chunk reuses, in place.
     """
     vocab_size = weight.shape[0] if vocab_size is None else vocab_size
     if chunk is None:
