@@ -1,4 +1,5 @@
-"""Shared fixtures: the real-data folder (through CORPUSFORGE_TEST_DATA) and the sample crawl."""
+"""Shared fixtures (the real-data folder through CORPUSFORGE_TEST_DATA, the sample crawl, one
+Spark session a process) and the order and grouping the suite runs in under pytest-xdist."""
 
 from __future__ import annotations
 
@@ -54,3 +55,52 @@ def pytest_runtest_makereport(item, call):
 def sample_crawl(tmp_path_factory):
     """The bundled sample crawl (seed 0), generated once per test session."""
     return write_sample_crawl(tmp_path_factory.mktemp("sample-crawl"), seed=0)
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One Spark session (``local[2]``, workers on this interpreter) per test process, shared by
+    every Spark test file; a session already running is used as it is and left running."""
+    pytest.importorskip("pyspark", reason="the spark extra is not installed: pip install 'corpusforge[spark]'")
+    from pipelines.spark import engine  # the optional spark extra: only a Spark test loads it and pyspark
+
+    before = {name: os.environ.get(name) for name in ("PYSPARK_PYTHON", "PYTHONPATH")}
+    session, started = engine.session("local[2]")
+    # Spark's workers got this interpreter and the project; nothing run later in this process does.
+    assert {name: os.environ.get(name) for name in before} == before
+    yield session
+    if started:
+        session.stop()
+
+
+# Under `pytest -n auto --dist loadgroup` (`make test`) each group runs on one worker: a test file
+# whose tests share a module-scoped fixture (a Beam run, a moto server, a job's output) builds it
+# once, and the files that use the Spark session share one worker's JVM. Other tests go one by one.
+SPARK_GROUP = "spark"
+# The order tests start in: the slow ones first, then the other pipeline tests, then the unit
+# tests, so the longest work never starts last and the workers end together.
+START_ORDER = ("slow", "pipeline")
+
+
+def _shares_a_module_fixture(item: pytest.Item) -> bool:
+    fixtures = getattr(item, "_fixtureinfo", None)
+    return fixtures is not None and any(defs and defs[-1].scope == "module" for defs in fixtures.name2fixturedefs.values())
+
+
+def _start_rank(item: pytest.Item) -> int:
+    return next((rank for rank, marker in enumerate(START_ORDER) if item.get_closest_marker(marker)), len(START_ORDER))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Slow tests first, then pipeline tests (a stable sort: files keep their order); each
+    pipeline test of a file that uses the Spark session joins the ``spark`` group, each other
+    pipeline test that shares a module fixture its file's group."""
+    items.sort(key=_start_rank)
+    pipeline = [item for item in items if item.get_closest_marker("pipeline")]
+    spark_files = {item.path for item in pipeline if "spark" in item.fixturenames}
+    for item in pipeline:
+        if item.path in spark_files:
+            item.add_marker(pytest.mark.xdist_group(SPARK_GROUP))
+        elif _shares_a_module_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))
