@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from corpus.sentences import PunktMissingError, require_punkt
+from pipelines.cli import run_job
 from samplecrawl.crawl import write_sample_crawl
 
 DATA_ENV = "CORPUSFORGE_TEST_DATA"
@@ -58,6 +59,26 @@ def sample_crawl(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def sample_c4(sample_crawl, tmp_path_factory):
+    """``corpusforge c4`` of the sample crawl in C4 JSON and Parquet, two train shards, once per
+    test process: (the output folder, the job's summary). Tests read it and never write into it."""
+    folder = tmp_path_factory.mktemp("sample-c4") / "c4"
+    stats = run_job("c4", ["--input", *sample_crawl.wet_paths, "--output", str(folder), "--badwords", sample_crawl.badwords_path,
+                           "--num_shards", "2", "--format", "c4json", "parquet"])
+    return folder, stats
+
+
+SMALL_CRAWL_PAGES = 120  # every special page kind and its copies, with fewer ordinary articles than the 300 default
+
+
+@pytest.fixture(scope="session")
+def small_crawl(tmp_path_factory):
+    """The sample crawl (seed 0) at 120 pages, once per test session: for a job compared with the
+    reference or another engine, where what is proven holds page by page, not by the crawl's size."""
+    return write_sample_crawl(tmp_path_factory.mktemp("small-crawl"), seed=0, pages=SMALL_CRAWL_PAGES)
+
+
+@pytest.fixture(scope="session")
 def spark():
     """One Spark session (``local[2]``, workers on this interpreter) per test process, shared by
     every Spark test file; a session already running is used as it is and left running."""
@@ -75,15 +96,17 @@ def spark():
 
 # Under `pytest -n auto --dist loadgroup` (`make test`) each group runs on one worker: a test file
 # whose tests share a module-scoped fixture (a Beam run, a moto server, a job's output) builds it
-# once, and the files that use the Spark session share one worker's JVM. Other tests go one by one.
+# once, the files that use the Spark session share one worker's JVM, and the tests that read
+# ``sample_c4`` share one C4 run. Other tests go one by one.
 SPARK_GROUP = "spark"
+SAMPLE_C4_GROUP = "sample_c4"
 # The order tests start in: the slow ones first, then the other pipeline tests, then the unit
 # tests, so the longest work never starts last and the workers end together.
 START_ORDER = ("slow", "pipeline")
 
 
 def _shares_a_module_fixture(item: pytest.Item) -> bool:
-    fixtures = getattr(item, "_fixtureinfo", None)
+    fixtures = getattr(item, "_fixtureinfo", None)  # a doctest or another plugin's item has none
     return fixtures is not None and any(defs and defs[-1].scope == "module" for defs in fixtures.name2fixturedefs.values())
 
 
@@ -94,13 +117,14 @@ def _start_rank(item: pytest.Item) -> int:
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Slow tests first, then pipeline tests (a stable sort: files keep their order); each
-    pipeline test of a file that uses the Spark session joins the ``spark`` group, each other
-    pipeline test that shares a module fixture its file's group."""
+    test of a file that uses the Spark session joins the ``spark`` group, one that reads
+    ``sample_c4`` the ``sample_c4`` group, another that shares a module fixture its file's."""
     items.sort(key=_start_rank)
-    pipeline = [item for item in items if item.get_closest_marker("pipeline")]
-    spark_files = {item.path for item in pipeline if "spark" in item.fixturenames}
-    for item in pipeline:
+    spark_files = {item.path for item in items if "spark" in getattr(item, "fixturenames", ())}
+    for item in items:
         if item.path in spark_files:
             item.add_marker(pytest.mark.xdist_group(SPARK_GROUP))
+        elif "sample_c4" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group(SAMPLE_C4_GROUP))
         elif _shares_a_module_fixture(item):
             item.add_marker(pytest.mark.xdist_group(item.path.stem))

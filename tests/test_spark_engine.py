@@ -125,8 +125,8 @@ def variant_args(variant: str, crawl, tmp_path: Path) -> list[str]:
 
 @pytest.mark.parametrize("variant, dedup", [("en", "spans"), ("en.noclean", "lines"), ("en.noblocklist", "lines"),
                                             ("realnewslike", "lines"), ("webtextlike", "lines")])
-def test_every_variant_and_dedup_mode_is_byte_identical(spark, sample_crawl, tmp_path, variant, dedup):
-    args = variant_args(variant, sample_crawl, tmp_path) + ["--dedup", dedup]
+def test_every_variant_and_dedup_mode_is_byte_identical(spark, small_crawl, tmp_path, variant, dedup):
+    args = variant_args(variant, small_crawl, tmp_path) + ["--dedup", dedup]
     beam_stats, spark_stats = both_engines(c4_pipeline.run, tmp_path, args)
     assert_same_output(str(tmp_path / "beam"), str(tmp_path / "spark"), beam_stats, spark_stats)
     assert spark_stats["counters"]["train"]["examples"] > 0
