@@ -1,5 +1,5 @@
-"""Shared fixtures (the real-data folder through CORPUSFORGE_TEST_DATA, the sample crawl, one
-Spark session a process) and the order and grouping the suite runs in under pytest-xdist."""
+"""Shared fixtures (the real-data folder through CORPUSFORGE_TEST_DATA, the sample crawl and its
+C4 output, one Spark session a process) and the order the suite starts in under pytest-xdist."""
 
 from __future__ import annotations
 
@@ -94,37 +94,18 @@ def spark():
         session.stop()
 
 
-# Under `pytest -n auto --dist loadgroup` (`make test`) each group runs on one worker: a test file
-# whose tests share a module-scoped fixture (a Beam run, a moto server, a job's output) builds it
-# once, the files that use the Spark session share one worker's JVM, and the tests that read
-# ``sample_c4`` share one C4 run. Other tests go one by one.
-SPARK_GROUP = "spark"
-SAMPLE_C4_GROUP = "sample_c4"
-# The order tests start in: the slow ones first, then the other pipeline tests, then the unit
-# tests, so the longest work never starts last and the workers end together.
+# The order tests start in under `pytest -n auto --dist loadfile --no-loadscope-reorder` (`make
+# test`): xdist hands out whole files in the order of their first test here, so the slow tests'
+# files go first, then the pipeline files, then the unit files, and the longest work never
+# starts last. A file runs on one worker, which builds its module fixtures once.
 START_ORDER = ("slow", "pipeline")
-
-
-def _shares_a_module_fixture(item: pytest.Item) -> bool:
-    fixtures = getattr(item, "_fixtureinfo", None)  # a doctest or another plugin's item has none
-    return fixtures is not None and any(defs and defs[-1].scope == "module" for defs in fixtures.name2fixturedefs.values())
 
 
 def _start_rank(item: pytest.Item) -> int:
     return next((rank for rank, marker in enumerate(START_ORDER) if item.get_closest_marker(marker)), len(START_ORDER))
 
 
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Slow tests first, then pipeline tests (a stable sort: files keep their order); each
-    test of a file that uses the Spark session joins the ``spark`` group, one that reads
-    ``sample_c4`` the ``sample_c4`` group, another that shares a module fixture its file's."""
+    """Slow tests first, then pipeline tests, then the rest; a stable sort, so files and the
+    tests in each keep their order."""
     items.sort(key=_start_rank)
-    spark_files = {item.path for item in items if "spark" in getattr(item, "fixturenames", ())}
-    for item in items:
-        if item.path in spark_files:
-            item.add_marker(pytest.mark.xdist_group(SPARK_GROUP))
-        elif "sample_c4" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group(SAMPLE_C4_GROUP))
-        elif _shares_a_module_fixture(item):
-            item.add_marker(pytest.mark.xdist_group(item.path.stem))
