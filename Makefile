@@ -30,9 +30,11 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/corpusforge demo --out $(DEMO_OUT)
 
-# The whole suite (what CI runs), on every core: pytest-xdist, one worker per core.
+# The whole suite (what CI runs), on every core: pytest-xdist, one worker per core. A test file
+# runs on one worker (its module fixtures, a Beam run or a server, built once), and files start
+# in the order tests/conftest.py sorts them: slow, then pipeline, then unit tests.
 test: $(STAMP)
-	$(PY) -m pytest -q -n auto
+	$(PY) -m pytest -q -n auto --dist loadfile --no-loadscope-reorder
 
 # Unit tests only: no Beam or Spark job, no demo, no CLI subprocess (markers in pyproject.toml).
 test-fast: $(STAMP)

@@ -1,4 +1,5 @@
-"""Shared fixtures: the real-data folder (through CORPUSFORGE_TEST_DATA) and the sample crawl."""
+"""Shared fixtures (the real-data folder through CORPUSFORGE_TEST_DATA, the sample crawl and its
+C4 output, one Spark session a process) and the order the suite starts in under pytest-xdist."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 from _pytest.mark.expression import Expression
 
 from corpus.sentences import PunktMissingError, require_punkt
+from pipelines.cli import run_job
 from samplecrawl.crawl import write_sample_crawl
 
 DATA_ENV = "CORPUSFORGE_TEST_DATA"
@@ -74,3 +76,56 @@ def pytest_runtest_makereport(item, call):
 def sample_crawl(tmp_path_factory):
     """The bundled sample crawl (seed 0), generated once per test session."""
     return write_sample_crawl(tmp_path_factory.mktemp("sample-crawl"), seed=0)
+
+
+@pytest.fixture(scope="session")
+def sample_c4(sample_crawl, tmp_path_factory):
+    """``corpusforge c4`` of the sample crawl in C4 JSON and Parquet, two train shards, once per
+    test process: (the output folder, the job's summary). Tests read it and never write into it."""
+    folder = tmp_path_factory.mktemp("sample-c4") / "c4"
+    stats = run_job("c4", ["--input", *sample_crawl.wet_paths, "--output", str(folder), "--badwords", sample_crawl.badwords_path,
+                           "--num_shards", "2", "--format", "c4json", "parquet"])
+    return folder, stats
+
+
+SMALL_CRAWL_PAGES = 120  # every special page kind and its copies, with fewer ordinary articles than the 300 default
+
+
+@pytest.fixture(scope="session")
+def small_crawl(tmp_path_factory):
+    """The sample crawl (seed 0) at 120 pages, once per test session: for a job compared with the
+    reference or another engine, where what is proven holds page by page, not by the crawl's size."""
+    return write_sample_crawl(tmp_path_factory.mktemp("small-crawl"), seed=0, pages=SMALL_CRAWL_PAGES)
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One Spark session (``local[2]``, workers on this interpreter) per test process, shared by
+    every Spark test file; a session already running is used as it is and left running."""
+    pytest.importorskip("pyspark", reason="the spark extra is not installed: pip install 'corpusforge[spark]'")
+    from pipelines.spark import engine  # the optional spark extra: only a Spark test loads it and pyspark
+
+    before = {name: os.environ.get(name) for name in ("PYSPARK_PYTHON", "PYTHONPATH")}
+    session, started = engine.session("local[2]")
+    # Spark's workers got this interpreter and the project; nothing run later in this process does.
+    assert {name: os.environ.get(name) for name in before} == before
+    yield session
+    if started:
+        session.stop()
+
+
+# The order tests start in under `pytest -n auto --dist loadfile --no-loadscope-reorder` (`make
+# test`): xdist hands out whole files in the order of their first test here, so the slow tests'
+# files go first, then the pipeline files, then the unit files, and the longest work never
+# starts last. A file runs on one worker, which builds its module fixtures once.
+START_ORDER = ("slow", "pipeline")
+
+
+def _start_rank(item: pytest.Item) -> int:
+    return next((rank for rank, marker in enumerate(START_ORDER) if item.get_closest_marker(marker)), len(START_ORDER))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Slow tests first, then pipeline tests, then the rest; a stable sort, so files and the
+    tests in each keep their order."""
+    items.sort(key=_start_rank)

@@ -17,10 +17,10 @@ pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command 
 
 
 @pytest.fixture(scope="module")
-def corpus(sample_crawl, real_data, tmp_path_factory):
-    """C4 of the sample crawl plus a shard of pages quoting WikiText-2, PTB and LAMBADA."""
+def corpus(small_crawl, real_data, tmp_path_factory):
+    """C4 of the small sample crawl plus a shard of pages quoting WikiText-2, PTB and LAMBADA."""
     root = tmp_path_factory.mktemp("audit-corpus")
-    c4_pipeline.run(["--input", *sample_crawl.wet_paths, "--output", str(root / "c4"), "--badwords", sample_crawl.badwords_path,
+    c4_pipeline.run(["--input", *small_crawl.wet_paths, "--output", str(root / "c4"), "--badwords", small_crawl.badwords_path,
                      "--format", "jsonl"])
     bench = real_data / "lm_benchmarks"
     specs = {"wikitext2": f"wikitext2:{bench / 'wikitext2_raw' / 'wiki.test.raw'}", "ptb": f"ptb:{bench / 'ptb' / 'ptb.test.txt'}",

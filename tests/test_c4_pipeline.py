@@ -80,17 +80,10 @@ def test_real_wet_matches_reference_page_for_page_and_counter_for_counter(real_d
     assert ours["counters"]["split-wet-file"]["passed"] > 0
 
 
-@pytest.fixture(scope="module")
-def sample_en(sample_crawl, tmp_path_factory):
-    out = tmp_path_factory.mktemp("sample-en")
-    stats = run_ours(sample_crawl.wet_paths, out / "ours", "--badwords", sample_crawl.badwords_path, "--num_shards", "2", "--format", "c4json", "parquet")
-    return out, stats
-
-
-def test_sample_matches_reference(sample_crawl, sample_en):
-    out, stats = sample_en
-    reference = run_reference(sample_crawl.wet_paths, out / "ref", badwords=badwords_as_reference_reads_them(Path(sample_crawl.badwords_path)))
-    assert_same_as_reference(stats, out / "ours", reference)
+def test_sample_matches_reference(sample_crawl, sample_c4, tmp_path):
+    out, stats = sample_c4
+    reference = run_reference(sample_crawl.wet_paths, tmp_path / "ref", badwords=badwords_as_reference_reads_them(Path(sample_crawl.badwords_path)))
+    assert_same_as_reference(stats, out, reference)
     counters = stats["counters"]
     # The sample's planted pages hit every rule at least once.
     for namespace, name in [("clean-page", "filtered:loremipsum"), ("clean-page", "filtered:squigglybracket"),
@@ -101,23 +94,23 @@ def test_sample_matches_reference(sample_crawl, sample_en):
         assert counters[namespace].get(name, 0) > 0, (namespace, name)
 
 
-def test_sample_outputs_layout_stats_and_examples(sample_en):
-    out, stats = sample_en
-    names = sorted(os.listdir(out / "ours"))
+def test_sample_outputs_layout_stats_and_examples(sample_c4):
+    out, stats = sample_c4
+    names = sorted(os.listdir(out))
     assert names == sorted(["_SUCCESS", STATS_FILE, ERRORS_FILE.split("/")[0], "c4json", "parquet"])  # a folder per format
-    names = sorted(os.listdir(out / "ours" / "c4json")) + sorted(os.listdir(out / "ours" / "parquet"))
+    names = sorted(os.listdir(out / "c4json")) + sorted(os.listdir(out / "parquet"))
     assert "c4-train.00000-of-00002.json.gz" in names and "c4-train.00001-of-00002.json.gz" in names
     assert "c4-validation.00000-of-00001.json.gz" in names and "c4-train.00000-of-00002.parquet" in names
-    with gzip.open(out / "ours" / "c4json" / "c4-train.00000-of-00002.json.gz", "rt", encoding="utf-8") as f:
+    with gzip.open(out / "c4json" / "c4-train.00000-of-00002.json.gz", "rt", encoding="utf-8") as f:
         row = json.loads(f.readline())
     assert list(row) == ["text", "timestamp", "url"]
-    written = json.loads((out / "ours" / STATS_FILE).read_text(encoding="utf-8"))
+    written = json.loads((out / STATS_FILE).read_text(encoding="utf-8"))
     assert written["counters"] == stats["counters"]
     examples = written["examples"]
     assert 1 <= len(examples["clean-page"]["line-filtered:javascript"]) <= 5
     assert all("javascript" in line.lower() for line in examples["clean-page"]["line-filtered:javascript"])
     assert examples["english-filter"]["filtered:ignored_language"]
-    assert not (out / "ours" / ".examples.json").exists()
+    assert not (out / ".examples.json").exists()
     summary = c4_pipeline.format_summary(written)
     assert "clean-page" in summary and "line-filtered:javascript" in summary and "%" in summary
 
@@ -125,8 +118,8 @@ def test_sample_outputs_layout_stats_and_examples(sample_en):
 KEEP_COUNTERS = {"passed", "line-passed", "span-passed", "extracted"}
 
 
-def test_every_counter_has_a_declared_unit_and_every_drop_a_sampled_example(sample_en):
-    _, stats = sample_en
+def test_every_counter_has_a_declared_unit_and_every_drop_a_sampled_example(sample_c4):
+    _, stats = sample_c4
     counters, units, examples = stats["counters"], stats["units"], stats["examples"]
     assert units["clean-page"]["line-filtered:no_endmark"] == "lines" and units["clean-page"]["passed"] == "pages"
     assert units["english-filter"]["filtered:ignored_language-fr"] == "other" and units["train"]["examples"] == "other"
@@ -143,25 +136,25 @@ def _shard_bytes(folder: Path) -> dict[str, bytes]:
     return {path.relative_to(folder).as_posix(): path.read_bytes() for path in sorted(folder.rglob("c4-*"))}
 
 
-def test_output_is_byte_identical_across_reruns_and_two_workers(sample_crawl, sample_en, tmp_path):
-    out, _ = sample_en
+def test_output_is_byte_identical_across_reruns_and_two_workers(sample_crawl, sample_c4, tmp_path):
+    out, _ = sample_c4
     again = tmp_path / "again"
     run_ours(sample_crawl.wet_paths, again, "--badwords", sample_crawl.badwords_path, "--num_shards", "2", "--format", "c4json", "parquet",
              "--direct_num_workers", "2", "--direct_running_mode", "multi_processing")
-    first = _shard_bytes(out / "ours")
+    first = _shard_bytes(out)
     assert first and _shard_bytes(again) == first
-    two_workers, one_worker = (json.loads((folder / STATS_FILE).read_text()) for folder in (again, out / "ours"))
+    two_workers, one_worker = (json.loads((folder / STATS_FILE).read_text()) for folder in (again, out))
     assert two_workers["examples"] == one_worker["examples"]
     # Every counter keeps its declared unit when parallel workers each declare a part of them.
     assert two_workers["units"] == one_worker["units"] and two_workers["units"]["clean-page"]["filtered:squigglybracket"] == "pages"
 
 
 @pytest.mark.parametrize("variant", ["en.noclean", "en.noblocklist", "realnewslike", "webtextlike"])
-def test_variants_match_reference(sample_crawl, tmp_path, variant):
-    truth = json.loads(Path(sample_crawl.truth_path).read_text(encoding="utf-8"))
-    extra, ref_kwargs = ["--variant", variant, "--badwords", sample_crawl.badwords_path], {"variant": variant}
+def test_variants_match_reference(small_crawl, tmp_path, variant):
+    truth = json.loads(Path(small_crawl.truth_path).read_text(encoding="utf-8"))
+    extra, ref_kwargs = ["--variant", variant, "--badwords", small_crawl.badwords_path], {"variant": variant}
     if variant in ("realnewslike", "webtextlike"):
-        ref_kwargs["badwords"] = badwords_as_reference_reads_them(Path(sample_crawl.badwords_path))
+        ref_kwargs["badwords"] = badwords_as_reference_reads_them(Path(small_crawl.badwords_path))
     if variant == "realnewslike":
         domains_file = tmp_path / "domains.json"
         first, *rest = truth["news_domains"]
@@ -175,24 +168,24 @@ def test_variants_match_reference(sample_crawl, tmp_path, variant):
         url_file.write_text("\n".join(urls) + "\n")
         extra += ["--webtext_urls", str(url_file)]
         ref_kwargs["webtext_urls"] = urls
-    ours = run_ours(sample_crawl.wet_paths, tmp_path / "ours", *extra)
+    ours = run_ours(small_crawl.wet_paths, tmp_path / "ours", *extra)
     if variant == "realnewslike":
         offline = tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None)
         original, tldextract.extract = tldextract.extract, offline
         try:
-            reference = run_reference(sample_crawl.wet_paths, tmp_path / "ref", **ref_kwargs)
+            reference = run_reference(small_crawl.wet_paths, tmp_path / "ref", **ref_kwargs)
         finally:
             tldextract.extract = original
         assert registered_domain_parts("news.example.co.uk/a") == ("news", "example", "co.uk")
         assert ours["counters"]["realnews-domain-filter"]["filtered:bad_domain"] > 0
     else:
-        reference = run_reference(sample_crawl.wet_paths, tmp_path / "ref", **ref_kwargs)
+        reference = run_reference(small_crawl.wet_paths, tmp_path / "ref", **ref_kwargs)
     assert_same_as_reference(ours, tmp_path / "ours", reference)
     assert sum(len(v) for v in our_pages(tmp_path / "ours").values()) > 0
 
 
-def test_span_dedup_mode_runs_and_removes_repeated_spans(sample_crawl, sample_en, tmp_path):
-    ours = run_ours(sample_crawl.wet_paths, tmp_path / "spans", "--badwords", sample_crawl.badwords_path, "--dedup", "spans", "--format", "c4json")
+def test_span_dedup_mode_runs_and_removes_repeated_spans(small_crawl, tmp_path):
+    ours = run_ours(small_crawl.wet_paths, tmp_path / "spans", "--badwords", small_crawl.badwords_path, "--dedup", "spans", "--format", "c4json")
     spans = ours["counters"]["dedupe-spans"]
     assert spans["span-filtered:global_duplicate"] > 0 and spans["passed"] > 0
     assert "dedupe-lines" not in ours["counters"]

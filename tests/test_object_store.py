@@ -126,6 +126,30 @@ def c4_args(real_data, inputs: str, output: str) -> list[str]:
             "--num_shards", "2", "--format", "c4json", "parquet"]
 
 
+def lambada(real_data) -> str:
+    return f"lambada:{real_data / 'lm_benchmarks' / 'lambada' / 'lambada_test.jsonl'}"
+
+
+AUDIT_ARGS = ["--fp_queries", "20000", "--filter_parts", "2"]
+
+
+@pytest.fixture(scope="module")
+def local_c4(real_data, wet_inputs, tmp_path_factory) -> str:
+    """The C4 job on the DirectRunner, local disk: what every other runner and store must equal.
+    Tests read it and never write into it."""
+    out = str(tmp_path_factory.mktemp("local") / "c4")
+    c4_pipeline.run(c4_args(real_data, str(wet_inputs), out))
+    return out
+
+
+@pytest.fixture(scope="module")
+def local_audit(real_data, local_c4) -> str:
+    """The audit of ``local_c4`` on the DirectRunner, on local disk."""
+    out = str(Path(local_c4).parent / "audit")
+    audit.run_audit(["--corpus", local_c4, "--benchmark", lambada(real_data), "--output", out] + AUDIT_ARGS)
+    return out
+
+
 def manifest_files(folder: str) -> dict[str, dict]:
     return {entry["name"]: entry for entry in storage.read_success(folder)["files"]}
 
@@ -145,10 +169,7 @@ def upload(folder: Path, prefix: str) -> None:
         storage.copy_file(str(path), storage.join(prefix, path.name))
 
 
-def test_c4_and_audit_on_portable_runner_against_s3_match_the_direct_runner(real_data, wet_inputs, s3, portable, tmp_path):
-    # DirectRunner, local disk.
-    local_c4 = str(tmp_path / "c4")
-    c4_pipeline.run(c4_args(real_data, str(wet_inputs), local_c4))
+def test_c4_and_audit_on_portable_runner_against_s3_match_the_direct_runner(real_data, wet_inputs, local_c4, local_audit, s3, portable):
     # PortableRunner, two SDK worker processes, input and output on the S3 server.
     storage.configure(s3)  # each Pipeline() sets FileSystems' options: the local run dropped the S3 ones
     upload(wet_inputs, f"s3://{BUCKET}/wet")
@@ -161,13 +182,10 @@ def test_c4_and_audit_on_portable_runner_against_s3_match_the_direct_runner(real
     assert "--id=worker_0" in started and "--id=worker_1" in started, "the pool did not start two workers"
 
     # The audit, read from and written to S3 on the same runner, against the local one.
-    benchmark = f"lambada:{real_data / 'lm_benchmarks' / 'lambada' / 'lambada_test.jsonl'}"
-    common = ["--benchmark", benchmark, "--fp_queries", "20000", "--filter_parts", "2"]
-    local_audit = str(tmp_path / "audit")
-    audit.run_audit(["--corpus", local_c4, "--output", local_audit] + common)
     storage.configure(s3)
     remote_audit = f"s3://{BUCKET}/audit"
-    audit.run_audit(["--corpus", remote_c4, "--output", remote_audit] + common + s3 + portable["options"])
+    audit.run_audit(["--corpus", remote_c4, "--benchmark", lambada(real_data), "--output", remote_audit] + AUDIT_ARGS
+                    + s3 + portable["options"])
     storage.configure(s3)
     assert_same_output(local_audit, remote_audit, skip=("audit.json", "bloom/bloom.json"))  # both name the corpus: its folder, its _SUCCESS digest
 
@@ -175,7 +193,7 @@ def test_c4_and_audit_on_portable_runner_against_s3_match_the_direct_runner(real
     assert cli.main(["stats", remote_c4, "--json", "-q"] + s3) == 0
 
 
-def test_every_job_round_trips_through_memory(real_data, wet_inputs, tmp_path):
+def test_every_job_round_trips_through_memory(real_data, wet_inputs, local_c4, local_audit, tmp_path):
     memfs.clear()
     upload(wet_inputs, "memory://in/wet")
     # read
@@ -188,30 +206,28 @@ def test_every_job_round_trips_through_memory(real_data, wet_inputs, tmp_path):
 
     assert without_source("memory://out/docs") == without_source(str(tmp_path / "docs"))
     # c4
-    c4_pipeline.run(c4_args(real_data, str(wet_inputs), str(tmp_path / "c4")))
     c4_pipeline.run(c4_args(real_data, "memory://in/wet/*.wet.gz", "memory://out/c4"))
-    assert_same_output(str(tmp_path / "c4"), "memory://out/c4")
+    assert_same_output(local_c4, "memory://out/c4")
     # audit and decontaminate
-    benchmark = f"lambada:{real_data / 'lm_benchmarks' / 'lambada' / 'lambada_test.jsonl'}"
-    audit.run_audit(["--corpus", "memory://out/c4", "--benchmark", benchmark, "--output", "memory://out/audit", "--fp_queries", "1000"])
-    audit.run_audit(["--corpus", str(tmp_path / "c4"), "--benchmark", benchmark, "--output", str(tmp_path / "audit"), "--fp_queries", "1000"])
-    assert_same_output(str(tmp_path / "audit"), "memory://out/audit", skip=("audit.json", "bloom/bloom.json"))
-    for corpus, out in ((str(tmp_path / "c4"), str(tmp_path / "clean")), ("memory://out/c4", "memory://out/clean")):
+    benchmark = lambada(real_data)
+    audit.run_audit(["--corpus", "memory://out/c4", "--benchmark", benchmark, "--output", "memory://out/audit"] + AUDIT_ARGS)
+    assert_same_output(local_audit, "memory://out/audit", skip=("audit.json", "bloom/bloom.json"))
+    for corpus, out in ((local_c4, str(tmp_path / "clean")), ("memory://out/c4", "memory://out/clean")):
         audit.run_decontaminate(["--corpus", corpus, "--benchmark", benchmark, "--output", out, "--format", "jsonl"])
     assert_same_output(str(tmp_path / "clean"), "memory://out/clean", skip=(STATS_FILE,))  # stats names _removed.jsonl's path
     # tokenize (the trainer reads token shards memory-mapped, from a local folder)
-    for corpus, out in ((str(tmp_path / "c4"), str(tmp_path / "tokens")), ("memory://out/c4", "memory://out/tokens")):
+    for corpus, out in ((local_c4, str(tmp_path / "tokens")), ("memory://out/c4", "memory://out/tokens")):
         tokenize.run(["--input", corpus, "--output", out, "--vocab_size", "300", "--shard_tokens", "20000", "--val_docs", "2"])
     assert_same_output(str(tmp_path / "tokens"), "memory://out/tokens")
     # readers take the memory set through its manifest
     docs = list(read_documents("memory://out/c4"))
-    assert len(docs) > 10 and docs == list(read_documents(str(tmp_path / "c4")))  # one format of the two read
+    assert len(docs) > 10 and docs == list(read_documents(local_c4))  # one format of the two read
     memfs.clear()
 
 
-def test_a_job_that_dies_midway_leaves_a_set_no_reader_takes_as_complete(real_data, wet_inputs, tmp_path, monkeypatch, capsys):
+def test_a_job_that_dies_midway_leaves_a_set_no_reader_takes_as_complete(real_data, wet_inputs, local_c4, tmp_path, monkeypatch, capsys):
     out = str(tmp_path / "c4")
-    c4_pipeline.run(c4_args(real_data, str(wet_inputs), out))  # a complete set first
+    shutil.copytree(local_c4, out)  # a complete set first: the job's own output, copied
     assert find_shards(out)
 
     def dies_on_shard_one(self, keyed):
@@ -265,7 +281,7 @@ def test_shard_sort_auto_picks_runs_where_the_shuffle_lives_in_memory():
 
 
 def test_read_decontaminate_tokenize_and_webtext_write_to_s3(real_data, wet_inputs, sample_crawl, s3, tmp_path):
-    benchmark = f"lambada:{real_data / 'lm_benchmarks' / 'lambada' / 'lambada_test.jsonl'}"
+    benchmark = lambada(real_data)
     for root in (str(tmp_path), f"s3://{BUCKET}/direct"):
         fs = s3 if root.startswith("s3://") else []
         webtext.run(["--submissions", sample_crawl.submissions_zst_path, "--pages", "crawl", "--warc", *sample_crawl.warc_paths,

@@ -59,17 +59,6 @@ def corpus(c4_out) -> list[tuple[str, str, str]]:
     return rows
 
 
-@pytest.fixture(scope="module")
-def spark():
-    pytest.importorskip("pyspark", reason="the spark extra is not installed: pip install 'corpusforge[spark]'")
-    from pipelines.spark import engine
-
-    session, started = engine.session("local[2]")
-    yield session
-    if started:
-        session.stop()
-
-
 def as_rows(records) -> list[tuple[str, str, str]]:
     """(url, text, timestamp) of dict-like records, sorted."""
     return sorted(tuple(record[name] for name in COLUMNS) for record in records)

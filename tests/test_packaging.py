@@ -53,8 +53,20 @@ def sdist_requirements(tarball: Path) -> tuple[set[str], dict[str, set[str]]]:
     return always, extras
 
 
-def test_sdist_from_beam_setup_installs_into_a_fresh_venv(tmp_path):
-    tarball = Path(build_worker_package(str(ROOT / "beam_setup.py"), str(tmp_path / "dist")))
+@pytest.fixture(scope="module")
+def worker_sdist(tmp_path_factory) -> Path:
+    """The workers' sdist as ``--setup_file ./beam_setup.py`` builds it (no extra), once for the module."""
+    return Path(build_worker_package(str(ROOT / "beam_setup.py"), str(tmp_path_factory.mktemp("dist"))))
+
+
+@pytest.fixture(scope="module")
+def tokenize_sdist(tmp_path_factory) -> Path:
+    """The tokenize job's workers' sdist (the ``tokenize`` extra recorded), once for the module."""
+    return Path(build_worker_package(str(ROOT / "beam_setup.py"), str(tmp_path_factory.mktemp("dist-tokenize")), extras=["tokenize"]))
+
+
+def test_sdist_from_beam_setup_installs_into_a_fresh_venv(worker_sdist, tmp_path):
+    tarball = worker_sdist
     with tarfile.open(tarball) as tar:
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
     expected = {str(p.relative_to(ROOT)) for pkg in PACKAGES for p in (ROOT / pkg).rglob("*") if p.is_file() and "__pycache__" not in p.parts}
@@ -85,16 +97,16 @@ def test_sdist_from_beam_setup_installs_into_a_fresh_venv(tmp_path):
     assert "apache-beam" in requires and "warcio" in requires and "torch" not in requires
 
 
-def test_default_worker_sdist_requires_no_model_library(tmp_path):
-    always, extras = sdist_requirements(Path(build_worker_package(str(ROOT / "beam_setup.py"), str(tmp_path))))
+def test_default_worker_sdist_requires_no_model_library(worker_sdist):
+    always, extras = sdist_requirements(worker_sdist)
     assert {"apache-beam", "warcio", "nltk", "pyarrow"} <= always
     assert not always & MODEL_LIBRARIES, always & MODEL_LIBRARIES
     # Still there by hand: pip install 'corpusforge-0.1.0.tar.gz[model]' / [tokenize].
     assert extras == {"model": MODEL_LIBRARIES | EVAL_SCORERS, "tokenize": TOKENIZE_LIBRARIES}
 
 
-def test_tokenize_worker_sdist_requires_the_tokenizer_libraries_but_not_torch(tmp_path):
-    tarball = Path(build_worker_package(str(ROOT / "beam_setup.py"), str(tmp_path), extras=["tokenize"]))
+def test_tokenize_worker_sdist_requires_the_tokenizer_libraries_but_not_torch(tokenize_sdist):
+    tarball = tokenize_sdist
     always, _ = sdist_requirements(tarball)
     assert always & MODEL_LIBRARIES == TOKENIZE_LIBRARIES
     assert {"apache-beam", "warcio"} <= always
@@ -164,7 +176,7 @@ def _index_reachable() -> str | None:
 
 
 @pytest.mark.slow
-def test_worker_sdist_installs_from_the_index_without_torch_and_runs_c4(real_data, tmp_path):
+def test_worker_sdist_installs_from_the_index_without_torch_and_runs_c4(real_data, worker_sdist, tokenize_sdist, tmp_path):
     """A worker's install, for real: `pip install corpusforge-0.1.0.tar.gz` with its
     dependencies from the package index into a bare venv, then the C4 job on a real WET
     file there; then the tokenize job's sdist, which adds the tokenizer libraries only."""
@@ -177,12 +189,11 @@ def test_worker_sdist_installs_from_the_index_without_torch_and_runs_c4(real_dat
     timings = {}
 
     started = time.monotonic()
-    tarball = build_worker_package(str(ROOT / "beam_setup.py"), str(tmp_path / "dist"))
     venv = tmp_path / "worker-venv"
     _run([sys.executable, "-m", "venv", venv], timeout=300)
     python = venv / "bin" / "python"
     corpusforge = [python, "-m", "pipelines.cli"]  # the worker sdist declares no console script
-    _run([python, "-m", "pip", "install", "-q", tarball], timeout=INSTALL_TIMEOUT_S, env=env, cwd=tmp_path)
+    _run([python, "-m", "pip", "install", "-q", worker_sdist], timeout=INSTALL_TIMEOUT_S, env=env, cwd=tmp_path)
     timings["install"] = time.monotonic() - started
 
     probe = "import importlib.util as u; print(' '.join(m for m in %r if u.find_spec(m)))" % sorted(MODEL_LIBRARIES)
@@ -207,8 +218,7 @@ def test_worker_sdist_installs_from_the_index_without_torch_and_runs_c4(real_dat
 
     # The tokenize job's workers: the same sdist with the `tokenize` extra recorded.
     started = time.monotonic()
-    tokenize_tarball = build_worker_package(str(ROOT / "beam_setup.py"), str(tmp_path / "dist-tokenize"), extras=["tokenize"])
-    _run([python, "-m", "pip", "install", "-q", tokenize_tarball], timeout=INSTALL_TIMEOUT_S, env=env, cwd=tmp_path)
+    _run([python, "-m", "pip", "install", "-q", tokenize_sdist], timeout=INSTALL_TIMEOUT_S, env=env, cwd=tmp_path)
     timings["install tokenize extra"] = time.monotonic() - started
     assert _run([python, "-c", probe], timeout=120, env=env, cwd=tmp_path).stdout.split() == sorted(TOKENIZE_LIBRARIES)
     started = time.monotonic()

@@ -16,17 +16,15 @@ import pytest
 
 from corpus.records import Document
 from corpus.shards import read_documents, shard_index
-from pipelines import c4 as c4_pipeline, read as read_pipeline
+from pipelines import read as read_pipeline
 
 pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`
 
 
 @pytest.fixture(scope="module")
-def c4_folder(sample_crawl, real_data, tmp_path_factory):
-    out = tmp_path_factory.mktemp("loaders") / "c4"
-    c4_pipeline.run(["--input", *sample_crawl.wet_paths, "--output", str(out), "--badwords", sample_crawl.badwords_path,
-                     "--format", "c4json", "parquet", "--num_shards", "2"])
-    return out
+def c4_folder(sample_c4):
+    """The C4 job's folder of the sample crawl (conftest's, shared): C4 JSON and Parquet, both splits."""
+    return sample_c4[0]
 
 
 @pytest.fixture(scope="module")

@@ -3,8 +3,8 @@ same ``_SUCCESS`` shard list, the same _stats.json counters, units and examples,
 WET/WARC files, on a generated crawl of several thousand pages, in every C4 variant and
 both dedup modes, for ``read``, on a moto S3 server and through ``spark-submit``.
 
-One SparkSession (``local[2]``, workers on this interpreter) serves the module; the S3
-and spark-submit runs start their own, in fresh processes.
+The session is conftest's ``spark`` (``local[2]``, workers on this interpreter, one a test
+process); the S3 and spark-submit runs start their own, in fresh processes.
 """
 
 from __future__ import annotations
@@ -34,19 +34,6 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("common", "corpus", "dedup", "pipelines", "samplecrawl")
 GENERATED_SEEDS = (0, 1)  # two seeded sample crawls: 4,000 pages, 6 WET files, URLs shared across them
 GENERATED_PAGES = 2000
-
-
-@pytest.fixture(scope="module")
-def spark():
-    from pipelines.spark import engine
-
-    before = {name: os.environ.get(name) for name in ("PYSPARK_PYTHON", "PYTHONPATH")}
-    session, started = engine.session("local[2]")
-    # Spark's workers got this interpreter and the project; nothing run later in this process does
-    assert {name: os.environ.get(name) for name in before} == before
-    yield session
-    if started:
-        session.stop()
 
 
 @pytest.fixture(scope="module")
@@ -138,8 +125,8 @@ def variant_args(variant: str, crawl, tmp_path: Path) -> list[str]:
 
 @pytest.mark.parametrize("variant, dedup", [("en", "spans"), ("en.noclean", "lines"), ("en.noblocklist", "lines"),
                                             ("realnewslike", "lines"), ("webtextlike", "lines")])
-def test_every_variant_and_dedup_mode_is_byte_identical(spark, sample_crawl, tmp_path, variant, dedup):
-    args = variant_args(variant, sample_crawl, tmp_path) + ["--dedup", dedup]
+def test_every_variant_and_dedup_mode_is_byte_identical(spark, small_crawl, tmp_path, variant, dedup):
+    args = variant_args(variant, small_crawl, tmp_path) + ["--dedup", dedup]
     beam_stats, spark_stats = both_engines(c4_pipeline.run, tmp_path, args)
     assert_same_output(str(tmp_path / "beam"), str(tmp_path / "spark"), beam_stats, spark_stats)
     assert spark_stats["counters"]["train"]["examples"] > 0

@@ -4,9 +4,9 @@ and ``bloom.json``, the decontaminated shards of every split, ``_removed.jsonl``
 ``_SUCCESS`` list and the same stats, on real Common Crawl WET text with planted passages
 of real benchmarks (LAMBADA, WikiText-2); the audit reading its corpus from a moto S3
 server, in a fresh process; decontamination through ``pipelines.spark_main`` (the spark-submit
-entry point), called in this process on the module's session.
+entry point), called in this process on the test process's session.
 
-One SparkSession (``local[2]``) serves the module; the S3 run starts its own.
+The session is conftest's ``spark`` (``local[2]``, one a test process); the S3 run starts its own.
 """
 
 from __future__ import annotations
@@ -37,16 +37,6 @@ FP_QUERIES = "20000"
 # A file that names the job's own output folder (audit.json: the reports' paths; _stats.json:
 # _removed.jsonl's path) is compared with that folder's name replaced.
 NAMES_ITS_FOLDER = ("audit.json", STATS_FILE)
-
-
-@pytest.fixture(scope="module")
-def spark():
-    from pipelines.spark import engine
-
-    session, started = engine.session("local[2]")
-    yield session
-    if started:
-        session.stop()
 
 
 FILLER = ("The committee met again on Tuesday to go over the budget for the coming year, and most of the "
@@ -140,7 +130,7 @@ def test_decontaminate_through_the_spark_submit_entry_point_is_byte_identical(sp
     args = ["--corpus", *(str(f) for f in corpus["folders"]), "--benchmark", *corpus["benchmarks"], "--num_shards", "2",
             "--format", "jsonl", "parquet", "--name", "clean"]
     beam_stats = audit.run_decontaminate(args + ["--output", str(tmp_path / "beam")])
-    assert spark_main.main(["decontaminate", *args, "--output", str(tmp_path / "spark")]) == 0  # the session is this module's
+    assert spark_main.main(["decontaminate", *args, "--output", str(tmp_path / "spark")]) == 0  # the session is conftest's
     assert "decontaminated against lambada, wikitext2" in capsys.readouterr().out
     assert_same_output(str(tmp_path / "beam"), str(tmp_path / "spark"))
     spark_stats = json.loads((tmp_path / "spark" / STATS_FILE).read_text(encoding="utf-8"))

@@ -5,8 +5,8 @@ _stats.json counters, units and examples, on real text and real Pushshift lines 
 files of the shared data and on the bundled sample crawl; the CLI and the spark-submit
 entry point run both jobs.
 
-One SparkSession (``local[2]``) serves the module (the ``spark`` fixture of
-tests/test_spark_engine.py); the jobs use it as the active session.
+The session is conftest's ``spark`` (``local[2]``, one a test process); the jobs use it
+as the active session.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from corpus.warc import read_archive
 from pipelines import cli, spark_main, tokenize as tokenize_pipeline, webtext as webtext_pipeline
 from pipelines.jobs import STATS_FILE
 from pipelines.sources import ERRORS_FILE
-from test_spark_engine import assert_same_output, spark  # noqa: F401  (the module's local[2] session)
+from test_spark_engine import assert_same_output
 from test_webtext_pipeline import article, paragraphs, submission, write_warc
 
 pytest.importorskip("pyspark", reason="the spark extra is not installed: pip install 'corpusforge[spark]'")
@@ -73,7 +73,7 @@ def beam_tokens(documents, tmp_path_factory) -> tuple[Path, dict]:
     return out, tokenize_pipeline.run(["--input", str(documents), "--output", str(out), "--val_fraction", "0.1", *TOKENIZE_ARGS])
 
 
-def test_tokenize_on_real_text_is_byte_identical(spark, documents, beam_tokens, tmp_path):  # noqa: F811
+def test_tokenize_on_real_text_is_byte_identical(spark, documents, beam_tokens, tmp_path):
     beam_out, beam_result = beam_tokens
     out = tmp_path / "tokens"
     result = tokenize_pipeline.run(["--input", str(documents), "--output", str(out), "--val_fraction", "0.1", *TOKENIZE_ARGS,
@@ -88,7 +88,7 @@ def test_tokenize_on_real_text_is_byte_identical(spark, documents, beam_tokens, 
     assert result["stats"]["examples"]["empty_dropped"] == [" \n "]
 
 
-def test_tokenize_val_docs_through_the_spark_submit_entry_point_is_byte_identical(spark, documents, beam_tokens, tmp_path, capsys):  # noqa: F811
+def test_tokenize_val_docs_through_the_spark_submit_entry_point_is_byte_identical(spark, documents, beam_tokens, tmp_path, capsys):
     tokenizer = str(beam_tokens[0] / "tokenizer")
     args = ["--input", str(documents), "--tokenizer", tokenizer, "--val_docs", "9", "--shard_tokens", "2500", "--buckets", "2"]
     beam_result = tokenize_pipeline.run([*args, "--output", str(tmp_path / "beam")])
@@ -106,7 +106,7 @@ def webtext_both(args: list[str], out: Path, run_spark) -> tuple[dict, dict]:
     return beam_stats, json.loads((out / "spark" / STATS_FILE).read_text(encoding="utf-8"))
 
 
-def test_webtext_crawl_join_on_the_sample_crawl_is_byte_identical(spark, sample_crawl, tmp_path):  # noqa: F811
+def test_webtext_crawl_join_on_the_sample_crawl_is_byte_identical(spark, sample_crawl, tmp_path):
     args = ["--submissions", sample_crawl.submissions_zst_path, "--pages", "crawl", "--warc", *sample_crawl.warc_paths,
             "--format", "parquet", "jsonl", "--num_shards", "2", "--num_link_shards", "2"]
     beam_stats, spark_stats = webtext_both(args, tmp_path, lambda argv: webtext_pipeline.run([*argv, "--engine", "spark"]))
@@ -144,7 +144,7 @@ def real_crawl_join(real_data, tmp_path_factory) -> list[str]:
     return ["--submissions", str(folder / "RS_2019-04.ndjson"), str(folder / "RS_2019-05.zst"), "--pages", "crawl", "--warc", *warcs, *malformed]
 
 
-def test_webtext_crawl_join_of_real_files_with_span_dedup_through_the_cli_is_byte_identical(spark, real_crawl_join, tmp_path):  # noqa: F811
+def test_webtext_crawl_join_of_real_files_with_span_dedup_through_the_cli_is_byte_identical(spark, real_crawl_join, tmp_path):
     args = [*real_crawl_join, "--format", "parquet", "jsonl", "c4json", "--num_shards", "3", "--num_link_shards", "3", "--span_dedup"]
     beam_stats, spark_stats = webtext_both(args, tmp_path, lambda argv: cli.main(["webtext", *argv, "--engine", "spark", "--spark_master", "local[2]"]))
     assert_same_output(str(tmp_path / "beam"), str(tmp_path / "spark"), beam_stats, spark_stats)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from test_object_store import free_port, start, stop, wait_for
+from test_object_store import free_port, lambada, start, stop, wait_for
 
 pytestmark = pytest.mark.pipeline  # runs every job in a fresh subprocess on a moto S3 server: not in `make test-fast`
 
@@ -90,10 +90,6 @@ def c4_on_s3(s3, real_data):
     ok(corpusforge("-q", "c4", "--input", f"s3://{BUCKET}/wet/", "--output", f"s3://{BUCKET}/c4",
                    "--badwords", str(real_data / "badwords" / "en"), "--num_shards", "2", *s3.options))
     return f"s3://{BUCKET}/c4"
-
-
-def lambada(real_data) -> str:
-    return f"lambada:{real_data / 'lm_benchmarks' / 'lambada' / 'lambada_test.jsonl'}"
 
 
 def test_c4_reads_its_crawl_from_s3_and_writes_its_set_there(s3, c4_on_s3):
