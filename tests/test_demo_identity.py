@@ -4,7 +4,6 @@ dataset layout's moves and renames followed, volatile fields told from real diff
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import json
 import math
 from pathlib import Path
@@ -13,16 +12,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
-
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "demo_identity.py"
+from bench_scripts import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def demo_identity():
-    spec = importlib.util.spec_from_file_location("demo_identity_bench", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("demo_identity")
 
 
 def _write(path: Path, data: bytes | str) -> None:

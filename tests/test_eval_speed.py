@@ -3,20 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
-from pathlib import Path
 
 import pytest
-
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "eval_speed.py"
+from bench_scripts import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def eval_speed():
-    spec = importlib.util.spec_from_file_location("eval_speed_bench", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("eval_speed")
 
 
 def test_task_shape_parses_layers_width_and_heads(eval_speed):
