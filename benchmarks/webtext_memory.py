@@ -34,6 +34,7 @@ are identical.
 from __future__ import annotations
 
 import argparse
+import math
 import json
 import os
 import random
@@ -210,6 +211,11 @@ def link_counts(result: dict) -> str:
             f"{counters.get('webtext-karma', {}).get('passed', 0):,} links")
 
 
+def cell(value: float, width: int, spec: str, suffix: str = "") -> str:
+    """``value`` formatted to ``width`` (with ``suffix``), or ``-`` where a side did not run (NaN)."""
+    return f"{'-' if math.isnan(value) else format(value, spec) + suffix:>{width}}"
+
+
 def print_table(results: dict, base_label: str) -> None:
     sizes = sorted(results)
     missing = {"tree_peak": float("nan"), "wall": float("nan"), "cpu": float("nan"), "processes": []}
@@ -221,9 +227,10 @@ def print_table(results: dict, base_label: str) -> None:
         base, ours = results[size].get("baseline", missing), results[size].get("ours", missing)
         same = base.get("links") is not None and base.get("links") == ours.get("links") and base.get("counters") == ours.get("counters")
         links = (ours.get("counters") or base.get("counters") or {}).get("webtext-karma", {}).get("passed", 0)
-        print(f"{size:>12,} {links:>8,} {base['tree_peak'] / 1e6:>8.0f} {ours['tree_peak'] / 1e6:>8.0f} "
-              f"{ours['tree_peak'] / base['tree_peak']:>8.2f}x {base['wall']:>11.1f} {ours['wall']:>11.1f} "
-              f"{base['cpu']:>10.1f} {ours['cpu']:>10.1f} {ours['cpu'] / base['cpu']:>12.2f}x "
+        print(f"{size:>12,} {links:>8,} {cell(base['tree_peak'] / 1e6, 8, '.0f')} {cell(ours['tree_peak'] / 1e6, 8, '.0f')} "
+              f"{cell(ours['tree_peak'] / base['tree_peak'], 9, '.2f', 'x')} {cell(base['wall'], 11, '.1f')} "
+              f"{cell(ours['wall'], 11, '.1f')} {cell(base['cpu'], 10, '.1f')} {cell(ours['cpu'], 10, '.1f')} "
+              f"{cell(ours['cpu'] / base['cpu'], 13, '.2f', 'x')} "
               f"{('yes' if same else 'NO') if base is not missing and ours is not missing else '-':>19}")
     for label in ("baseline", "ours"):
         ran = [size for size in sizes if label in results[size]]
