@@ -105,9 +105,12 @@ def runner_name(options: PipelineOptions) -> str:
     return (runner if isinstance(runner, str) else type(runner).__name__).lower()
 
 
+DIRECT_RUNNERS = ("directrunner", "direct", "fnapirunner", "bundlebaseddirectrunner", "switchingdirectrunner")
+
+
 def in_process(options: PipelineOptions) -> bool:
     """Whether the job's DoFns run in this process (so the tally sees them)."""
-    if runner_name(options) not in ("directrunner", "direct", "fnapirunner", "bundlebaseddirectrunner", "switchingdirectrunner"):
+    if runner_name(options) not in DIRECT_RUNNERS:
         return False
     return options.view_as(DirectOptions).direct_running_mode in (None, "in_memory", "multi_threading")
 
@@ -147,9 +150,12 @@ def run_pipeline(pipeline, desc: str, files: int | None = None, unit: str = "fil
         display.start()
     quiet = starts_local_workers(options) and not logging.getLogger().isEnabledFor(logging.DEBUG)
     try:
-        with filtered_stderr() if quiet else contextlib.nullcontext(), terminate_as_interrupt():
+        with filtered_stderr() if quiet else contextlib.nullcontext(), terminate_as_interrupt() as stopper:
+            if runner_name(options) not in DIRECT_RUNNERS:  # run() returns a handle while the job runs elsewhere:
+                stopper.hold()  # a signal during submission waits for that handle, so the job can be cancelled
             result = pipeline.run()
             try:
+                stopper.release()
                 if not local and enabled and live_metrics(result):
                     _poll_metrics(result, desc)
                 result.wait_until_finish()
@@ -177,22 +183,61 @@ class WorkerLostError(RuntimeError):
     one_line = True
 
 
+class _Stopper:
+    """SIGTERM (a scheduler stopping the launcher) handled as Ctrl-C while a job runs, so
+    that the job is cancelled where it runs (``cancel_job``) rather than left behind.
+
+    While a job is being submitted to a runner outside this process there is no handle to
+    cancel it with yet: ``hold()`` keeps a SIGTERM or Ctrl-C that arrives then, and
+    ``release()`` raises it once the handle exists. A second signal while held stops at once."""
+
+    def __init__(self):
+        self.holding = False
+        self.held: str | None = None
+        self.previous: dict[int, object] = {}
+
+    def _interrupt(self, signum, frame):
+        name = signal.Signals(signum).name
+        if self.holding and self.held is None:
+            self.held = name
+            return
+        raise KeyboardInterrupt(f"signal {name}")
+
+    def install(self, signum: int) -> None:
+        if signum not in self.previous:
+            self.previous[signum] = signal.signal(signum, self._interrupt)
+
+    def hold(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            self.holding = True
+            self.install(signal.SIGINT)
+
+    def release(self) -> None:
+        """Stop holding signals; raise the one that arrived while the job was submitted."""
+        if not self.holding:
+            return
+        self.holding = False
+        if signal.SIGINT in self.previous:
+            signal.signal(signal.SIGINT, self.previous.pop(signal.SIGINT))
+        if self.held:
+            raise KeyboardInterrupt(f"signal {self.held}")
+
+    def restore(self) -> None:
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)
+        self.previous.clear()
+
+
 @contextlib.contextmanager
 def terminate_as_interrupt():
-    """SIGTERM (a scheduler stopping the launcher) handled as Ctrl-C while a job runs, so
-    that the job is cancelled where it runs (``cancel_job``) rather than left behind."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    """A ``_Stopper`` with SIGTERM raised as ``KeyboardInterrupt`` (main thread only)."""
+    stopper = _Stopper()
+    if threading.current_thread() is threading.main_thread():
+        stopper.install(signal.SIGTERM)
     try:
-        yield
+        yield stopper
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        stopper.restore()
 
 
 def cancel_job(result) -> None:

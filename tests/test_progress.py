@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections import Counter
 
+import pytest
 from apache_beam.metrics.execution import MetricKey, MetricResult
 from apache_beam.metrics.metricbase import MetricName
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -63,3 +65,53 @@ def test_filtered_stderr_drops_worker_start_up_lines_and_keeps_the_rest(capfd):
         os.write(2, b"WARNING:root:apitools not found, and bigquery ...\nlast line without newline")
     err = capfd.readouterr().err
     assert err == "real problem: disk full\nlast line without newline"
+
+
+class _RemoteJob:
+    """A job handle as a runner outside this process returns it: ``cancel`` is recorded."""
+
+    def __init__(self):
+        self.cancelled = False
+        self.state = "RUNNING"
+
+    def cancel(self):
+        self.cancelled = True
+
+    def wait_until_finish(self):
+        raise AssertionError("a job stopped during its submission is not waited for")
+
+
+class _SignalledDuringSubmission:
+    """A pipeline on the PortableRunner whose submission is interrupted by ``signum``."""
+
+    def __init__(self, signum: int):
+        self.options = PipelineOptions(["--runner", "PortableRunner", "--job_endpoint", "jobs.internal:8099"])
+        self.signum = signum
+        self.job = _RemoteJob()
+
+    def run(self):
+        os.kill(os.getpid(), self.signum)  # delivered here, before the runner has returned the job's handle
+        return self.job
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_while_a_remote_job_is_submitted_cancels_that_job(signum, caplog):
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    pipeline = _SignalledDuringSubmission(signum)
+    with pytest.raises(KeyboardInterrupt, match=signal.Signals(signum).name):
+        progress.run_pipeline(pipeline, "job")
+    assert pipeline.job.cancelled
+    assert "asked the runner to cancel the job" in caplog.text
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
+
+
+def test_a_signal_during_an_in_process_run_stops_it_at_once():
+    class Local:
+        options = PipelineOptions([])
+
+        def run(self):
+            os.kill(os.getpid(), signal.SIGTERM)
+            raise AssertionError("the signal did not stop the run")
+
+    with pytest.raises(KeyboardInterrupt, match="SIGTERM"):
+        progress.run_pipeline(Local(), "job")
