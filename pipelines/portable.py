@@ -26,7 +26,8 @@ staged artifacts are for container-based runners: Dataflow, Flink, Spark).
 which asks the job server to cancel) stops before its next bundle and ends CANCELLED; its
 workers are stopped and nothing is committed. The pool reaps every worker that ends (no
 zombies), and one that dies while its job runs (killed, out of memory) is reported in one
-line with what to do.
+line with what to do. Each job's staged artifacts are removed when it ends, and a service
+stopped with SIGTERM or Ctrl-C removes its own temporary folders.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shutil
 import signal
 import stat
 import sys
@@ -115,7 +117,7 @@ def worker_pool(port: int) -> None:
     with tempfile.TemporaryDirectory(prefix="corpusforge-worker-pool-") as folder:
         address, server = ReapingWorkerPool.start(
             port=port, use_process=True, container_executable=_boot_script(folder))
-        log.info("corpusforge worker pool listening at %s (pid %d)", address, os.getpid())
+        log.info("corpusforge worker pool listening at %s (pid %d; boot script under %s)", address, os.getpid(), folder)
         _serve_forever(server)
 
 
@@ -156,6 +158,10 @@ class ParallelBeamJob(local_job_service.BeamJob):
         except JobCancelled:
             log.info("job %s: cancelled by its launcher; its workers are stopped", self._job_id)
             return fn_runner.RunnerResult(PipelineState.CANCELLED, {})
+        finally:  # the job's staged artifacts are read by its workers only: a long-lived server keeps none
+            staged = os.path.join(self._provision_info.artifact_staging_dir or "", self._job_id)
+            if self._provision_info.artifact_staging_dir and os.path.isdir(staged):
+                shutil.rmtree(staged, ignore_errors=True)
 
     def cancel(self):
         if not self.is_terminal_state(self.state):
@@ -167,12 +173,17 @@ class ParallelBeamJob(local_job_service.BeamJob):
 def job_server(port: int) -> None:
     servicer = local_job_service.LocalJobServicer(beam_job_type=ParallelBeamJob)
     bound = servicer.start_grpc_server(port)
-    log.info("corpusforge job server listening at localhost:%d (pid %d)", bound, os.getpid())
+    log.info("corpusforge job server listening at localhost:%d (pid %d; jobs' artifacts staged under %s)",
+             bound, os.getpid(), servicer._staging_dir)
     try:
         while True:
             time.sleep(3600)
     except KeyboardInterrupt:
         servicer.stop()
+
+
+def _stop_on_sigterm(signum, frame):
+    raise KeyboardInterrupt("SIGTERM")
 
 
 def _serve_forever(server) -> None:
@@ -195,6 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
     log.setLevel(logging.INFO)  # Beam's import may have set the root logger to WARNING first
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)  # stopped by a service manager: clean up as on Ctrl-C
     (worker_pool if args.service == "worker-pool" else job_server)(args.port)
     return 0
 

@@ -48,7 +48,7 @@ def services(tmp_path):
     jobs = start([sys.executable, "-m", "pipelines.portable", "job-server", "--port", str(job_port)], tmp_path / "jobs.log", env)
     try:
         wait_for(lambda: listening(pool_port) and listening(job_port), "job server and worker pool")
-        yield {"pool": pool, "pool_log": tmp_path / "pool.log", "jobs_log": tmp_path / "jobs.log",
+        yield {"pool": pool, "jobs": jobs, "pool_log": tmp_path / "pool.log", "jobs_log": tmp_path / "jobs.log",
                "options": ["--runner", "PortableRunner", "--job_endpoint", f"localhost:{job_port}", "--environment_type",
                            "EXTERNAL", "--environment_config", f"localhost:{pool_port}", "--direct_num_workers", "2"]}
     finally:
@@ -86,6 +86,20 @@ def test_the_pool_reaps_the_workers_of_a_finished_job(services, crawl, real_data
     except TimeoutError:
         pass
     assert children(pool) == {}, f"left behind: {children(pool)}"
+    staging = Path(logged_folder(services["jobs_log"], "artifacts staged under"))
+    assert staging.is_dir() and not list(staging.iterdir()), "the finished job's staged artifacts were kept"
+    boot = Path(logged_folder(services["pool_log"], "boot script under"))
+    stop(services["jobs"])  # SIGTERM, as a service manager stops it
+    stop(services["pool"])
+    assert not staging.exists() and not boot.exists(), "a service stopped with SIGTERM left its temporary folder"
+
+
+def logged_folder(log_path: Path, label: str) -> str:
+    """The folder a service's start-up line names after ``label`` (``...; label /tmp/x)``)."""
+    for line in log_path.read_text(errors="replace").splitlines():
+        if label in line:
+            return line.split(label, 1)[1].strip().rstrip(")")
+    raise AssertionError(f"no {label!r} line in {log_path}")
 
 
 def test_sigterm_to_the_launcher_cancels_its_job_in_the_job_server(services, crawl, real_data, tmp_path):
