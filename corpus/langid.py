@@ -66,6 +66,16 @@ per character, ~15% in step 3's loop over 55 languages per draw):
   ``_KERNEL_CHECK_TEXTS`` exactly as the numpy trial when the model loaded; otherwise the
   numpy trial (``_run_trial``) runs. ``tests/test_langid.py`` compares the two trials and
   langdetect itself on real pages.
+- With the compiled trial in place, the rest of a detection runs compiled too
+  (``_detect_native``): a text's n-gram rows in one loop over its code points through the
+  same code tables, an n-gram the tables leave open looked up by linear probing in the same
+  hash table (``cf_langid_coded_rows``); then, per Gaussian pair (two trials), one call
+  draws each trial's n-grams from the seeded word stream exactly as ``choice`` does
+  (``FIRST_TRIAL_DRAWS`` at first, all ``ITERATION_LIMIT + 1`` when a trial needs more), runs the
+  trial above on them and adds its vector / 7 to the total (``cf_langid_trials``). Python
+  keeps the text preparation, the Gaussians (``_SeededStream.gauss_pair``) and the ranking.
+  It is used only after it scored ``_KERNEL_CHECK_TEXTS`` (English, German, French, CJK,
+  accented and Cyrillic letters) exactly as the numpy path when the model loaded.
 
 Assumptions that exactness rests on (the langdetect version; how ``random`` draws; that
 ``np.multiply.reduce`` does not reassociate) are checked once when the model loads; if
