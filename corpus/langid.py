@@ -830,6 +830,7 @@ class _TrialTables(ctypes.Structure):
                 ("threshold", ctypes.c_double), ("first_draws", ctypes.c_long), ("n_trial", ctypes.c_double), ("dense", ctypes.c_void_p),
                 ("n_dense", ctypes.c_long), ("single_lang", ctypes.c_void_p), ("single_prob", ctypes.c_void_p)]
 
+
 def _replace_mail(text: str) -> str:
     """``_MAIL_RE.sub(" ", text)``, searching only near each ``@``.
 
