@@ -1,7 +1,8 @@
 """C4 chain throughput: corpusforge against the reference (TFDS c4_utils), same input, same run.
 
     .venv/bin/python benchmarks/c4_throughput.py [--pages 2000 | --input WET... | --scale PAGES] [--data ../shared/data]
-        [--sides ours ...] [--baseline DIR] [--beam [--repeat 3] [--jobs_only]] [--peer datatrove]
+        [--sides ours ...] [--baseline DIR] [--beam [--repeat 3] [--jobs_only] [--beam_jobs c4json ...] [--together]]
+        [--peer datatrove]
 
 Each side runs in its own fresh child process (so each gets its own peak RSS) on one
 core: WET files -> length -> URL dedup -> clean_page -> line dedup -> langdetect -> bad
@@ -21,8 +22,12 @@ under any complete job, which bounds the ratio on small inputs.
 ``--baseline DIR`` (e.g. ``git archive`` of an earlier commit) also runs our chain over the
 checkout in DIR (its kept pages must equal ours; stage CPU side by side) and, with ``--beam``,
 ``corpusforge c4 --format c4json`` from DIR in the same rounds, whose shards must be
-byte-identical to ours: before and after a change, in one run. ``--sides`` picks the chain's
-sides (``--sides ours --baseline DIR``: our chain before and after, without the reference's).
+byte-identical to ours: before and after a change, in one run; with ``--baseline`` the
+chain's sides start together, so that on a loaded machine each sees the same load.
+``--sides`` picks the chain's sides (``--sides ours --baseline DIR``: our chain before and
+after, without the reference's). ``--beam_jobs`` picks the complete jobs (``reference``,
+``c4json``, ``default``, ``floor``; ``--beam_jobs c4json --baseline DIR``: the c4json job
+before and after), ``--together`` starts a round's jobs at the same time.
 ``--input`` takes any WET files instead of the sample crawl; ``--scale PAGES`` builds (once,
 cached) ``benchmarks/c4_scale.py``'s Common Crawl-shaped set of that many pages from the
 shared real prose; ``--jobs_only`` skips the in-memory chain.
@@ -268,45 +273,80 @@ pipeline.run().wait_until_finish()
 """
 
 
-def timed_process(argv: list[str], cwd: Path = REPO) -> dict:
-    """Run ``argv`` to the end (in ``cwd``, importing the checkout there first); its wall
+def start_process(argv: list[str], cwd: Path = REPO) -> tuple:
+    """Start ``argv`` in ``cwd``, importing the checkout there first; its stderr goes to a
+    temporary file (read by ``finish_process``)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(cwd)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    stderr = tempfile.TemporaryFile(mode="w+")
+    return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=stderr, cwd=cwd, env=env), time.perf_counter(), argv, stderr
+
+
+def finish_process(started: tuple, waited: tuple | None = None) -> dict:
+    """Wait for a started process (``waited``: what ``os.wait4`` already gave for it); its wall
     seconds, CPU seconds (user + system, children of the child included) and peak RSS, as
     the kernel reports them for that process."""
-    started = time.perf_counter()
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(cwd)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
-    child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=cwd, env=env)
-    _, status, usage = os.wait4(child.pid, 0)
-    wall = time.perf_counter() - started
-    stderr = child.stderr.read()
-    child.stderr.close()
-    if os.waitstatus_to_exitcode(status) != 0:
+    child, clock, argv, stderr_file = started
+    _, status, usage = waited or os.wait4(child.pid, 0)
+    wall = time.perf_counter() - clock
+    child.returncode = os.waitstatus_to_exitcode(status)
+    stderr_file.seek(0)
+    stderr = stderr_file.read()
+    stderr_file.close()
+    if child.returncode != 0:
         raise RuntimeError(f"{argv[:4]} failed: {stderr[-2000:]}")
     return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "peak_mb": usage.ru_maxrss / 1024}
 
 
+def timed_process(argv: list[str], cwd: Path = REPO) -> dict:
+    """Run ``argv`` to the end (in ``cwd``, importing the checkout there first); its wall
+    seconds, CPU seconds and peak RSS (``finish_process``)."""
+    return finish_process(start_process(argv, cwd))
+
+
+def timed_together(jobs: dict[str, tuple[list[str], Path]]) -> dict[str, dict]:
+    """``timed_process`` of every job, all started at once, each timed when it ends."""
+    started = {name: start_process(argv, cwd) for name, (argv, cwd) in jobs.items()}
+    by_pid = {process[0].pid: name for name, process in started.items()}
+    timed = {}
+    while by_pid:
+        waited = os.wait4(-1, 0)
+        name = by_pid.pop(waited[0], None)
+        if name is not None:
+            timed[name] = finish_process(started[name], waited)
+    return {name: timed[name] for name in jobs}
+
+
 BASELINE_JOB = "baseline checkout: c4 --format c4json"
+REFERENCE_JOB_NAME, C4JSON_JOB, DEFAULT_JOB = "reference (TFDS c4_utils)", "corpusforge c4 --format c4json", "corpusforge c4 (default: + Parquet)"
+# --beam_jobs: the short names of the complete jobs
+BEAM_JOBS = {"reference": REFERENCE_JOB_NAME, "c4json": C4JSON_JOB, "default": DEFAULT_JOB, "floor": FLOOR_JOB}
 
 
-def beam_jobs(paths: list[str], badwords_path: str, work: str, baseline: Path | None = None) -> dict[str, dict]:
+def beam_jobs(paths: list[str], badwords_path: str, work: str, baseline: Path | None = None, only: list[str] | None = None,
+              together: bool = False) -> dict[str, dict]:
     """Both complete C4 jobs as a user runs them, each in a fresh process, imports, language
     profiles and Beam's graph included on both sides: ``corpusforge c4`` (released c4/en JSON,
     and the default JSON + Parquet) and the reference pipeline (tests/c4_reference.py); with
-    ``baseline``, also ``corpusforge c4 --format c4json`` of the checkout there."""
+    ``baseline``, also ``corpusforge c4 --format c4json`` of the checkout there. ``only``: the
+    jobs to run (``BEAM_JOBS``' short names; default all); ``together``: start them all at
+    once rather than one after the other, so that on a loaded machine each sees the same load."""
     jobs = {
-        "reference (TFDS c4_utils)": [sys.executable, "-c", REFERENCE_JOB.format(paths=[str(REPO), str(REPO / "tests")], badwords=badwords_path,
-                                                                                 inputs=paths, out=os.path.join(work, "ref"))],
-        "corpusforge c4 --format c4json": [sys.executable, "-m", "pipelines.cli", "-q", "c4", "--input", *paths, "--output",
-                                           os.path.join(work, "ours"), "--badwords", badwords_path, "--format", "c4json", "--overwrite"],
-        "corpusforge c4 (default: + Parquet)": [sys.executable, "-m", "pipelines.cli", "-q", "c4", "--input", *paths, "--output",
-                                                os.path.join(work, "ours-default"), "--badwords", badwords_path, "--overwrite"],
+        REFERENCE_JOB_NAME: ([sys.executable, "-c", REFERENCE_JOB.format(paths=[str(REPO), str(REPO / "tests")], badwords=badwords_path,
+                                                                          inputs=paths, out=os.path.join(work, "ref"))], REPO),
+        C4JSON_JOB: ([sys.executable, "-m", "pipelines.cli", "-q", "c4", "--input", *paths, "--output",
+                      os.path.join(work, "ours"), "--badwords", badwords_path, "--format", "c4json", "--overwrite"], REPO),
+        DEFAULT_JOB: ([sys.executable, "-m", "pipelines.cli", "-q", "c4", "--input", *paths, "--output",
+                       os.path.join(work, "ours-default"), "--badwords", badwords_path, "--overwrite"], REPO),
+        FLOOR_JOB: ([sys.executable, "-c", EMPTY_BEAM_JOB], REPO),
     }
-    jobs[FLOOR_JOB] = [sys.executable, "-c", EMPTY_BEAM_JOB]
-    timed = {name: timed_process(argv) for name, argv in jobs.items()}
+    if only is not None:
+        jobs = {BEAM_JOBS[name]: jobs[BEAM_JOBS[name]] for name in only}
     if baseline is not None:
-        timed[BASELINE_JOB] = timed_process(
-            [sys.executable, "-m", "pipelines.cli", "-q", "c4", "--input", *paths, "--output", os.path.join(work, "baseline"),
-             "--badwords", badwords_path, "--format", "c4json", "--overwrite"], cwd=baseline)
-    return timed
+        jobs[BASELINE_JOB] = ([sys.executable, "-m", "pipelines.cli", "-q", "c4", "--input", *paths, "--output", os.path.join(work, "baseline"),
+                               "--badwords", badwords_path, "--format", "c4json", "--overwrite"], baseline)
+    if together:
+        return timed_together(jobs)
+    return {name: timed_process(argv, cwd) for name, (argv, cwd) in jobs.items()}
 
 
 def shards_identical(work: str, other: str) -> bool:
@@ -345,6 +385,10 @@ def main() -> int:
                         help="instead: benchmarks/c4_scale.py's Common Crawl-shaped WET set of PAGES pages from the shared real prose")
     parser.add_argument("--jobs_only", action="store_true", help="skip the in-memory chain against the reference (with --beam: time the complete jobs only)")
     parser.add_argument("--repeat", type=int, default=1, help="--beam: runs of each job (min-max reported)")
+    parser.add_argument("--beam_jobs", nargs="+", choices=sorted(BEAM_JOBS), metavar="JOB",
+                        help=f"--beam: only these complete jobs ({', '.join(BEAM_JOBS)}; default all), and the baseline's with --baseline")
+    parser.add_argument("--together", action="store_true",
+                        help="--beam: start a round's jobs at the same time (on a loaded machine, before and after see the same load)")
     parser.add_argument("--baseline", type=Path, metavar="DIR",
                         help="also run our chain (and with --beam, `corpusforge c4 --format c4json`) over the checkout in DIR; "
                              "kept pages and shards must be identical")
@@ -389,9 +433,15 @@ def main() -> int:
         print(f"input: {len(paths)} WET files, {megabytes:.2f} MB compressed; bad words: {badwords}")
         same = True
         if not args.jobs_only:
-            results = {side: run_side(side, paths, badwords) for side in args.sides}
-            if args.baseline:
-                results[BASELINE_SIDE] = run_side("ours", paths, badwords, args.baseline.resolve())
+            if args.baseline:  # every side started together: on a loaded machine each sees the same load
+                from concurrent.futures import ThreadPoolExecutor
+
+                with ThreadPoolExecutor(len(args.sides) + 1) as pool:
+                    futures = {side: pool.submit(run_side, side, paths, badwords) for side in args.sides}
+                    futures[BASELINE_SIDE] = pool.submit(run_side, "ours", paths, badwords, args.baseline.resolve())
+                    results = {side: future.result() for side, future in futures.items()}
+            else:
+                results = {side: run_side(side, paths, badwords) for side in args.sides}
             base = results[args.sides[0]]
             print(f"\n{'chain (1 core)':28} {'docs':>7} {'kept':>6} {'seconds':>8} {'CPU s':>8} {'docs/CPU-s':>10} {'MB/CPU-s':>8} "
                   f"{'peak MB':>8} {'CPU vs ' + args.sides[0]:>16}")
@@ -417,21 +467,23 @@ def main() -> int:
             from corpus.sentences import require_punkt
 
             require_punkt()
-            rounds = [beam_jobs(paths, badwords, work, args.baseline) for _ in range(args.repeat)]
-            agree = beam_outputs_agree(work)
-            print(f"\nComplete Beam jobs, DirectRunner, one process each, imports included ({args.repeat} run(s), min-max):")
+            rounds = [beam_jobs(paths, badwords, work, args.baseline, args.beam_jobs, args.together) for _ in range(args.repeat)]
+            print(f"\nComplete Beam jobs, DirectRunner, one process each, imports included ({args.repeat} run(s), min-max"
+                  f"{'; the jobs of a round started together' if args.together else ''}):")
             print(f"{'job':38} {'CPU s':>13} {'wall s':>13} {'peak MB':>11} {'CPU vs ref':>12}")
-            base = [r["reference (TFDS c4_utils)"] for r in rounds]
+            with_reference = REFERENCE_JOB_NAME in rounds[0]
             for name in rounds[0]:
                 runs = [r[name] for r in rounds]
-                ratio = [b["cpu"] / r["cpu"] for b, r in zip(base, runs)]
+                ratio = _span([r[REFERENCE_JOB_NAME]["cpu"] / run["cpu"] for r, run in zip(rounds, runs)], 2) + "x" if with_reference else "-"
                 print(f"{name:38} {_span([r['cpu'] for r in runs]):>13} {_span([r['wall'] for r in runs]):>13} "
-                      f"{_span([r['peak_mb'] for r in runs], 0):>11} {_span(ratio, 2) + 'x':>12}")
-            print(f"kept pages identical to the reference's: {agree}")
-            same = same and agree
-            if args.baseline:
+                      f"{_span([r['peak_mb'] for r in runs], 0):>11} {ratio:>12}")
+            if with_reference and C4JSON_JOB in rounds[0]:
+                agree = beam_outputs_agree(work)
+                print(f"kept pages identical to the reference's: {agree}")
+                same = same and agree
+            if args.baseline and C4JSON_JOB in rounds[0]:
                 identical = shards_identical(work, "baseline")
-                speedup = [r[BASELINE_JOB]["cpu"] / r["corpusforge c4 --format c4json"]["cpu"] for r in rounds]
+                speedup = [r[BASELINE_JOB]["cpu"] / r[C4JSON_JOB]["cpu"] for r in rounds]
                 print(f"c4json job CPU, baseline checkout / this checkout: {_span(speedup, 2)}x; "
                       f"shards byte-identical to the baseline checkout's ({args.baseline}): {identical}")
                 same = same and identical

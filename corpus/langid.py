@@ -66,6 +66,16 @@ per character, ~15% in step 3's loop over 55 languages per draw):
   ``_KERNEL_CHECK_TEXTS`` exactly as the numpy trial when the model loaded; otherwise the
   numpy trial (``_run_trial``) runs. ``tests/test_langid.py`` compares the two trials and
   langdetect itself on real pages.
+- With the compiled trial in place, the rest of a detection runs compiled too
+  (``_detect_native``): a text's n-gram rows in one loop over its code points through the
+  same code tables, an n-gram the tables leave open looked up by linear probing in the same
+  hash table (``cf_langid_coded_rows``); then, per Gaussian pair (two trials), one call
+  draws each trial's n-grams from the seeded word stream exactly as ``choice`` does
+  (``FIRST_TRIAL_DRAWS`` at first, all ``ITERATION_LIMIT + 1`` when a trial needs more), runs the
+  trial above on them and adds its vector / 7 to the total (``cf_langid_trials``). Python
+  keeps the text preparation, the Gaussians (``_SeededStream.gauss_pair``) and the ranking.
+  It is used only after it scored ``_KERNEL_CHECK_TEXTS`` (English, German, French, CJK,
+  accented and Cyrillic letters) exactly as the numpy path when the model loaded.
 
 Assumptions that exactness rests on (the langdetect version; how ``random`` draws; that
 ``np.multiply.reduce`` does not reassociate) are checked once when the model loads; if
@@ -153,6 +163,7 @@ PREFIX_LENGTH = MAX_TEXT_LENGTH + URL_REACH + MAIL_REACH + VI_REACH + 4096  # se
 PROBE_ROUNDS = 3  # vectorised hash probes before a binary search takes over
 ROW_BYTES = 4  # a draw's profile row is an int32 (_Draws.rows)
 INITIAL_DRAWS = 320  # draws prepared per text at first (7 trials of ~40 draws for English)
+FIRST_TRIAL_DRAWS = 128  # the compiled draws: per trial at first (~40 for English), then ITERATION_LIMIT + 1
 GAUSS_MEMO_LIMIT = 1 << 16
 INITIAL_STREAM_WORDS = 1 << 15
 # The direct n-gram tables (see _code_tables): each BMP character gets one of CODES codes;
@@ -520,6 +531,9 @@ _state: tuple[_Model, _SeededStream] | None = None
 _fallback: Callable[[str], Prediction] | None = None
 _accumulate_is_sum = False  # set when the model loads (_accumulate_matches_sum)
 _trial_kernel: Callable | None = None  # the compiled trial (_load_trial_kernel), where it holds
+# The compiled n-gram rows and whole detection (_load_trial_kernel), where they hold.
+_rows_kernel: Callable[[np.ndarray], np.ndarray] | None = None
+_detect_kernel: Callable[[str, tuple], Prediction] | None = None
 
 # One trial in C, exactly langdetect's loop (``_detect_block``): for draw i = 0, 1, ...
 # multiply every probability by ``weight + row_i[lang]``; at i % every == 0 divide each by
@@ -561,6 +575,101 @@ long cf_langid_trial(const int32_t *rows, long available, long n_langs, double w
         }
     }
 }
+
+/* The row of a 2- or 3-gram key in the open-addressing table (``_lookup``: linear probing
+   from the key's home slot until the key or an empty slot), or -1. */
+static int32_t hashed_row(uint64_t key, const uint64_t *slots, long hash_bits, long row_bits) {
+    uint64_t mask = ((uint64_t)1 << hash_bits) - 1, slot = (key * 0x9E3779B97F4A7C15ULL) >> (64 - hash_bits);
+    for (;;) {
+        uint64_t entry = slots[slot];
+        if (entry == 0) return -1;
+        if ((entry >> row_bits) == key) return (int32_t)(entry & (((uint64_t)1 << row_bits) - 1));
+        slot = (slot + 1) & mask;
+    }
+}
+
+/* The tables the n-grams are read from (``_code_tables``, the hash table), as ``_RowTables``. */
+struct row_tables {
+    const int64_t *code; const uint8_t *code_upper; const int32_t *unigram, *pairs, *triples;
+    long codes, space; int32_t ask;
+    const uint32_t *normalize; const uint16_t *letter; const int32_t *unigram_row; const uint64_t *slots;
+    long hash_bits, row_bits, letter_bits, space_letter;
+};
+
+/* Every n-gram row of a BMP text, in langdetect's order (``_coded_ngram_rows``): at each
+   character the rows of its 1-, 2- and 3-gram of codes from the code tables (a virtual
+   space before the text: code ``space``, alphabet number ``space_letter``), nothing inside
+   an all-capitals word; an n-gram the tables leave
+   to the hash table (``ask``) is looked up by its characters' alphabet numbers (``letter``
+   of the ``normalize``d character; a 1-gram in ``unigram_row``). Writes the rows to
+   ``out`` (room for 3 * m) and returns how many. */
+long cf_langid_coded_rows(const uint32_t *cps, long m, const struct row_tables *t, int32_t *out) {
+    long before2 = t->space, before = t->space, count = 0, codes = t->codes;
+    uint64_t letter2 = t->space_letter, letter1 = letter2, bits = t->letter_bits;
+    for (long i = 0; i < m; i++) {
+        long here = (long)t->code[cps[i]];
+        uint64_t letter0 = t->letter[t->normalize[cps[i]]];
+        if (!(t->code_upper[here] && t->code_upper[before])) {
+            int32_t one = t->unigram[here], two = t->pairs[before * codes + here], three = t->triples[(before2 * codes + before) * codes + here];
+            if (one == t->ask) one = t->unigram_row[t->normalize[cps[i]]];
+            if (two == t->ask) two = hashed_row((letter1 << bits) | letter0, t->slots, t->hash_bits, t->row_bits);
+            if (three == t->ask) three = hashed_row((letter2 << (2 * bits)) | (letter1 << bits) | letter0, t->slots, t->hash_bits, t->row_bits);
+            if (one >= 0) out[count++] = one;
+            if (two >= 0) out[count++] = two;
+            if (three >= 0) out[count++] = three;
+        }
+        before2 = before;
+        before = here;
+        letter2 = letter1;
+        letter1 = letter0;
+    }
+    return count;
+}
+
+/* What every detection's trials read, as ``_TrialTables``. */
+struct trial_tables {
+    long n_langs; const double *start; long limit, every; double threshold; long first_draws; double n_trial;
+    const double *dense; long n_dense; const int64_t *single_lang; const double *single_prob;
+};
+
+/* One or two trials (``n_weights``) one after the other over a text's ``n`` n-gram rows, the
+   first with ``first_weight``, the second with ``second_weight`` (a Gaussian pair), from
+   word ``word`` of the seeded stream on: a draw is ``random.choice``'s (a word shifted
+   right by ``shift``, taken when below ``n``), a trial is ``cf_langid_trial`` over the
+   drawn rows (``first_draws`` of them, all ``limit + 1`` when the trial needs more),
+   and each trial's vector / ``n_trial`` is added to ``total`` in turn. Returns the word
+   after the last trial's last draw, or -1 when the ``n_words`` words ran out (``total``
+   is then unchanged: the caller grows the stream and calls again). */
+long cf_langid_trials(const int32_t *ngrams, long n, long shift, const uint32_t *words, long n_words, long word,
+                      double first_weight, double second_weight, long n_weights, double *total, const struct trial_tables *t) {
+    long n_langs = t->n_langs, limit = t->limit;
+    int32_t rows[limit + 1];
+    long at[limit + 1];
+    double sums[n_langs], prob[n_langs];
+    for (long j = 0; j < n_langs; j++) sums[j] = total[j];
+    for (long k = 0; k < n_weights; k++) {
+        long drawn = 0, want = t->first_draws < limit + 1 ? t->first_draws : limit + 1, last;
+        for (;;) {
+            while (drawn < want) {
+                if (word >= n_words) return -1;
+                uint32_t value = words[word] >> shift;
+                if (value < (uint32_t)n) {
+                    rows[drawn] = ngrams[value];
+                    at[drawn++] = word;
+                }
+                word++;
+            }
+            last = cf_langid_trial(rows, drawn, n_langs, k ? second_weight : first_weight, t->start, prob, limit, t->every,
+                                   t->threshold, t->dense, t->n_dense, t->single_lang, t->single_prob);
+            if (last >= 0) break;
+            want = limit + 1;
+        }
+        for (long j = 0; j < n_langs; j++) sums[j] += prob[j] / t->n_trial;
+        word = at[last] + 1;
+    }
+    for (long j = 0; j < n_langs; j++) total[j] = sums[j];
+    return word;
+}
 """
 # Texts the compiled trial must score exactly as the numpy trial before it is used.
 _KERNEL_CHECK_TEXTS = (
@@ -568,6 +677,8 @@ _KERNEL_CHECK_TEXTS = (
     "Der schnelle braune Fuchs springt über den faulen Hund, während der Ausschuss berichtet.",
     "Le renard brun rapide saute par-dessus le chien paresseux; la commission publie son rapport.",
     "Tokyo 東京 is big",
+    "Señor Müller ordered a café au lait and açaí in São Paulo; ÉTÉ, Ωmega.",
+    "Немного русского текста, and some English after it.",
 )
 
 
@@ -625,8 +736,10 @@ def _ensure_loaded() -> tuple[_Model, _SeededStream] | None:
 
 def _load_trial_kernel(state: tuple[_Model, _SeededStream]) -> None:
     """Use the compiled trial (``TRIAL_SOURCE``) where ``corpus.native`` can build it, its
-    sum is the builtin's and it scores ``_KERNEL_CHECK_TEXTS`` exactly as ``_run_trial``."""
-    global _trial_kernel
+    sum is the builtin's and it scores ``_KERNEL_CHECK_TEXTS`` exactly as ``_run_trial``;
+    then the compiled n-gram rows and the compiled draws and trials (``_detect_native``),
+    where they too score those texts exactly as ``_run_trial``."""
+    global _trial_kernel, _rows_kernel, _detect_kernel
     if not _accumulate_is_sum:
         return
     library = native.load("langid-trial", TRIAL_SOURCE)
@@ -643,10 +756,79 @@ def _load_trial_kernel(state: tuple[_Model, _SeededStream]) -> None:
         return
     tables = (_address(model.dense), model.n_dense, _address(model.single_lang), _address(model.single_prob))
     candidate = functools.partial(_run_trial_native, trial, tables)
-    if all(_detect(text, state, candidate) == _detect(text, state, _run_trial) for text in _KERNEL_CHECK_TEXTS):
-        _trial_kernel = candidate
-    else:
+    expected = [_detect(text, state, _run_trial) for text in _KERNEL_CHECK_TEXTS]
+    if [_detect(text, state, candidate) for text in _KERNEL_CHECK_TEXTS] != expected:
         log.warning("the compiled langdetect trial disagrees with the numpy trial: numpy trial used")
+        return
+    _trial_kernel = candidate
+    rows_kernel = _bind_rows_kernel(library, model)
+    if rows_kernel is None:
+        return
+    detect_kernel = _bind_detect_kernel(library, model, tables)
+    compiled_rows = [rows_kernel(_code_points(text)) for text in _KERNEL_CHECK_TEXTS]
+    numpy_rows = [_coded_ngram_rows(_code_points(text), model).tolist() for text in _KERNEL_CHECK_TEXTS]
+    if ([rows.tolist() for rows in compiled_rows] != numpy_rows
+            or [detect_kernel(text, state) for text in _KERNEL_CHECK_TEXTS] != expected):
+        log.warning("the compiled langdetect n-grams or draws disagree with the numpy path: numpy path used")
+        return
+    _rows_kernel, _detect_kernel = rows_kernel, detect_kernel
+
+
+def _bind_rows_kernel(library: ctypes.CDLL, model: _Model) -> Callable[[np.ndarray], np.ndarray] | None:
+    """``cf_langid_coded_rows`` over the model's code and hash tables: BMP code points ->
+    the rows ``_coded_ngram_rows`` gives."""
+    rows = library.cf_langid_coded_rows
+    rows.argtypes = [ctypes.c_void_p, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+    rows.restype = ctypes.c_long
+    arrays = ((model.code, np.int64), (model.code_upper, np.bool_), (model.code_unigram, np.int32), (model.code_pairs, np.int32),
+              (model.code_triples, np.int32), (model.normalize, np.uint32), (model.letter, np.uint16), (model.unigram_row, np.int32),
+              (model.slots, np.uint64))
+    if not all(array.dtype == dtype and array.flags.c_contiguous for array, dtype in arrays):
+        log.warning("langdetect's code tables are not laid out as the compiled n-grams read them: numpy n-grams used")
+        return None
+    code, code_upper, unigram, pairs, triples, normalize, letter, unigram_row, slots = (_address(array) for array, _ in arrays)
+    tables = _RowTables(code, code_upper, unigram, pairs, triples, CODES, CODE_SPACE, ASK_HASH, normalize, letter, unigram_row, slots,
+                        HASH_BITS, ROW_BITS, LETTER_BITS, int(model.letter[SPACE]))
+    tables_at = ctypes.addressof(tables)
+
+    def coded_rows(cps: np.ndarray, keep=(tables, model)) -> np.ndarray:  # `keep`: what the addresses point into stays alive
+        cps = np.ascontiguousarray(cps, dtype="<u4")
+        out = np.empty(3 * len(cps), dtype=np.int32)
+        return out[: rows(_address(cps), len(cps), tables_at, _address(out))]
+
+    return coded_rows
+
+
+def _bind_detect_kernel(library: ctypes.CDLL, model: _Model, tables: tuple) -> Callable[[str, tuple], Prediction]:
+    """``_detect_native`` bound to ``cf_langid_trials`` and the profile tables (``tables``:
+    their addresses, as ``_load_trial_kernel`` checked them)."""
+    trials = library.cf_langid_trials
+    double, long, pointer = ctypes.c_double, ctypes.c_long, ctypes.c_void_p
+    trials.argtypes = [pointer, long, long, pointer, long, long, double, double, long, pointer, pointer]
+    trials.restype = long
+    start = np.full(len(model.langs), 1.0 / len(model.langs))  # every trial starts uniform, as _Draws.uniform
+    dense, n_dense, single_lang, single_prob = tables
+    constants = _TrialTables(len(model.langs), _address(start), ITERATION_LIMIT, CHECK_EVERY, CONV_THRESHOLD, FIRST_TRIAL_DRAWS,
+                             float(N_TRIAL), dense, n_dense, single_lang, single_prob)
+    constants.keep = (start, model)  # what the addresses point into stays alive
+    return functools.partial(_detect_native, trials, ctypes.addressof(constants), constants)
+
+
+class _RowTables(ctypes.Structure):
+    """``struct row_tables`` of ``TRIAL_SOURCE``."""
+
+    _fields_ = [("code", ctypes.c_void_p), ("code_upper", ctypes.c_void_p), ("unigram", ctypes.c_void_p), ("pairs", ctypes.c_void_p),
+                ("triples", ctypes.c_void_p), ("codes", ctypes.c_long), ("space", ctypes.c_long), ("ask", ctypes.c_int32),
+                ("normalize", ctypes.c_void_p), ("letter", ctypes.c_void_p), ("unigram_row", ctypes.c_void_p), ("slots", ctypes.c_void_p),
+                ("hash_bits", ctypes.c_long), ("row_bits", ctypes.c_long), ("letter_bits", ctypes.c_long), ("space_letter", ctypes.c_long)]
+
+
+class _TrialTables(ctypes.Structure):
+    """``struct trial_tables`` of ``TRIAL_SOURCE``."""
+
+    _fields_ = [("n_langs", ctypes.c_long), ("start", ctypes.c_void_p), ("limit", ctypes.c_long), ("every", ctypes.c_long),
+                ("threshold", ctypes.c_double), ("first_draws", ctypes.c_long), ("n_trial", ctypes.c_double), ("dense", ctypes.c_void_p),
+                ("n_dense", ctypes.c_long), ("single_lang", ctypes.c_void_p), ("single_prob", ctypes.c_void_p)]
 
 
 def _replace_mail(text: str) -> str:
@@ -749,7 +931,7 @@ def _ngram_rows(text: str, model: _Model) -> np.ndarray:
                 if cps.size == 0:
                     return np.empty(0, dtype=np.int32)
     if top < BMP:
-        return _coded_ngram_rows(cps, model)
+        return _rows_kernel(cps) if _rows_kernel is not None else _coded_ngram_rows(cps, model)
     return _ngram_rows_by_hash(cps, model)
 
 
@@ -1037,8 +1219,38 @@ def detect_langs(text: str) -> Prediction:
     state = _ensure_loaded()
     if state is None:
         return _fallback(text)
+    if _detect_kernel is not None:
+        return _detect_kernel(text, state)
     return _detect(text, state, _trial_kernel or _run_trial)
 
+
+def _detect_native(trials: Callable, tables_at: int, tables: ctypes.Structure, text: str, state: tuple[_Model, _SeededStream]) -> Prediction:
+    """``_detect`` with the draws and trials in C (``cf_langid_trials``, its ``struct
+    trial_tables`` at ``tables_at``): one call per Gaussian pair, that is per two trials,
+    instead of preparing the draws in numpy and calling the compiled trial once per trial.
+    The same words of the stream, draws, products and sums in the same order: the same
+    answer."""
+    model, stream = state
+    ngrams = _ngram_rows(text, model)
+    n = len(ngrams)
+    if n == 0:
+        raise LanguageDetectionError("No features in text.")
+    ngrams = np.ascontiguousarray(ngrams, dtype=np.int32)
+    total = np.zeros(len(model.langs))
+    ngrams_at, total_at = _address(ngrams), _address(total)
+    words = stream.words
+    words_at = _address(words)
+    shift, word, left = 32 - n.bit_length(), 0, N_TRIAL
+    while left:
+        first, second = stream.gauss_pair(word)  # gauss() draws a pair; the second serves the next trial
+        word += _SeededStream.GAUSS_WORDS
+        count = min(2, left)
+        while (after := trials(ngrams_at, n, shift, words_at, len(words), word, (ALPHA_DEFAULT + first * ALPHA_WIDTH) / BASE_FREQ,
+                               (ALPHA_DEFAULT + second * ALPHA_WIDTH) / BASE_FREQ, count, total_at, tables_at)) < 0:
+            words = stream.upto(2 * len(words))  # the stream ran out: grow it and run the pair again
+            words_at = _address(words)
+        word, left = after, left - count
+    return _ranked(model, total)
 
 def _detect(text: str, state: tuple[_Model, _SeededStream], run_trial: Callable) -> Prediction:
     """``detect_langs`` with the given trial: ``_run_trial`` or the compiled one."""
@@ -1060,6 +1272,11 @@ def _detect(text: str, state: tuple[_Model, _SeededStream], run_trial: Callable)
         prob, last = run_trial(draws, draws.first_at(word), alpha / BASE_FREQ)
         word = int(draws.offsets[last]) + 1
         total += prob / N_TRIAL
+    return _ranked(model, total)
+
+
+def _ranked(model: _Model, total: np.ndarray) -> Prediction:
+    """The languages above ``PROB_THRESHOLD``, highest first (stable: ties keep profile order)."""
     ranked = [(lang, p) for lang, p in zip(model.langs, total.tolist()) if p > PROB_THRESHOLD]
-    ranked.sort(key=lambda pair: pair[1], reverse=True)  # stable: ties keep profile order
+    ranked.sort(key=lambda pair: pair[1], reverse=True)
     return ranked

@@ -54,6 +54,17 @@ def key_claims(staged: tuple) -> list[tuple[bytes, tuple]]:
     return [(key, claim) for key in keys]
 
 
+def keep_smallest_claims(best: dict, claims) -> dict:
+    """Fold ``(key, claim)`` pairs into ``best`` (key -> the smallest claim seen so far) and
+    return it: the same owner per key as taking ``min`` over all of a key's claims at once,
+    in any order and any split of the claims."""
+    for key, claim in claims:
+        held = best.get(key)
+        if held is None or claim < held:
+            best[key] = claim
+    return best
+
+
 def remove_duplicate_lines(
     page_and_owned: tuple,
     *,

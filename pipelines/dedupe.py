@@ -8,15 +8,22 @@ from __future__ import annotations
 import functools
 
 import apache_beam as beam
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.timestamp import MIN_TIMESTAMP
+from apache_beam.utils.windowed_value import WindowedValue
 
 from corpus import c4
 from corpus.sentences import has_sentences
-from dedup.lines import key_claims, line_claims, remove_duplicate_lines
+from dedup.lines import keep_smallest_claims, key_claims, line_claims, remove_duplicate_lines
 from dedup.spans import remove_duplicate_spans, span_claims, split_line
 from pipelines.staging import LoadStaged, Stage
 from pipelines.steps import step
 
 DEDUPE_SPANS = "dedupe-spans"
+# The claims cross the shuffle in batches, one per bucket (a key's first byte, modulo this)...
+CLAIM_BUCKETS = 256
+# ... sent on by a bundle once it holds this many keys, and at its end.
+CLAIMS_PER_BATCH = 1 << 17
 
 
 def dedupe_rule(mode: str, min_num_sentences: int):
@@ -28,14 +35,55 @@ def dedupe_rule(mode: str, min_num_sentences: int):
                                                         has_sentences=has_sentences)
 
 
+class _SmallestClaimsFn(beam.DoFn):
+    """Staged pages' claims (``key_claims``) -> ``(bucket, [(key, smallest claim), ...])``:
+    each bundle keeps the smallest claim it saw per key (``keep_smallest_claims``) and sends
+    them on in one batch per bucket when it holds ``CLAIMS_PER_BATCH`` keys and at its end,
+    so the shuffle moves a few hundred lists instead of one element per line claim."""
+
+    def start_bundle(self):
+        self.best = {}
+
+    def process(self, staged):
+        keep_smallest_claims(self.best, key_claims(staged))
+        if len(self.best) >= CLAIMS_PER_BATCH:
+            yield from self._batches()
+
+    def finish_bundle(self):
+        for batch in self._batches():
+            yield WindowedValue(batch, MIN_TIMESTAMP, [GlobalWindow()])
+
+    def _batches(self):
+        buckets: dict[int, list] = {}
+        for key, claim in self.best.items():
+            buckets.setdefault(key[0] % CLAIM_BUCKETS, []).append((key, claim))
+        self.best = {}
+        return buckets.items()
+
+
+def owned_keys_by_file(bucket_batches: tuple) -> list[tuple[int, list]]:
+    """One bucket's batches -> ``(staging file id, [(index in file, owned key), ...])``: each
+    key goes to its smallest claim ``(md5(url), (file id, index))``, as ``CombinePerKey(min)``
+    gives it, grouped by the owner's staging file for ``LoadStaged(batched=True)``."""
+    _, batches = bucket_batches
+    best: dict = {}
+    for batch in batches:
+        keep_smallest_claims(best, batch)
+    by_file: dict[int, list] = {}
+    for key, (_, (file_id, index)) in best.items():
+        by_file.setdefault(file_id, []).append((index, key))
+    return list(by_file.items())
+
+
 class DedupeText(beam.PTransform):
     """C4's line dedup (``lines``) or the T5 paper's 3-sentence span dedup (``spans``).
 
     Pages are staged under the output (``pipelines.staging``) as they pass; each page
     claims its keys with ``(md5(url), staging reference)``, each key goes to the smallest
-    claim (a CombinePerKey, so combiners lift it before the shuffle), owned keys go back
-    to their page's staging file, and every staged page is read back once with the keys
-    it owns (none: all its lines are duplicates). No shuffle carries page text or URLs.
+    claim (per bundle first, then per bucket of keys after one shuffle of batches), owned
+    keys go back to their page's staging file in one list per file and bucket, and every
+    staged page is read back once with the keys it owns (none: all its lines are
+    duplicates). No shuffle carries page text or URLs.
     """
 
     def __init__(self, mode: str = "lines", min_num_sentences: int = c4.MIN_NUM_SENTENCES, *, out_dir: str):
@@ -48,12 +96,12 @@ class DedupeText(beam.PTransform):
         staged = pages | "Stage pages" >> Stage(self.out_dir, label, claims)
         owned = (
             staged.refs
-            | "Claim keys" >> beam.FlatMap(key_claims)
-            | "Smallest md5(url) owns each key" >> beam.CombinePerKey(min)
-            | "Owned key by staged page" >> beam.MapTuple(lambda key, owner: (owner[1], key))
+            | "Smallest claims per bundle" >> beam.ParDo(_SmallestClaimsFn())
+            | "Batches by key bucket" >> beam.GroupByKey()
+            | "Owned keys by staged file" >> beam.FlatMap(owned_keys_by_file)
         )
         return (
             (owned, staged.files)
-            | "Read pages back with owned keys" >> LoadStaged(self.out_dir, label, every=True)
+            | "Read pages back with owned keys" >> LoadStaged(self.out_dir, label, every=True, batched=True)
             | step("Remove duplicates", namespace, rule)
         )

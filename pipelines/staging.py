@@ -143,15 +143,17 @@ def read_staged(path: str):
 
 
 class _LoadFn(beam.DoFn):
-    def __init__(self, folder: str, every: bool):
-        self.folder, self.every = folder, every
+    def __init__(self, folder: str, every: bool, batched: bool = False):
+        self.folder, self.every, self.batched = folder, every, batched
 
     def process(self, keyed):
         file_id, items = keyed
         wanted: dict[int, list] = {}
         for item in items:
-            if item is not None:
-                wanted.setdefault(item[0], []).append(item[1])
+            if item is None:
+                continue
+            for index, payload in (item if self.batched else (item,)):
+                wanted.setdefault(index, []).append(payload)
         if not wanted and not self.every:
             return
         for index, element in read_staged(staged_file(self.folder, file_id)):
@@ -165,21 +167,23 @@ class LoadStaged(beam.PTransform):
     """((file id, index), payload) [+ every staged file id] -> (element, [payloads]).
 
     Apply to a PCollection of references, or to a ``(references, files)`` pair with
-    ``every=True`` so that elements nobody referred to come back too, with ``[]``.
+    ``every=True`` so that elements nobody referred to come back too, with ``[]``. With
+    ``batched=True`` the references come already grouped: ``(file id, [(index, payload),
+    ...])``, any number of lists per file.
     """
 
-    def __init__(self, out_dir: str, label: str, *, every: bool = False):
+    def __init__(self, out_dir: str, label: str, *, every: bool = False, batched: bool = False):
         super().__init__()
-        self.folder, self.every = stage_folder(out_dir, label), every
+        self.folder, self.every, self.batched = stage_folder(out_dir, label), every, batched
 
     def expand(self, inputs):
         refs, files = inputs if isinstance(inputs, tuple) else (inputs, None)
-        keyed = refs | "Key by staged file" >> beam.MapTuple(lambda ref, payload: (ref[0], (ref[1], payload)))
+        keyed = refs if self.batched else refs | "Key by staged file" >> beam.MapTuple(lambda ref, payload: (ref[0], (ref[1], payload)))
         if files is not None:
             markers = files | "Every staged file" >> beam.Map(lambda file_id: (file_id, None))
             keyed = (keyed, markers) | "With every file" >> beam.Flatten()
         return (
             keyed
             | "Group by staged file" >> beam.GroupByKey()
-            | "Read staged files" >> beam.ParDo(_LoadFn(self.folder, self.every))
+            | "Read staged files" >> beam.ParDo(_LoadFn(self.folder, self.every, self.batched))
         )

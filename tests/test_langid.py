@@ -27,7 +27,7 @@ import pytest
 from langdetect.detector import Detector
 from langdetect.utils.ngram import NGram
 
-from corpus import langid
+from corpus import c4, langid
 from corpus.langid import LanguageDetectionError, detect_langs, reference_detect_langs
 from corpus.records import Document, HtmlPage
 from corpus.warc import read_archive
@@ -336,7 +336,10 @@ def test_code_tables_give_the_hash_tables_rows(real_data, sample_crawl):
     for text in texts:
         cps = langid._code_points(langid._prepare_text(text, model))
         if cps.size and cps.max() < langid.BMP:
-            assert langid._coded_ngram_rows(cps, model).tolist() == langid._ngram_rows_by_hash(cps, model).tolist(), text[:80]
+            rows = langid._coded_ngram_rows(cps, model).tolist()
+            assert rows == langid._ngram_rows_by_hash(cps, model).tolist(), text[:80]
+            if langid._rows_kernel is not None:  # the compiled n-grams, where a C compiler is present
+                assert langid._rows_kernel(cps).tolist() == rows, text[:80]
             coded += 1
     assert coded > 1000
     codes = {ch: int(model.code[ord(ch)]) for ch in " eé一ЖжŒ"}
@@ -388,6 +391,51 @@ def test_compiled_trial_prepares_more_draws_when_a_trial_outruns_them():
     text = " ".join(["the house", "das Haus", "la maison", "la casa", "het huis", "a casa"] * 30)
     compiled = langid._detect(text, langid._state, kernel)
     assert compiled == langid._detect(text, langid._state, langid._run_trial) == reference_detect_langs(text)
+
+
+def test_compiled_detection_is_used_where_the_compiled_trial_is():
+    langid._ensure_loaded()
+    assert (langid._detect_kernel is not None) == (langid._rows_kernel is not None) == (langid._trial_kernel is not None)
+
+
+def test_compiled_detection_gives_the_old_decisions_on_real_pages(real_data, monkeypatch):
+    """The whole detection in C (n-gram rows, draws and trials, one call per Gaussian pair:
+    ``_detect_native``) against the path before it (n-grams in numpy, draws prepared in
+    numpy, one compiled trial per trial), the numpy trial and, on the WET pages, langdetect
+    itself: every language and probability bit for bit, and C4's keep/drop decision with its
+    counters, on real WET pages in both text modes, pages in several scripts, and LAMBADA."""
+    trial_kernel_or_skip()
+    state = langid._state
+    wet = [t for name in ("ccscalatools/filter_test_1.wet.gz", "whirlwind/whirlwind.warc.wet.gz") for mode in ("c4", "faithful")
+           for t in wet_texts(real_data / "warc" / name, mode)]
+    resiliparse = [p for p in read_archive(str(real_data / "warc/resiliparse/warcfile.warc.gz")) if isinstance(p, HtmlPage)]
+    texts = wet + [crude_text(p.html) for p in resiliparse] + lambada_passages(real_data, 300) + list(EDGE_CASES.values())
+    assert langid._detect_kernel is not None
+    new = [outcome(detect_langs, t) for t in texts]
+    new_decisions = [c4.detect_english(c4.C4Page("u", t, "t"), detect_langs, LanguageDetectionError) for t in wet]
+    monkeypatch.setattr(langid, "_detect_kernel", None)
+    monkeypatch.setattr(langid, "_rows_kernel", None)
+    old = [outcome(detect_langs, t) for t in texts]  # numpy n-grams and draws, the compiled trial
+    old_decisions = [c4.detect_english(c4.C4Page("u", t, "t"), detect_langs, LanguageDetectionError) for t in wet]
+    numpy_trial = [outcome(partial(langid._detect, state=state, run_trial=langid._run_trial), t) for t in texts]
+    for i, (ours, before, numpy_answer) in enumerate(zip(new, old, numpy_trial)):
+        assert ours == before == numpy_answer, f"text #{i} ({texts[i][:60]!r}): compiled {ours}, before {before}, numpy {numpy_answer}"
+    assert new[: len(wet)] == [outcome(reference_detect_langs, t) for t in wet]
+    assert new_decisions == old_decisions
+    assert len({d.counts for d in new_decisions}) >= 2  # kept and dropped pages
+    assert len({found[0][0] for found in new if isinstance(found, list) and found}) >= 4  # several languages
+
+
+def test_compiled_detection_grows_the_stream_when_it_runs_out(monkeypatch):
+    """A stream shorter than a text's draws need: the compiled draws ask for more words and
+    give langdetect's answer (the stream of a fresh state, so the shared one is untouched)."""
+    trial_kernel_or_skip()
+    model, _ = langid._state
+    monkeypatch.setattr(langid, "INITIAL_STREAM_WORDS", 64)  # a few draws' worth
+    stream = langid._SeededStream()
+    text = " ".join(["the house", "das Haus", "la maison", "la casa"] * 20)
+    assert langid._detect_kernel(text, (model, stream)) == reference_detect_langs(text)
+    assert len(stream.words) > 64
 
 
 def test_the_builtin_sum_gives_the_same_answer_as_the_running_sum(monkeypatch):

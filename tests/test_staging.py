@@ -56,6 +56,21 @@ def test_every_element_comes_back_with_no_payload_when_nobody_refers_to_it(out_d
         assert_that(back, equal_to([(r["url"], ("kept",) if r["url"].endswith("/0") else ()) for r in ROWS]))
 
 
+def test_batched_references_come_back_as_single_ones_do(out_dir):
+    """``batched=True``: references grouped per file, several lists per file, give each element
+    the payloads the same references one by one give it."""
+    with beam.Pipeline() as pipeline:
+        staged = pipeline | beam.Create(ROWS) | Stage(out_dir, "rows", _url, file_bytes=300)
+        refs = staged.refs | beam.Filter(lambda item: item[1][-1] in "1357") | beam.MapTuple(lambda ref, url: (ref, url[-2:]))
+        batches = (refs
+                   | beam.MapTuple(lambda ref, payload: ((ref[0], ref[1] % 2), (ref[1], payload)))  # two lists per file at most
+                   | beam.GroupByKey()
+                   | beam.MapTuple(lambda file_and_half, items: (file_and_half[0], list(items))))
+        back = (batches, staged.files) | LoadStaged(out_dir, "rows", every=True, batched=True) | beam.MapTuple(
+            lambda row, payloads: (row["url"], tuple(payloads)))
+        assert_that(back, equal_to([(r["url"], (r["url"][-2:],) if r["url"][-1] in "1357" else ()) for r in ROWS]))
+
+
 def test_a_staging_file_cut_short_is_an_error_naming_it(tmp_path):
     out = str(tmp_path / "out")
     with beam.Pipeline() as pipeline:
