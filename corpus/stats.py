@@ -20,14 +20,14 @@ import math
 import os
 from collections import Counter
 from dataclasses import asdict, dataclass
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 from urllib.parse import urlsplit
-
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
 from common.storage import atomic_path
 from corpus.records import Document
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 QUANTILES = {"p50": 0.50, "p90": 0.90, "p99": 0.99}
 # Lengths below this are counted exactly for the quantiles; longer ones to 4 digits.
@@ -176,6 +176,9 @@ def format_stats(stats: CorpusStats) -> str:
 
 def length_histogram_figure(stats: CorpusStats, title: str = "Document lengths") -> Figure:
     """The length histogram as an Agg-backed matplotlib ``Figure`` (log x axis)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # about 0.5 s: only when a plot is drawn
+    from matplotlib.figure import Figure
+
     figure = Figure(figsize=(8, 4.5), dpi=100)
     FigureCanvasAgg(figure)  # render with Agg: no window, no pyplot state
     axes = figure.subplots()

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from transformers import GPT2Config, GPT2LMHeadModel
+import transformers  # its model classes load on first use (a few CPU-seconds), only in the test that builds one
 
 from dedup.benchmark_sets import load_benchmark, load_wsc
 from model.eval_detokenize import count_bytes, count_chars, count_words, detokenize, detokenizer_for
@@ -146,8 +146,8 @@ def test_gpt_hf_and_plain_logits_paths_agree(tok):
             return self.inner(idx)
 
     plain = ScoringModel(LogitsOnly(model), tok, context_length=16, batch_size=3).token_nlls(ids, stride=5)
-    hf = GPT2LMHeadModel(GPT2Config(**{k: v for k, v in hf_config_dict(model.config).items()
-                                       if k not in ("architectures", "torch_dtype", "dtype")}))
+    hf = transformers.GPT2LMHeadModel(transformers.GPT2Config(**{k: v for k, v in hf_config_dict(model.config).items()
+                                                                 if k not in ("architectures", "torch_dtype", "dtype")}))
     hf.load_state_dict(to_hf_state_dict(model), strict=False)
     via_hf = ScoringModel(hf, tok, batch_size=8).token_nlls(ids, stride=5)
     np.testing.assert_allclose(plain, ours, atol=1e-5)

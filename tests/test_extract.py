@@ -160,10 +160,12 @@ def test_gold_pages_keep_main_text_and_drop_boilerplate(gold_pages, gold_texts):
 
 
 def test_gold_extraction_is_deterministic_in_any_order_and_process(gold_pages, gold_texts, extractor):
-    # second run: through the child process, pages in reverse order (no state carried between pages)
-    results = [extractor.extract(html, url) for url, html, _, _ in reversed(gold_pages)][::-1]
-    assert [r.outcome for r in results] == [EXTRACTED] * len(gold_pages)
-    assert [r.text for r in results] == gold_texts
+    # second run: through the child process, pages in reverse order (no state carried between pages);
+    # every fourth gold page (22 of 86, other sites each) shows both: the in-process pass read all 86
+    pages, texts = gold_pages[::4], gold_texts[::4]
+    results = [extractor.extract(html, url) for url, html, _, _ in reversed(pages)][::-1]
+    assert [r.outcome for r in results] == [EXTRACTED] * len(pages)
+    assert [r.text for r in results] == texts
 
 
 def test_resiliparse_warc_pages_all_extract(real_data, extractor):

@@ -850,10 +850,10 @@ def test_a_gzip_dump_corrupted_mid_stream_keeps_the_lines_before_the_damage(tmp_
 
 @pytest.mark.parametrize("suffix", [".zst", ".gz", ".bz2", ".xz"])
 def test_a_decompression_bomb_stops_at_the_ratio_cap(tmp_path, monkeypatch, suffix):
-    monkeypatch.setattr(reddit, "DECOMPRESSED_FLOOR_BYTES", 1 << 20)
+    monkeypatch.setattr(reddit, "DECOMPRESSED_FLOOR_BYTES", 1 << 18)  # 256 KiB: the cap acts past the floor, as at 1 MiB
     monkeypatch.setattr(reddit, "MAX_DECOMPRESSION_RATIO", 200)  # gzip cannot pass 1032x; 200x is plenty here
     line = b'{"url": "https://a.com/", "created_utc": 1500000000}\n'
-    data = line * 100_000  # 5.3 MB (5x the floor) that compress far more than 200x (zstd: window_log 31, no size)
+    data = line * 25_000  # 1.3 MB (5x the floor) that compress far more than 200x (zstd: window_log 31, no size)
     compress = {".zst": pushshift_zst, ".gz": lambda d: gzip.compress(d, mtime=0), ".bz2": bz2.compress, ".xz": lzma.compress}[suffix]
     path = tmp_path / f"RS_bomb{suffix}"
     path.write_bytes(compress(data))

@@ -11,7 +11,7 @@ import random
 
 import pytest
 import regex
-from transformers import GPT2TokenizerFast
+import transformers  # its tokenizer classes load on first use, only in the test that builds one
 
 from model.tokenizer import BPETokenizer, EOT, GPT2_SPLIT_PATTERN, TokenizerFileError, bytes_to_unicode, train_tokenizer
 
@@ -274,7 +274,7 @@ def test_real_text_round_trips_and_matches_gpt2_reference(wiki, wiki_text, real_
     """Ids equal GPT-2's algorithm written out in Python, and transformers' GPT2TokenizerFast
     loaded from our saved files."""
     wiki.save(tmp_path)
-    fast = GPT2TokenizerFast(vocab=str(tmp_path / "vocab.json"), merges=str(tmp_path / "merges.txt"))
+    fast = transformers.GPT2TokenizerFast(vocab=str(tmp_path / "vocab.json"), merges=str(tmp_path / "merges.txt"))
     ptb = (real_data / "lm_benchmarks/ptb/ptb.test.txt").read_text(encoding="utf-8")
     lambada = [json.loads(line)["text"] for line in (real_data / "lm_benchmarks/lambada/lambada_test.jsonl").open(encoding="utf-8")]
     samples = [wiki_text[:60_000], ptb[:30_000], "\n".join(lambada[:100])]

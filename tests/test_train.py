@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from transformers.generation.logits_process import TopKLogitsWarper, TopPLogitsWarper
+import transformers  # its generation classes load on first use, only in the test that compares with them
 
 from model.checkpoint import (CheckpointError, clean_state_dict, load_checkpoint, load_model, model_from_state, save_checkpoint,
                               tokenizer_folder)
@@ -433,10 +433,10 @@ def test_top_k_and_top_p_masks_match_transformers():
     for k in (1, 5, 49):
         ours = top_k_mask(logits, k)
         assert torch.equal(torch.isfinite(ours).sum(-1), torch.full((4,), k))
-        assert torch.equal(torch.isinf(ours), torch.isinf(TopKLogitsWarper(k)(None, logits.clone())))
+        assert torch.equal(torch.isinf(ours), torch.isinf(transformers.TopKLogitsWarper(k)(None, logits.clone())))
     for p in (0.1, 0.5, 0.9):
         ours = top_p_mask(logits, p)
-        theirs = TopPLogitsWarper(p, min_tokens_to_keep=1)(None, logits.clone())
+        theirs = transformers.TopPLogitsWarper(p, min_tokens_to_keep=1)(None, logits.clone())
         assert torch.equal(torch.isinf(ours), torch.isinf(theirs))
     probs = torch.log(torch.tensor([[0.05, 0.5, 0.15, 0.3]]))
     assert torch.isfinite(top_p_mask(probs, 0.7)).tolist() == [[False, True, False, True]]

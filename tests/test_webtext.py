@@ -249,10 +249,14 @@ def test_extract_newspaper_is_newspapers_article_text(gold_pages, gold_texts):
         assert text == "\n".join(line.strip() for line in article.text.split("\n") if line.strip()), url
 
 
-def test_extraction_is_deterministic_in_any_order(gold_pages, gold_texts):
-    again = [extract_combined(html, url) for url, html, _, _ in reversed(gold_pages)][::-1]
-    assert [t for t, _ in again] == gold_texts["combined"]
-    assert [n for _, n in again] == gold_texts["combined_names"]
+def test_extraction_is_deterministic_in_any_order(gold_pages):
+    # every fourth gold page (22 of 86, other sites each): order carrying state between pages shows
+    # on any run of pages; all 86 go through extract_combined in the slow gold tests
+    pages = gold_pages[::4]
+    first = [extract_combined(html, url) for url, html, _, _ in pages]
+    again = [extract_combined(html, url) for url, html, _, _ in reversed(pages)][::-1]
+    assert [t for t, _ in again] == [t for t, _ in first]
+    assert [n for _, n in again] == [n for _, n in first]
 
 
 # -- the combination rule on small pages -------------------------------------------------------
