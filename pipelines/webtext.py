@@ -84,10 +84,12 @@ CRAWL_TEXT_MODE, SPAN_DEDUP_MODE = "faithful", "spans"
 UNREADABLE_DUMP = "unreadable_dump"  # error reason (counted error:<reason> in webtext-submissions): a dump that stops decompressing part-way
 
 # The link stage's sort (MergeLinks): pickled submission bytes a bundle holds before it
-# writes them as sorted runs, and how many runs one merge reads at once (each open run
-# holds a read buffer and a zstd window, ~2 MB).
+# writes them as sorted runs, how many runs one merge reads at once, and the read buffer of
+# each open run (with its zstd window, under 1 MB a run; a 1 MiB buffer made it ~1.8 MB,
+# so the merge's memory grew with the number of runs, i.e. with the dump: issue 25).
 LINK_RUN_BYTES = 16 << 20
 MERGE_FAN_IN = 64
+MERGE_READ_BYTES = 64 << 10
 LINK_RUNS = "links"  # the runs' folder under <out>/_temporary/stage/
 # The page stage reads links by reference (issue 25: the runner held every kept link for the
 # crawl join or the fetch grouping, ~2.4 KB each): each link shard's kept links, in key order,
@@ -229,7 +231,7 @@ def _runs_folder(out_dir: str) -> str:
 
 
 def _read_run(path: str):
-    for _, item in staging.read_staged(path):
+    for _, item in staging.read_staged(path, MERGE_READ_BYTES):
         yield item
 
 
@@ -334,7 +336,8 @@ def read_kept_links(out_dir: str, file_ids) -> Iterator:
     """The links of kept-links files (``MergeLinks`` with ``page_shard``), streamed in key
     order: each file is in key order, several are merged (a key is in one link shard only)."""
     folder = staging.stage_folder(out_dir, KEPT_LINKS)
-    streams = [(link for _, link in staging.read_staged(staging.staged_file(folder, file_id))) for file_id in sorted(file_ids)]
+    streams = [(link for _, link in staging.read_staged(staging.staged_file(folder, file_id), MERGE_READ_BYTES))
+               for file_id in sorted(file_ids)]
     return heapq.merge(*streams, key=_link_key)
 
 
