@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import bz2
 import codecs
+import contextlib
 import datetime as dt
 import functools
 import json
@@ -783,8 +784,9 @@ LINK_SCHEMA = pa.schema(
 )
 
 
-# Rows turned into Arrow columns at a time by write_link_table (bounds its Python objects).
-LINK_BATCH_ROWS = 10_000
+# Rows per row group of the link table: what its writer holds at once as Python rows, then
+# as Arrow columns (about 260 bytes a link), whatever the number of links (issue 25).
+LINK_ROW_GROUP_ROWS = 10_000
 
 
 def _link_row(link: Link) -> dict:
@@ -800,37 +802,63 @@ def _link_row(link: Link) -> dict:
 
 
 class LinkTableWriter:
-    """Builds one link table from links added in (key, url) order: only Arrow columns are
-    held (a fraction of the Python objects' size), ``LINK_BATCH_ROWS`` rows at a time."""
+    """Streams one link table to ``path`` (Parquet, ``LINK_SCHEMA``, zstd) from links added
+    in (key, url) order: every ``row_group_rows`` links become one row group, written as
+    they come, so memory is one row group whatever the table's size. Nothing is at ``path``
+    until ``commit`` (atomic); ``discard`` drops what was written.
 
-    def __init__(self):
-        self.batches, self.rows = [], []
+    A table of at most ``row_group_rows`` links has the bytes of ``pyarrow.parquet.write_table``
+    of the whole table; a larger one has the same rows, order and schema in several row groups."""
+
+    def __init__(self, path: str | os.PathLike, row_group_rows: int = LINK_ROW_GROUP_ROWS):
+        self.path, self.row_group_rows = os.fspath(path), row_group_rows
+        self.rows, self.target, self.writer = [], None, None
 
     def add(self, link: Link) -> None:
         self.rows.append(_link_row(link))
-        if len(self.rows) == LINK_BATCH_ROWS:
-            self.batches.append(pa.RecordBatch.from_pylist(self.rows, schema=LINK_SCHEMA))
-            self.rows = []
+        if len(self.rows) == self.row_group_rows:
+            self._write_row_group()
 
-    def write(self, path: str | os.PathLike) -> str:
-        """The table as Parquet (``LINK_SCHEMA``, zstd), atomically; the same bytes whatever the batching."""
-        batches = [*self.batches, pa.RecordBatch.from_pylist(self.rows, schema=LINK_SCHEMA)]
-        self.batches, self.rows = [], []
-        table = pa.Table.from_batches(batches, schema=LINK_SCHEMA).combine_chunks()
-        del batches
-        final = os.fspath(path)
-        with storage.open_write(final) as stream:
-            pq.write_table(table, stream, compression="zstd")
-        return final
+    def _write_row_group(self) -> None:
+        if self.writer is None:
+            self.target = storage.AtomicFile(self.path)
+            self.writer = pq.ParquetWriter(self.target.stream, LINK_SCHEMA, compression="zstd")
+        table = pa.Table.from_pylist(self.rows, schema=LINK_SCHEMA)
+        self.rows = []
+        self.writer.write_table(table)
+
+    def commit(self) -> str:
+        """Writes the last row group (an empty one for a table without links) and makes the file ``path``."""
+        try:
+            if self.rows or self.writer is None:
+                self._write_row_group()
+            self.writer.close()
+        except BaseException:
+            self.discard()
+            raise
+        self.target.commit()
+        return self.path
+
+    def discard(self) -> None:
+        if self.writer is not None:
+            with contextlib.suppress(Exception):
+                self.writer.close()
+        if self.target is not None:
+            self.target.discard()
+        self.rows, self.target, self.writer = [], None, None
 
 
 def write_link_table(links: Iterable[Link], path: str | os.PathLike, *, sorted_by_key: bool = False) -> str:
     """Write links as Parquet (``LINK_SCHEMA``, zstd), rows sorted by key, atomically
     (``sorted_by_key``: they already come in (key, url) order, and are streamed)."""
-    writer = LinkTableWriter()
-    for link in links if sorted_by_key else sorted(links, key=lambda link: (link.key, link.url)):
-        writer.add(link)
-    return writer.write(path)
+    writer = LinkTableWriter(path)
+    try:
+        for link in links if sorted_by_key else sorted(links, key=lambda link: (link.key, link.url)):
+            writer.add(link)
+    except BaseException:
+        writer.discard()
+        raise
+    return writer.commit()
 
 
 def read_link_table(path: str | os.PathLike) -> list[Link]:

@@ -128,10 +128,11 @@ class Stage(beam.PTransform):
         return elements | beam.ParDo(_StageFn(self.out_dir, self.folder_label, self.light, self.file_bytes)).with_outputs("files", main="refs")
 
 
-def read_staged(path: str):
-    """(index, element) for every record of one staging file, in order."""
+def read_staged(path: str, buffer_size: int = 1 << 20):
+    """(index, element) for every record of one staging file, in order, read ``buffer_size``
+    decompressed bytes at a time (a merge that holds many files open asks for less)."""
     with storage.open_read(path) as raw, zstandard.ZstdDecompressor().stream_reader(raw) as stream:
-        reader = io.BufferedReader(stream, buffer_size=1 << 20)
+        reader = io.BufferedReader(stream, buffer_size=buffer_size)
         index = 0
         while head := reader.read(_LENGTH_BYTES):
             size = int.from_bytes(head, "little")

@@ -43,7 +43,7 @@ from corpus import c4
 from corpus.fetch import OK, FetchConfig, fetch_links, read_fetch_log
 from corpus.inputs import COMMON_CRAWL_BASE_URL, SUBMISSION_DUMPS, InputError, expand_inputs
 from corpus.records import HtmlPage
-from corpus.reddit import (DEFAULT_DOMAIN_BLOCKLIST_PATH, DEFAULT_EXTENSION_BLOCKLIST_PATH, SCORE_MODES, WEBTEXT_MIN_SCORE,
+from corpus.reddit import (DEFAULT_DOMAIN_BLOCKLIST_PATH, DEFAULT_EXTENSION_BLOCKLIST_PATH, LINK_ROW_GROUP_ROWS, SCORE_MODES, WEBTEXT_MIN_SCORE,
                            DumpReadError, LinkFilter, LinkTableWriter, filter_submission, iter_dump_lines, merge_link, write_link_table)
 from corpus.sentences import require_punkt
 from corpus.shards import FORMATS, shard_index
@@ -84,10 +84,12 @@ CRAWL_TEXT_MODE, SPAN_DEDUP_MODE = "faithful", "spans"
 UNREADABLE_DUMP = "unreadable_dump"  # error reason (counted error:<reason> in webtext-submissions): a dump that stops decompressing part-way
 
 # The link stage's sort (MergeLinks): pickled submission bytes a bundle holds before it
-# writes them as sorted runs, and how many runs one merge reads at once (each open run
-# holds a read buffer and a zstd window, ~2 MB).
+# writes them as sorted runs, how many runs one merge reads at once, and the read buffer of
+# each open run (with its zstd window, under 1 MB a run; a 1 MiB buffer made it ~1.8 MB,
+# so the merge's memory grew with the number of runs, i.e. with the dump: issue 25).
 LINK_RUN_BYTES = 16 << 20
 MERGE_FAN_IN = 64
+MERGE_READ_BYTES = 64 << 10
 LINK_RUNS = "links"  # the runs' folder under <out>/_temporary/stage/
 # The page stage reads links by reference (issue 25: the runner held every kept link for the
 # crawl join or the fetch grouping, ~2.4 KB each): each link shard's kept links, in key order,
@@ -141,8 +143,10 @@ class MergeLinks(beam.PTransform):
     shard then merges its runs (``heapq.merge``, at most ``MERGE_FAN_IN`` open at once,
     more merged in passes first), turns each key's submissions into a ``Link``
     (``merge_link``, counted in ``LINK_KARMA``), passes the kept ones on and streams
-    them, already in key order, into ``links/links-NNNNN-of-MMMMM.parquet``: the same
-    links, counters and bytes as the GroupByKey gave (``corpus.reddit.select_links``).
+    them, already in key order, into ``links/links-NNNNN-of-MMMMM.parquet`` one row group
+    of ``table_rows`` links at a time (``LinkTableWriter``): the same links and counters as
+    the GroupByKey gave (``corpus.reddit.select_links``), and the same table rows (the same
+    bytes for a shard of at most ``table_rows`` links).
 
     With ``page_shard`` (a function of a link and its link shard's index), the kept links
     are not passed on: each link shard writes them, in key order, to one staged file per
@@ -151,10 +155,11 @@ class MergeLinks(beam.PTransform):
     (``read_kept_links``), so no runner holds the links.
     """
 
-    def __init__(self, out_dir: str, num_shards: int, link_filter, run_bytes: int = LINK_RUN_BYTES, page_shard=None):
+    def __init__(self, out_dir: str, num_shards: int, link_filter, run_bytes: int = LINK_RUN_BYTES, page_shard=None,
+                 table_rows: int = LINK_ROW_GROUP_ROWS):
         super().__init__()
         self.out_dir, self.num_shards, self.link_filter, self.run_bytes = out_dir, num_shards, link_filter, run_bytes
-        self.page_shard = page_shard
+        self.page_shard, self.table_rows = page_shard, table_rows
 
     def expand(self, subs):
         count, out_dir = self.num_shards, self.out_dir
@@ -164,7 +169,7 @@ class MergeLinks(beam.PTransform):
             (runs, every)
             | "Runs and link shards" >> beam.Flatten()
             | "Group runs by link shard" >> beam.GroupByKey()
-            | "Merge runs and karma" >> beam.ParDo(_MergeRunsFn(out_dir, count, self.link_filter, self.page_shard)).with_outputs(
+            | "Merge runs and karma" >> beam.ParDo(_MergeRunsFn(out_dir, count, self.link_filter, self.page_shard, self.table_rows)).with_outputs(
                 "files", "examples", main="links")
         )
         (merged.files
@@ -226,7 +231,7 @@ def _runs_folder(out_dir: str) -> str:
 
 
 def _read_run(path: str):
-    for _, item in staging.read_staged(path):
+    for _, item in staging.read_staged(path, MERGE_READ_BYTES):
         yield item
 
 
@@ -258,8 +263,9 @@ class _MergeRunsFn(beam.DoFn):
     """(link shard, run file ids) -> kept links, or ``(page shard, kept-links file id)`` with
     ``page_shard`` (and that shard of the link table, ``files``)."""
 
-    def __init__(self, out_dir: str, num_shards: int, link_filter, page_shard=None):
+    def __init__(self, out_dir: str, num_shards: int, link_filter, page_shard=None, table_rows: int = LINK_ROW_GROUP_ROWS):
         self.out_dir, self.num_shards, self.link_filter, self.page_shard = out_dir, num_shards, link_filter, page_shard
+        self.table_rows = table_rows
 
     def start_bundle(self):
         self.tally = Tally()
@@ -268,7 +274,8 @@ class _MergeRunsFn(beam.DoFn):
         index, file_ids = keyed
         folder = _runs_folder(self.out_dir)
         paths = [staging.staged_file(folder, file_id) for file_id in file_ids if file_id is not None]
-        table = LinkTableWriter()
+        name = f"{LINK_TABLE}/{LINK_TABLE}-{index:05d}-of-{self.num_shards:05d}.parquet"
+        table = LinkTableWriter(storage.join(self.out_dir, name), self.table_rows)
         kept = _KeptLinkWriters(self.out_dir) if self.page_shard is not None else None
         try:
             for key, subs in merged_runs(paths, folder):
@@ -283,12 +290,12 @@ class _MergeRunsFn(beam.DoFn):
                     kept.write(self.page_shard(decision.record, index), decision.record)
             refs = kept.commit() if kept is not None else ()
         except BaseException:
+            table.discard()
             if kept is not None:
                 kept.discard()
             raise
         yield from refs
-        name = f"{LINK_TABLE}/{LINK_TABLE}-{index:05d}-of-{self.num_shards:05d}.parquet"
-        path = table.write(storage.join(self.out_dir, name))
+        path = table.commit()
         yield beam.pvalue.TaggedOutput("files", storage.file_info(path, name))
 
     def finish_bundle(self):
@@ -329,7 +336,8 @@ def read_kept_links(out_dir: str, file_ids) -> Iterator:
     """The links of kept-links files (``MergeLinks`` with ``page_shard``), streamed in key
     order: each file is in key order, several are merged (a key is in one link shard only)."""
     folder = staging.stage_folder(out_dir, KEPT_LINKS)
-    streams = [(link for _, link in staging.read_staged(staging.staged_file(folder, file_id))) for file_id in sorted(file_ids)]
+    streams = [(link for _, link in staging.read_staged(staging.staged_file(folder, file_id), MERGE_READ_BYTES))
+               for file_id in sorted(file_ids)]
     return heapq.merge(*streams, key=_link_key)
 
 

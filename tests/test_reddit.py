@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import zstandard
@@ -27,6 +28,7 @@ from corpus.reddit import (
     DEFAULT_EXTENSION_BLOCKLIST_PATH,
     LINK_PROBLEMS,
     LINK_SCHEMA,
+    LinkTableWriter,
     PARSE_PROBLEMS,
     SUBMISSION_PROBLEMS,
     DumpReadError,
@@ -518,6 +520,49 @@ def test_link_table_round_trip_sorted_by_key(tmp_path):
     assert parquet.metadata.row_group(0).column(0).compression == "ZSTD"
     write_link_table([], tmp_path / "empty.parquet")
     assert read_link_table(tmp_path / "empty.parquet") == []
+
+
+
+def test_link_table_is_streamed_in_row_groups_with_the_rows_of_one_table(tmp_path):
+    links = [merge_submissions([sub(f"https://site{n % 7}.example.com/story/{n}", id=f"s{n}", score=n)]) for n in range(23)]
+    links.sort(key=lambda link: (link.key, link.url))
+    path = tmp_path / "streamed.parquet"
+    writer = LinkTableWriter(path, row_group_rows=5)
+    for link in links[:12]:
+        writer.add(link)
+    assert not path.exists()  # two row groups written so far, under a temporary name
+    for link in links[12:]:
+        writer.add(link)
+    assert writer.commit() == str(path)
+    assert sorted(os.listdir(tmp_path)) == ["streamed.parquet"]
+    parquet = pq.ParquetFile(path)
+    assert [parquet.metadata.row_group(i).num_rows for i in range(parquet.metadata.num_row_groups)] == [5, 5, 5, 5, 3]
+    assert parquet.schema_arrow == LINK_SCHEMA
+    assert read_link_table(path) == links  # the rows, in order, of the one-row-group table
+    one_group = tmp_path / "one.parquet"
+    write_link_table(links, one_group)
+    assert pq.ParquetFile(one_group).metadata.num_row_groups == 1
+    assert pq.read_table(path).equals(pq.read_table(one_group))
+
+
+def test_a_link_table_of_one_row_group_has_the_bytes_of_the_whole_table_written_at_once(tmp_path):
+    links = [merge_submissions([sub(f"https://news{n}.example.org/a", id=f"n{n}")]) for n in range(6)]
+    for rows in (6, 50):  # exactly one full row group, and one partial
+        writer = LinkTableWriter(tmp_path / f"streamed-{rows}.parquet", row_group_rows=rows)
+        for link in links:
+            writer.add(link)
+        writer.commit()
+        table = pa.Table.from_pylist([reddit._link_row(link) for link in links], schema=LINK_SCHEMA)
+        pq.write_table(table, tmp_path / f"whole-{rows}.parquet", compression="zstd")
+        assert (tmp_path / f"streamed-{rows}.parquet").read_bytes() == (tmp_path / f"whole-{rows}.parquet").read_bytes()
+
+
+def test_a_discarded_link_table_leaves_nothing(tmp_path):
+    writer = LinkTableWriter(tmp_path / "links.parquet", row_group_rows=2)
+    for n in range(5):
+        writer.add(merge_submissions([sub(f"https://x.example/{n}", id=f"x{n}")]))
+    writer.discard()
+    assert os.listdir(tmp_path) == []
 
 
 # --- real Pushshift lines -----------------------------------------------------------------

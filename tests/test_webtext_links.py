@@ -11,11 +11,12 @@ from collections import Counter
 from types import SimpleNamespace
 
 import apache_beam as beam
+import pyarrow.parquet as pq
 import pytest
 from apache_beam.testing.util import assert_that, equal_to
 
 from corpus.records import HtmlPage
-from corpus.reddit import LinkFilter, filter_submission, select_links, write_link_table
+from corpus.reddit import LinkFilter, filter_submission, read_link_table, select_links, write_link_table
 from corpus.shards import shard_index
 from corpus.urls import url_key
 from corpus.webtext import capture_of_link
@@ -91,6 +92,25 @@ def test_spilled_runs_give_the_in_memory_links_counters_and_table_bytes(tmp_path
         name = f"links-{index:05d}-of-{num_shards:05d}.parquet"
         write_link_table([link for link in kept if shard_index(link.key, num_shards) == index], tmp_path / f"ref-{name}")
         assert (out / "links" / name).read_bytes() == (tmp_path / f"ref-{name}").read_bytes()
+
+
+
+def test_link_tables_streamed_in_small_row_groups_hold_the_in_memory_rows(tmp_path):
+    lines = generated_dump(2000, seed=13)
+    filt = LinkFilter()
+    kept, _ = select_links(lines, filt)
+    out = tmp_path / "out"
+    pipeline = beam.Pipeline()
+    subs = pipeline | beam.Create(lines) | beam.Map(lambda line: filter_submission(line, filt)) | beam.FlatMap(
+        lambda decision: [decision.record] if decision.record is not None else [])
+    merged = subs | webtext_pipeline.MergeLinks(str(out), 2, filt, run_bytes=8 << 10, table_rows=16)
+    assert_that(merged.links, equal_to(kept))
+    pipeline.run().wait_until_finish()
+    for index in range(2):
+        path = out / "links" / f"links-{index:05d}-of-00002.parquet"
+        shard = [link for link in kept if shard_index(link.key, 2) == index]
+        assert pq.ParquetFile(path).metadata.num_row_groups == -(-len(shard) // 16) > 2
+        assert read_link_table(path) == shard  # the same links, in the same (key) order
 
 
 def test_a_merge_wider_than_its_fan_in_merges_in_passes(tmp_path):
