@@ -126,18 +126,27 @@ WORKER_GROUPS = {  # a test file's name -> the group it runs in
     **dict.fromkeys(("test_spark_engine.py", "test_spark_jobs_audit.py", "test_spark_jobs_tokweb.py", "test_output_dataset.py"),
                     "spark"),  # one `local[2]` Spark session (a JVM) for the four
 }
-# Seconds of one worker each file (or group) took in `-m "pipeline or slow" --durations=0`
-# (docs/architecture.md, "Test tiers"): only their order matters, so a stale number costs
-# balance, never a result. A file not listed starts after these, by its marks.
+# Files whose tests build all they use (no module fixture): each test is a unit of its own, so
+# the file's many CLI subprocesses spread over both workers instead of queueing on one.
+SPLIT_FILES = {"test_cli.py"}
+# Seconds each unit's tests took (setup, call, teardown) in the pipeline/slow tier on 2 workers at
+# a load of 6 to 13 (docs/architecture.md, "Test tiers"): only their order matters, so a stale
+# number costs balance, never a result. A unit not listed starts after these, by its marks.
 UNIT_SECONDS = {
+    "tests/test_packaging.py": 494.0,
+    "tests/test_c4_pipeline.py": 395.4,
+    "tests/test_audit_pipeline.py": 373.2,
+    "tests/test_demo.py": 258.5,
 }
 START_ORDER = ("slow", "pipeline")
 
 
 def work_unit(nodeid: str) -> str:
-    """The work unit of a test under ``--dist loadfile``: its file, or the group the file is in."""
+    """The work unit of a test under ``--dist loadfile``: its file, the group the file is in, or
+    the test itself in a ``SPLIT_FILES`` file."""
     path = nodeid.split("::", 1)[0]
-    return WORKER_GROUPS.get(Path(path).name, path)
+    name = Path(path).name
+    return nodeid if name in SPLIT_FILES else WORKER_GROUPS.get(name, path)
 
 
 class GroupedFileScheduling(LoadFileScheduling):
