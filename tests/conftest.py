@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from _pytest.mark.expression import Expression
+from xdist.scheduler import LoadFileScheduling
 
 from corpus.sentences import PunktMissingError, require_punkt
 from pipelines.cli import run_job
@@ -114,11 +115,59 @@ def spark():
         session.stop()
 
 
-# The order tests start in under `pytest -n auto --dist loadfile --no-loadscope-reorder` (`make
-# test`): xdist hands out whole files in the order of their first test here, so the slow tests'
-# files go first, then the pipeline files, then the unit files, and the longest work never
-# starts last. A file runs on one worker, which builds its module fixtures once.
+# How `make test` (`pytest -n auto --dist loadfile --no-loadscope-reorder`) spreads the suite
+# over its workers. A work unit is a test file (its module fixtures, a Beam run or a server, are
+# built once), or one of the groups below: files that share a costly session fixture run on one
+# worker, so the fixture is built once rather than once a worker. Units start in the order of
+# their first test after the sort below: the costliest files first (longest processing time
+# first, so the two workers end together), then the other slow tests' files, then pipeline
+# files, then unit files, whose many small units fill both workers at the end.
+WORKER_GROUPS = {  # a test file's name -> the group it runs in
+    **dict.fromkeys(("test_spark_engine.py", "test_spark_jobs_audit.py", "test_spark_jobs_tokweb.py", "test_output_dataset.py"),
+                    "spark"),  # one `local[2]` Spark session (a JVM) for the four
+}
+# Files whose tests build all they use (no module fixture): each test is a unit of its own, so
+# the file's many CLI subprocesses spread over both workers instead of queueing on one.
+SPLIT_FILES = {"test_cli.py"}
+# Seconds each unit's tests took (setup, call, teardown; the Spark group's four files added) in
+# the pipeline/slow tier on 2 workers at a load of 3 to 15 (docs/architecture.md, "Test tiers"):
+# only their order matters, so a stale number costs balance, never a result. A unit not listed
+# starts after these, by its marks.
+UNIT_SECONDS = {
+    "spark": 706.9,
+    "tests/test_object_store.py": 524.4,
+    "tests/test_packaging.py": 510.3,
+    "tests/test_c4_pipeline.py": 406.0,
+    "tests/test_audit_pipeline.py": 379.7,
+    "tests/test_demo.py": 254.2,
+    "tests/test_store_jobs.py": 214.0,
+    "tests/test_portable.py": 95.4,
+    "tests/test_webtext_pipeline.py": 85.7,
+}
 START_ORDER = ("slow", "pipeline")
+
+
+def work_unit(nodeid: str) -> str:
+    """The work unit of a test under ``--dist loadfile``: its file, the group the file is in, or
+    the test itself in a ``SPLIT_FILES`` file."""
+    path = nodeid.split("::", 1)[0]
+    name = Path(path).name
+    return nodeid if name in SPLIT_FILES else WORKER_GROUPS.get(name, path)
+
+
+class GroupedFileScheduling(LoadFileScheduling):
+    """xdist's ``loadfile`` with ``WORKER_GROUPS`` kept on one worker (xdist's own ``loadgroup``
+    cannot be used: xdist 3.8 marks a group in ``item._nodeid``, which pytest 9.2 no longer reads)."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return work_unit(nodeid)
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: unknown when xdist is disabled (-p no:xdist)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") == "loadfile":
+        return GroupedFileScheduling(config, log)
+    return None  # xdist's own scheduler for any other --dist
 
 
 def _start_rank(item: pytest.Item) -> int:
@@ -126,6 +175,15 @@ def _start_rank(item: pytest.Item) -> int:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Slow tests first, then pipeline tests, then the rest; a stable sort, so files and the
-    tests in each keep their order."""
-    items.sort(key=_start_rank)
+    """Whole units in start order: the costliest first (``UNIT_SECONDS``), then units with a slow
+    test, units with a pipeline test, the rest; each unit's tests stay together, slow ones first
+    (so a module fixture is built once without xdist too). Stable: ties keep collection order."""
+    unit_of = {item: work_unit(item.nodeid) for item in items}
+    first: dict[str, int] = {}
+    rank: dict[str, int] = {}
+    for index, item in enumerate(items):
+        unit = unit_of[item]
+        first.setdefault(unit, index)
+        rank[unit] = min(rank.get(unit, len(START_ORDER)), _start_rank(item))
+    items.sort(key=lambda item: (-UNIT_SECONDS.get(unit_of[item], 0.0), rank[unit_of[item]], first[unit_of[item]],
+                                 _start_rank(item)))

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from samplecrawl.crawl import write_sample_crawl
 from test_object_store import free_port, listening, start, stop, wait_for
 
 pytestmark = pytest.mark.pipeline  # runs Beam jobs on the PortableRunner in subprocesses: not in `make test-fast`
@@ -58,8 +59,7 @@ def services(tmp_path):
 
 @pytest.fixture(scope="module")
 def crawl(tmp_path_factory):
-    from samplecrawl.crawl import write_sample_crawl
-
+    """600 pages: a job long enough to be stopped or have a worker killed while it runs."""
     return write_sample_crawl(tmp_path_factory.mktemp("crawl"), seed=0, pages=600)
 
 
@@ -74,8 +74,8 @@ def job_running(services) -> bool:
     return "SDK worker(s)" in services["jobs_log"].read_text(errors="replace")
 
 
-def test_the_pool_reaps_the_workers_of_a_finished_job(services, crawl, real_data, tmp_path):
-    launcher = launch(crawl, real_data, tmp_path / "c4", services)
+def test_the_pool_reaps_the_workers_of_a_finished_job(services, small_crawl, real_data, tmp_path):
+    launcher = launch(small_crawl, real_data, tmp_path / "c4", services)  # a job that finishes: any size does
     _, stderr = launcher.communicate(timeout=HANG_GUARD_S)
     assert launcher.returncode == 0, stderr[-3000:]
     assert (tmp_path / "c4" / "_SUCCESS").exists()
