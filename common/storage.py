@@ -1104,8 +1104,15 @@ def _sizes_under(folder: str) -> dict[str, int]:
     """Every file under ``folder`` (sub-folders included) -> its size: one listing, so
     checking a manifest of thousands of shards on an object store costs no request per file."""
     if is_local(folder):
-        root = _local(folder)
-        return {os.path.join(d, n): os.path.getsize(os.path.join(d, n)) for d, _, names in os.walk(root) for n in names}
+        sizes = {}
+        for d, _, names in os.walk(_local(folder)):
+            for n in names:
+                path = os.path.join(d, n)
+                try:
+                    sizes[path] = os.path.getsize(path)
+                except FileNotFoundError:
+                    pass  # gone between the listing and the look (another job's temporary file, renamed)
+        return sizes
     return dict(_match(folder.rstrip("/") + "/**"))
 
 

@@ -211,6 +211,25 @@ def test_a_commit_that_finds_no_recorded_shard_is_refused_when_writers_ran(root)
     assert storage.read_success(out) is None
 
 
+def test_a_file_that_vanishes_while_a_folder_is_listed_is_left_out(tmp_path, monkeypatch):
+    # Another job's claim-in-progress (.job.json.tmp-*) can be renamed away between the
+    # listing and the size lookup: the listing goes on without it instead of raising.
+    out = tmp_path / "out"
+    (out / storage.STAGING_DIR).mkdir(parents=True)
+    (out / "kept.txt").write_text("abc")
+    (out / storage.STAGING_DIR / ".job.json.tmp-1-x").write_text("{}")
+    getsize = os.path.getsize
+
+    def vanishing(path):
+        if os.path.basename(path).startswith(".job.json.tmp-"):
+            os.remove(path)
+        return getsize(path)
+
+    monkeypatch.setattr(os.path, "getsize", vanishing)
+    assert storage.existing_output(str(out)) == ["kept.txt"]
+    assert not (out / storage.STAGING_DIR / ".job.json.tmp-1-x").exists()  # it did vanish mid-listing
+
+
 @pytest.mark.pipeline  # jobs in subprocesses, each holding its claim for seconds
 def test_of_many_jobs_claiming_one_folder_at_once_exactly_one_wins(tmp_path):
     out = str(tmp_path / "out")
