@@ -16,6 +16,9 @@ from pipelines import audit, c4 as c4_pipeline
 pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`
 
 
+LAMBADA_QUOTED = 300  # LAMBADA passages besides the planted ones in the benchmark decontamination runs against
+
+
 @pytest.fixture(scope="module")
 def corpus(small_crawl, real_data, tmp_path_factory):
     """C4 of the small sample crawl plus a shard of pages quoting WikiText-2, PTB and LAMBADA."""
@@ -39,7 +42,14 @@ def corpus(small_crawl, real_data, tmp_path_factory):
                                  url=f"http://planted.example/{name}/{i}", timestamp="2019-04-20T00:00:00Z"))
     # Beside the C4 job's folder, not inside it: its _SUCCESS lists the job's own shards only.
     write_shard(docs, root / "planted" / "planted-train.00000-of-00001.jsonl", "jsonl")
-    return {"inputs": [str(root / "c4"), str(root / "planted")], "specs": specs, "sets": sets, "planted": planted}
+    # LAMBADA's own file cut to the passages decontamination is tested on (the planted ones and
+    # the first LAMBADA_QUOTED others), read by the lambada loader: the job sends its benchmark
+    # index to every Beam bundle, and all 5,153 passages made each run 30-60 s for no more proof.
+    lines = (bench / "lambada" / "lambada_test.jsonl").read_text(encoding="utf-8").splitlines()
+    quoted = root / "lambada_quoted.jsonl"
+    quoted.write_text("".join(lines[i] + "\n" for i in sorted({*range(LAMBADA_QUOTED), *planted["lambada"]})), encoding="utf-8")
+    return {"inputs": [str(root / "c4"), str(root / "planted")], "specs": specs, "sets": sets, "planted": planted,
+            "lambada_quoted": f"lambada:{quoted}"}
 
 
 def test_bloom_and_exact_agree_on_every_hit_for_real_benchmarks(corpus, tmp_path):
@@ -96,7 +106,7 @@ def test_a_benchmark_overlaps_itself_completely(real_data, tmp_path):
 
 def test_decontaminate_removes_planted_passages_and_keeps_the_rest(corpus, tmp_path):
     out = tmp_path / "clean"
-    lambada = corpus["specs"]["lambada"]
+    lambada = corpus["lambada_quoted"]
     stats = audit.run_decontaminate(["--corpus", *corpus["inputs"], "--benchmark", lambada, "--output", str(out),
                                      "--mode", "drop", "--n", "8"])
     assert stats["counters"]["contaminated"] == 2
@@ -129,7 +139,7 @@ def test_decontaminate_keeps_train_and_validation_apart(corpus, tmp_path):
     validation.append(Document(text=lambada, url="http://v.example/quoted", timestamp=""))
     write_shard(train, folder / "c4-train.00000-of-00001.json.gz", "c4json")
     write_shard(validation, folder / "c4-validation.00000-of-00001.json.gz", "c4json")
-    stats = audit.run_decontaminate(["--corpus", str(folder), "--benchmark", corpus["specs"]["lambada"], "--output",
+    stats = audit.run_decontaminate(["--corpus", str(folder), "--benchmark", corpus["lambada_quoted"], "--output",
                                      str(tmp_path / "out"), "--mode", "drop"])
     assert stats["splits"] == {"train": 1, "validation": 1}
     assert sorted(p.name for p in (tmp_path / "out").glob("*.parquet")) == [

@@ -238,8 +238,10 @@ def test_langdetect_exception_is_counted(tmp_path, sample_crawl):
     assert stats["counters"]["english-filter"] == {"filtered:langdetect_exception": 1}
 
 
-def test_warc_input_goes_through_trafilatura(sample_crawl, tmp_path):
-    stats = run_ours(sample_crawl.warc_paths, tmp_path / "warc", "--badwords", sample_crawl.badwords_path, "--format", "c4json")
+def test_warc_input_goes_through_trafilatura(small_crawl, tmp_path):
+    # The small crawl's WARC files: every kind of response (HTML, Latin-1 HTML, XHTML, an image,
+    # a PDF, a 404, a redirect) and over a hundred HTML pages.
+    stats = run_ours(small_crawl.warc_paths, tmp_path / "warc", "--badwords", small_crawl.badwords_path, "--format", "c4json")
     extracted = stats["counters"]["extract-main-text"]
     assert extracted["extracted"] > 100
     assert "split-wet-file" not in stats["counters"] or "wet-file" not in stats["counters"]["split-wet-file"]

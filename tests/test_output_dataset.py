@@ -144,9 +144,9 @@ def test_spark_reads_each_format_folder(spark, c4_out, corpus):
     assert as_rows(row.asDict() for row in spark.read.json(str(c4_out / "c4json")).collect()) == corpus
 
 
-def test_one_format_goes_at_the_top_and_the_bare_folder_reads(spark, sample_crawl, tmp_path):
+def test_one_format_goes_at_the_top_and_the_bare_folder_reads(spark, small_crawl, tmp_path):
     out = tmp_path / "c4"
-    run_c4(sample_crawl, out, ["c4json"])
+    run_c4(small_crawl, out, ["c4json"])  # the layout of one format: the small crawl's train shards show it
     assert format_folder("c4json", ["c4json"]) == ""
     assert {p.name for p in out.iterdir() if p.is_dir()} == {ERRORS_FILE.split("/")[0]}
     shards = sorted(p.name for p in out.iterdir() if p.is_file() and not p.name.startswith("_"))
@@ -172,7 +172,7 @@ def old_layout_folder(folder, docs) -> list[str]:
     return paths
 
 
-def test_a_folder_of_the_old_layout_still_reads_and_an_overwrite_removes_its_bookkeeping(sample_crawl, tmp_path, capsys):
+def test_a_folder_of_the_old_layout_still_reads_and_an_overwrite_removes_its_bookkeeping(small_crawl, tmp_path, capsys):
     docs = [Document(f"page {i}: some text", f"http://site{i}.example/", "2019-04-18T00:00:00Z") for i in range(20)]
     folder = tmp_path / "old"
     paths = old_layout_folder(folder, docs)
@@ -181,7 +181,7 @@ def test_a_folder_of_the_old_layout_still_reads_and_an_overwrite_removes_its_boo
     assert cli.main(["stats", str(folder), "--json", "-q"]) == 0
     assert json.loads(capsys.readouterr().out)["documents"] == len(docs)
 
-    read_pipeline.run(["--input", *sample_crawl.wet_paths, "--output", str(folder), "--name", "docs", "--overwrite"])
+    read_pipeline.run(["--input", *small_crawl.wet_paths, "--output", str(folder), "--name", "docs", "--overwrite"])
     names = files_under(folder)
     assert not names & set(OLD_LAYOUT_FILES) and {STATS_FILE, "_SUCCESS"} <= names
     assert names - {"_SUCCESS"} == manifest_names(folder)

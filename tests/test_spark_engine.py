@@ -1,7 +1,7 @@
 """The native Spark engine against Beam's DirectRunner: the same shards (every byte), the
 same ``_SUCCESS`` shard list, the same _stats.json counters, units and examples, on real
-WET/WARC files, on a generated crawl of several thousand pages, in every C4 variant and
-both dedup modes, for ``read``, on a moto S3 server and through ``spark-submit``.
+WET/WARC files, on two generated crawls that share URLs, in every C4 variant and both
+dedup modes, for ``read``, on a moto S3 server and through ``spark-submit``.
 
 The session is conftest's ``spark`` (``local[2]``, workers on this interpreter, one a test
 process); the S3 and spark-submit runs start their own, in fresh processes.
@@ -32,8 +32,13 @@ pytestmark = pytest.mark.pipeline  # runs Spark and Beam jobs: not in `make test
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("common", "corpus", "dedup", "pipelines", "samplecrawl")
-GENERATED_SEEDS = (0, 1)  # two seeded sample crawls: 4,000 pages, 6 WET files, URLs shared across them
-GENERATED_PAGES = 2000
+# Two seeded sample crawls, 300 pages each: 6 WET files, URLs shared across the two (the newest
+# copy of a URL picked across files), every special page kind in each (every drop of every
+# stage), repeated lines across pages, and pages of both splits (3 train and 2 validation
+# shards). Byte identity needs every path hit, not volume: C4 on 2 x 300 pages reaches the
+# same 38 counters (namespace and name) as on 2 x 2,000 pages, and fills both validation shards.
+GENERATED_SEEDS = (0, 1)
+GENERATED_PAGES = 300
 
 
 @pytest.fixture(scope="module")
@@ -98,12 +103,12 @@ def test_c4_on_real_wet_and_warc_files_is_byte_identical(spark, real_data, real_
     assert spark_stats["examples"]["clean-page"]
 
 
-def test_c4_on_a_generated_crawl_of_several_thousand_pages_is_byte_identical(spark, real_data, generated, tmp_path):
+def test_c4_on_two_generated_crawls_sharing_urls_is_byte_identical(spark, real_data, generated, tmp_path):
     args = ["--input", *generated, "--badwords", str(real_data / "badwords" / "en"), "--num_shards", "3", "--num_validation_shards", "2"]
     beam_stats, spark_stats = both_engines(c4_pipeline.run, tmp_path, args)
     assert_same_output(str(tmp_path / "beam"), str(tmp_path / "spark"), beam_stats, spark_stats)
     counters = spark_stats["counters"]
-    assert counters["split-wet-file"]["passed"] > 3000
+    assert counters["split-wet-file"]["passed"] > len(GENERATED_SEEDS) * GENERATED_PAGES * 9 // 10
     assert counters["duplicate-url-filter"]["filtered"] > 0 and counters["dedupe-lines"]["line-filtered:global_duplicate"] > 0
     assert counters["validation"]["examples"] > 0
 
