@@ -1,5 +1,6 @@
 """The audit and decontamination Beam jobs on the DirectRunner: Bloom and exact paths agree on
-real benchmarks against a C4 corpus of the sample crawl with planted benchmark passages."""
+real benchmarks (their own files, cut to their first lines) against a C4 corpus of the sample
+crawl with planted benchmark passages."""
 
 from __future__ import annotations
 
@@ -16,7 +17,13 @@ from pipelines import audit, c4 as c4_pipeline
 pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`
 
 
-LAMBADA_QUOTED = 300  # LAMBADA passages besides the planted ones in the benchmark decontamination runs against
+# Each benchmark's own file cut to its first lines (11 WikiText-2 articles, 600 PTB sentences, 600
+# LAMBADA passages: 94k words of 626k), read by its own loader. Every exact scan and decontamination
+# hands the benchmark index to each Beam bundle (pickled, bz2-compressed): the whole files made one
+# audit about two minutes and one decontamination up to one, for the same proof (the planted
+# passages among hundreds of others, short examples and long ones).
+BENCHMARK_LINES = {"wikitext2": ("wikitext2_raw/wiki.test.raw", 500), "ptb": ("ptb/ptb.test.txt", 600),
+                   "lambada": ("lambada/lambada_test.jsonl", 600)}
 
 
 @pytest.fixture(scope="module")
@@ -25,14 +32,18 @@ def corpus(small_crawl, real_data, tmp_path_factory):
     root = tmp_path_factory.mktemp("audit-corpus")
     c4_pipeline.run(["--input", *small_crawl.wet_paths, "--output", str(root / "c4"), "--badwords", small_crawl.badwords_path,
                      "--format", "jsonl"])
-    bench = real_data / "lm_benchmarks"
-    specs = {"wikitext2": f"wikitext2:{bench / 'wikitext2_raw' / 'wiki.test.raw'}", "ptb": f"ptb:{bench / 'ptb' / 'ptb.test.txt'}",
-             "lambada": f"lambada:{bench / 'lambada' / 'lambada_test.jsonl'}"}
+    specs = {}
+    for name, (relative, count) in BENCHMARK_LINES.items():
+        head = root / "benchmarks" / relative
+        head.parent.mkdir(parents=True, exist_ok=True)
+        with open(real_data / "lm_benchmarks" / relative, encoding="utf-8", newline="") as f:
+            head.write_text("".join(line for _, line in zip(range(count), f)), encoding="utf-8", newline="")
+        specs[name] = f"{name}:{head}"
     sets = {name: load_benchmark(spec) for name, spec in specs.items()}
     def long_from(name, start):  # the first example from ``start`` with 20+ words (shorter ones are whole-text keys)
         return next(i for i in range(start, len(sets[name].examples)) if len(sets[name].examples[i].text.split()) >= 20)
 
-    planted = {"wikitext2": [3, 10], "ptb": [long_from("ptb", 100), long_from("ptb", 2000)], "lambada": [7, 4000]}
+    planted = {"wikitext2": [3, 10], "ptb": [long_from("ptb", 100), long_from("ptb", 400)], "lambada": [7, 400]}
     docs = []
     for name, indices in planted.items():
         for i in indices:
@@ -42,14 +53,7 @@ def corpus(small_crawl, real_data, tmp_path_factory):
                                  url=f"http://planted.example/{name}/{i}", timestamp="2019-04-20T00:00:00Z"))
     # Beside the C4 job's folder, not inside it: its _SUCCESS lists the job's own shards only.
     write_shard(docs, root / "planted" / "planted-train.00000-of-00001.jsonl", "jsonl")
-    # LAMBADA's own file cut to the passages decontamination is tested on (the planted ones and
-    # the first LAMBADA_QUOTED others), read by the lambada loader: the job sends its benchmark
-    # index to every Beam bundle, and all 5,153 passages made each run 30-60 s for no more proof.
-    lines = (bench / "lambada" / "lambada_test.jsonl").read_text(encoding="utf-8").splitlines()
-    quoted = root / "lambada_quoted.jsonl"
-    quoted.write_text("".join(lines[i] + "\n" for i in sorted({*range(LAMBADA_QUOTED), *planted["lambada"]})), encoding="utf-8")
-    return {"inputs": [str(root / "c4"), str(root / "planted")], "specs": specs, "sets": sets, "planted": planted,
-            "lambada_quoted": f"lambada:{quoted}"}
+    return {"inputs": [str(root / "c4"), str(root / "planted")], "specs": specs, "sets": sets, "planted": planted}
 
 
 def test_bloom_and_exact_agree_on_every_hit_for_real_benchmarks(corpus, tmp_path):
@@ -71,7 +75,7 @@ def test_bloom_and_exact_agree_on_every_hit_for_real_benchmarks(corpus, tmp_path
             if example["id"] in planted_ids:
                 assert example["spans"] and any(doc.startswith(f"http://planted.example/{name}/") for doc in example["training_docs"])
     lambada = rows["lambada"]
-    assert 0 < lambada["own_train_percent"] < 5  # 2 of 5,153 passages
+    assert 0 < lambada["own_train_percent"] < 5  # 2 of 600 passages
     assert "the dataset's own train split" in (out / "report.md").read_text(encoding="utf-8")
     evidence = result["fp_evidence"]
     assert evidence["parts"] == 2 and evidence["k"] == 27 and evidence["estimated_fp_rate"] < 1e-8
@@ -106,7 +110,7 @@ def test_a_benchmark_overlaps_itself_completely(real_data, tmp_path):
 
 def test_decontaminate_removes_planted_passages_and_keeps_the_rest(corpus, tmp_path):
     out = tmp_path / "clean"
-    lambada = corpus["lambada_quoted"]
+    lambada = corpus["specs"]["lambada"]
     stats = audit.run_decontaminate(["--corpus", *corpus["inputs"], "--benchmark", lambada, "--output", str(out),
                                      "--mode", "drop", "--n", "8"])
     assert stats["counters"]["contaminated"] == 2
@@ -117,7 +121,7 @@ def test_decontaminate_removes_planted_passages_and_keeps_the_rest(corpus, tmp_p
     assert not any(d.url.startswith("http://planted.example/lambada/") for d in kept)
     assert any(d.url.startswith("http://planted.example/ptb/") for d in kept)
     removed = [json.loads(line) for line in (out / audit.REMOVED_FILE).read_text().splitlines()]
-    assert sorted(r["url"] for r in removed) == [f"http://planted.example/lambada/{i}" for i in (4000, 7)]
+    assert sorted(r["url"] for r in removed) == [f"http://planted.example/lambada/{i}" for i in (400, 7)]
     # Spans mode keeps the text around a match, minus the match and 200 characters either side.
     spans = audit.run_decontaminate(["--corpus", *corpus["inputs"], "--benchmark", lambada, "--output", str(tmp_path / "spans"),
                                      "--mode", "spans", "--min_piece", "10", "--margin", "0"])
@@ -139,7 +143,7 @@ def test_decontaminate_keeps_train_and_validation_apart(corpus, tmp_path):
     validation.append(Document(text=lambada, url="http://v.example/quoted", timestamp=""))
     write_shard(train, folder / "c4-train.00000-of-00001.json.gz", "c4json")
     write_shard(validation, folder / "c4-validation.00000-of-00001.json.gz", "c4json")
-    stats = audit.run_decontaminate(["--corpus", str(folder), "--benchmark", corpus["lambada_quoted"], "--output",
+    stats = audit.run_decontaminate(["--corpus", str(folder), "--benchmark", corpus["specs"]["lambada"], "--output",
                                      str(tmp_path / "out"), "--mode", "drop"])
     assert stats["splits"] == {"train": 1, "validation": 1}
     assert sorted(p.name for p in (tmp_path / "out").glob("*.parquet")) == [

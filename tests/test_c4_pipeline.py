@@ -288,9 +288,14 @@ def test_crawl_id_reads_its_manifest_from_a_mirror_and_max_files_takes_the_first
         c4_pipeline.run(["--crawl", "2019", "--output", str(tmp_path / "bad")])
 
 
+RACES = 1  # two `corpusforge c4` processes a race, each loading Beam: about 30 s a race on the loaded 2-core machine
+
+
 def test_two_c4_jobs_started_at_once_on_one_output_commit_one_complete_corpus(tmp_path, real_data):
     wet = str(real_data / "warc/ccscalatools/filter_test_1.wet.gz")
-    for trial in range(3):
+    # One race of two whole jobs; each interleaving of the claim (refused while its holder runs,
+    # taken over, rechecked at the commit, many claimants at once) is pinned in test_storage.py.
+    for trial in range(RACES):
         out = tmp_path / f"out-{trial}"
         args = [sys.executable, "-m", "pipelines.cli", "-q", "c4", "--input", wet, "--output", str(out),
                 "--badwords", str(real_data / "badwords" / "en"), "--format", "c4json"]
