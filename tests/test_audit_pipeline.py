@@ -5,6 +5,7 @@ crawl with planted benchmark passages."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -26,19 +27,26 @@ BENCHMARK_LINES = {"wikitext2": ("wikitext2_raw/wiki.test.raw", 500), "ptb": ("p
                    "lambada": ("lambada/lambada_test.jsonl", 600)}
 
 
+def benchmark_heads(real_data: Path, folder: Path, names) -> dict[str, str]:
+    """``{name: spec}`` of each named benchmark's own file cut to its first ``BENCHMARK_LINES``, in ``folder``."""
+    specs = {}
+    for name in names:
+        relative, count = BENCHMARK_LINES[name]
+        head = folder / relative
+        head.parent.mkdir(parents=True, exist_ok=True)
+        with open(real_data / "lm_benchmarks" / relative, encoding="utf-8", newline="") as f:
+            head.write_text("".join(line for _, line in zip(range(count), f)), encoding="utf-8", newline="")
+        specs[name] = f"{name}:{head}"
+    return specs
+
+
 @pytest.fixture(scope="module")
 def corpus(small_crawl, real_data, tmp_path_factory):
     """C4 of the small sample crawl plus a shard of pages quoting WikiText-2, PTB and LAMBADA."""
     root = tmp_path_factory.mktemp("audit-corpus")
     c4_pipeline.run(["--input", *small_crawl.wet_paths, "--output", str(root / "c4"), "--badwords", small_crawl.badwords_path,
                      "--format", "jsonl"])
-    specs = {}
-    for name, (relative, count) in BENCHMARK_LINES.items():
-        head = root / "benchmarks" / relative
-        head.parent.mkdir(parents=True, exist_ok=True)
-        with open(real_data / "lm_benchmarks" / relative, encoding="utf-8", newline="") as f:
-            head.write_text("".join(line for _, line in zip(range(count), f)), encoding="utf-8", newline="")
-        specs[name] = f"{name}:{head}"
+    specs = benchmark_heads(real_data, root / "benchmarks", BENCHMARK_LINES)
     sets = {name: load_benchmark(spec) for name, spec in specs.items()}
     def long_from(name, start):  # the first example from ``start`` with 20+ words (shorter ones are whole-text keys)
         return next(i for i in range(start, len(sets[name].examples)) if len(sets[name].examples[i].text.split()) >= 20)
@@ -291,7 +299,6 @@ def test_the_cli_refuses_a_bad_filter_with_exit_2_and_one_line(filters, tmp_path
 
 def test_a_full_disk_ends_the_audit_with_one_line_and_commits_nothing(filters, tmp_path):
     import sys
-    from pathlib import Path
 
     from full_disk import error_lines, small_disk
 

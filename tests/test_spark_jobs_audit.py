@@ -2,7 +2,8 @@
 DirectRunner: every file of the output the same bytes (the reports, the Bloom filter parts
 and ``bloom.json``, the decontaminated shards of every split, ``_removed.jsonl``), the same
 ``_SUCCESS`` list and the same stats, on real Common Crawl WET text with planted passages
-of real benchmarks (LAMBADA, WikiText-2); the audit reading its corpus from a moto S3
+of real benchmarks (LAMBADA, WikiText-2: the first lines of their files,
+``test_audit_pipeline.BENCHMARK_LINES``); the audit reading its corpus from a moto S3
 server, in a fresh process; decontamination through ``pipelines.spark_main`` (the spark-submit
 entry point), called in this process on the test process's session.
 
@@ -25,6 +26,7 @@ from corpus.shards import read_documents, shard_relpath, write_shard
 from dedup.benchmark_sets import load_benchmark
 from pipelines import audit, read as read_pipeline, spark_main
 from pipelines.jobs import STATS_FILE
+from test_audit_pipeline import benchmark_heads
 from test_object_store import BUCKET, s3  # noqa: F401  (the moto S3 server fixture)
 
 pyspark = pytest.importorskip("pyspark", reason="the spark extra is not installed: pip install 'corpusforge[spark]'")
@@ -51,8 +53,7 @@ def corpus(real_data, tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("audit-corpus")
     read_pipeline.run(["--input", *(str(real_data / name) for name in WET_FILES), "--output", str(root / "docs"),
                        "--num_shards", "2", "--format", "jsonl"])
-    bench = real_data / "lm_benchmarks"
-    specs = [f"lambada:{bench / 'lambada' / 'lambada_test.jsonl'}", f"wikitext2:{bench / 'wikitext2_raw' / 'wiki.test.raw'}"]
+    specs = list(benchmark_heads(real_data, root / "benchmarks", ("lambada", "wikitext2")).values())  # the files' first lines
     lambada, wikitext = (load_benchmark(spec) for spec in specs)
 
     def quote(example) -> str:
@@ -62,7 +63,7 @@ def corpus(real_data, tmp_path_factory) -> dict:
         return Document(text=text, url=f"http://planted.example/{url}", timestamp="2019-04-20T00:00:00Z")
 
     long_wiki = [e for e in wikitext.examples if len(e.text.split()) >= 40][:3]
-    train = [page(f"lambada/{i}", FILLER * 3 + quote(lambada.examples[i]) + " " + FILLER * 3) for i in (7, 300, 4000)]
+    train = [page(f"lambada/{i}", FILLER * 3 + quote(lambada.examples[i]) + " " + FILLER * 3) for i in (7, 300, 400)]
     train += [page(f"wikitext/{n}", FILLER * 2 + quote(e) + " " + FILLER * 2) for n, e in enumerate(long_wiki)]
     train.append(page("bare", quote(lambada.examples[11])))
     many = range(20, 32)  # twelve quotes with prose around each: thirteen pieces, more than GPT-3's 10
@@ -71,7 +72,7 @@ def corpus(real_data, tmp_path_factory) -> dict:
     write_shard(train, root / "planted" / "planted-train.00000-of-00001.jsonl", "jsonl")
     write_shard(validation, root / "planted" / "planted-validation.00000-of-00001.jsonl", "jsonl")
     return {"folders": [root / "docs", root / "planted"], "benchmarks": specs,
-            "planted": {"lambada": {lambada.examples[i].id for i in (7, 300, 4000, 11, 50, *many)},
+            "planted": {"lambada": {lambada.examples[i].id for i in (7, 300, 400, 11, 50, *many)},
                         "wikitext2": {e.id for e in long_wiki}}}
 
 
@@ -147,7 +148,7 @@ def test_decontaminate_through_the_spark_submit_entry_point_is_byte_identical(sp
     for reason in ("split", "no_piece_left", "too_many_pieces"):  # every matched document has its row, counted once
         assert sum(row["reason"] == reason for row in removed) == counters[reason], reason
     by_reason = {reason: {row["url"] for row in removed if row["reason"] == reason} for reason in counters if reason != "removed_chars"}
-    assert {f"http://planted.example/lambada/{i}" for i in (7, 300, 4000, 50)} <= by_reason["split"]  # long prose either side
+    assert {f"http://planted.example/lambada/{i}" for i in (7, 300, 400, 50)} <= by_reason["split"]  # long prose either side
     assert "http://planted.example/bare" in by_reason["no_piece_left"]
 
 
