@@ -10,11 +10,11 @@ Audit: (1) count the corpus's n-grams (capacity); (2) build a Bloom filter at p 
 partitioned by hash prefix, each part a GroupByKey of the n-gram hashes of its prefix;
 (3) stream the corpus once against an exact index of every benchmark's n-grams (which
 document, which span, how many documents per n-gram), the index written once to a staged
-file and loaded once per worker process (``stage_indexes``, ``WithIndexes``: the job's graph
-carries its path, not the index; decontamination reads it the same way); (4) per benchmark: % of its
-n-grams found (unique and token-weighted, GPT-2 Table 6), dirty/clean examples, longest
-match, the filter's false-positive evidence, and whether the Bloom and exact paths agree;
-written as JSON, Markdown and an HTML page with a bar chart.
+file and loaded once per worker process (``stage_indexes``, ``WithIndexes``: the job's
+graph carries its path, not the index; decontamination reads it the same way); (4) per
+benchmark: % of its n-grams found (unique and token-weighted, GPT-2 Table 6), dirty/clean
+examples, longest match, the filter's false-positive evidence, and whether the Bloom and
+exact paths agree; written as JSON, Markdown and an HTML page with a bar chart.
 """
 
 from __future__ import annotations
