@@ -9,10 +9,12 @@
 Audit: (1) count the corpus's n-grams (capacity); (2) build a Bloom filter at p <= 1e-8,
 partitioned by hash prefix, each part a GroupByKey of the n-gram hashes of its prefix;
 (3) stream the corpus once against an exact index of every benchmark's n-grams (which
-document, which span, how many documents per n-gram); (4) per benchmark: % of its
-n-grams found (unique and token-weighted, GPT-2 Table 6), dirty/clean examples, longest
-match, the filter's false-positive evidence, and whether the Bloom and exact paths agree;
-written as JSON, Markdown and an HTML page with a bar chart.
+document, which span, how many documents per n-gram), the index written once to a staged
+file and loaded once per worker process (``stage_indexes``, ``WithIndexes``: the job's
+graph carries its path, not the index; decontamination reads it the same way); (4) per
+benchmark: % of its n-grams found (unique and token-weighted, GPT-2 Table 6), dirty/clean
+examples, longest match, the filter's false-positive evidence, and whether the Bloom and
+exact paths agree; written as JSON, Markdown and an HTML page with a bar chart.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from collections import Counter
 import apache_beam as beam
 import numpy as np
 from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.utils.shared import Shared
 
 from common import storage
 from common.decision import DOCUMENTS, OTHER
@@ -41,7 +44,7 @@ from dedup.ngrams import NgramConfig, ngram_hashes
 from dedup.partitioned import FILTER_MANIFEST, PartitionedBloom, corpus_fingerprint, part_capacity, part_path, write_filter_manifest
 from dedup.overlap import GPT3_MAX_DOC_COUNT
 from dedup.report import render_html, render_json, render_markdown
-from pipelines import progress
+from pipelines import progress, staging
 from pipelines.options import (add_engine_arguments, add_overwrite_argument, non_negative_int, open_probability, positive_int, power_of_two, spark_engine,
                                stage_setup_file, unit_fraction)
 from pipelines.cli import run_job
@@ -60,6 +63,11 @@ MODES = ("both", "bloom", "exact")
 # The audit's tallies (namespace AUDIT): documents hashed into the filter, their n-grams, documents scanned exactly.
 DOCUMENTS_HASHED, NGRAMS_HASHED, DOCUMENTS_SCANNED = "documents", "ngrams", "scanned_documents"
 FILTER_UNITS = {DOCUMENTS_HASHED: DOCUMENTS, NGRAMS_HASHED: OTHER}
+# The benchmark indexes reach the workers by reference: written once to a staged file in this
+# folder under <out>/_temporary/stage/, loaded once per worker process. Passed as a DoFn's
+# argument they were pickled and compressed into the job's graph and unpickled for every bundle
+# (an audit against WikiText-2, PTB and LAMBADA spent most of its time doing that).
+INDEX_STAGE = "benchmark-index"
 
 
 # --- shared ------------------------------------------------------------------------------
@@ -74,6 +82,51 @@ def _doc_id(path: str, number: int, doc: Document) -> str:
 def shard_texts(path: str):
     """``(doc_id, text)`` of every document of a shard file."""
     return ((_doc_id(path, number, doc), doc.text) for number, doc in enumerate(read_documents(path)))
+
+
+# --- the benchmark indexes, by reference ----------------------------------------------------
+def stage_indexes(out_dir: str, indexes: dict) -> str:
+    """``indexes`` (benchmark name -> ``BenchmarkIndex``) written once to a staged file under
+    ``<out_dir>/_temporary/stage/benchmark-index/`` (gone when the job commits); its path."""
+    path = staging.staged_file(staging.stage_folder(out_dir, INDEX_STAGE), staging.new_file_id())
+    writer = staging.StagedWriter(path)
+    try:
+        for item in indexes.items():
+            writer.write(item)
+    except BaseException:
+        writer.discard()
+        raise
+    writer.commit()
+    return path
+
+
+def read_staged_indexes(path: str) -> dict:
+    """The indexes ``stage_indexes`` wrote to ``path``, by name, in their order."""
+    return dict(item for _, item in staging.read_staged(path))
+
+
+class _LoadedIndexes:
+    """The indexes of one staged file, as ``Shared`` holds them (a weak reference needs an object)."""
+
+    def __init__(self, path: str):
+        self.indexes = read_staged_indexes(path)
+
+
+class WithIndexes(beam.DoFn):
+    """``fn(element, indexes)``'s outputs, ``indexes`` loaded from the staged file ``path`` in
+    ``setup``: once per worker process for every DoFn given the same ``shared`` handle (a bundle,
+    a thread or another step of the job reuses the loaded copy)."""
+
+    def __init__(self, fn, path: str, shared: Shared):
+        self.fn, self.path, self.shared = fn, path, shared
+        self.indexes = None
+
+    def setup(self):
+        self.loaded = self.shared.acquire(functools.partial(_LoadedIndexes, self.path), tag=self.path)
+        self.indexes = self.loaded.indexes
+
+    def process(self, element):
+        yield from self.fn(element, self.indexes)
 
 
 # --- audit: the Bloom filter -------------------------------------------------------------
@@ -171,19 +224,27 @@ def _scan_shard(path, indexes):
 
 def _merge_counters(keyed, indexes):
     name, parts = keyed
-    return name, merge_counters(indexes[name], parts).to_dict()
+    yield name, merge_counters(indexes[name], parts).to_dict()
+
+
+def exact_scan_steps(p, files, indexes, out_dir) -> str:
+    """The exact scan's steps on pipeline ``p``, the indexes staged by reference (``stage_indexes``);
+    the path its result (benchmark -> counter dict) is written to."""
+    path, shared = storage.staging_path(out_dir, "exact.json"), Shared()
+    index_path = stage_indexes(out_dir, indexes)
+    (p | "Shards" >> beam.Create(files) | "Spread" >> beam.Reshuffle()
+     | "Scan against benchmarks" >> beam.ParDo(WithIndexes(_scan_shard, index_path, shared))
+     | "Group by benchmark" >> beam.GroupByKey()
+     | "Merge counters" >> beam.ParDo(WithIndexes(_merge_counters, index_path, shared))
+     | "Collect" >> beam.combiners.ToDict()
+     | "Write" >> beam.Map(lambda d: write_json(path, d)))
+    return path
 
 
 def scan_exact(files, indexes, beam_args, out_dir) -> dict:
     """One Beam run streaming the corpus against the exact benchmark indexes."""
-    path = storage.staging_path(out_dir, "exact.json")
     with progress.pipeline(PipelineOptions(stage_setup_file(beam_args)), "audit: exact scan", len(files)) as p:
-        (p | "Shards" >> beam.Create(files) | "Spread" >> beam.Reshuffle()
-         | "Scan against benchmarks" >> beam.FlatMap(_scan_shard, indexes)
-         | "Group by benchmark" >> beam.GroupByKey()
-         | "Merge counters" >> beam.Map(_merge_counters, indexes)
-         | "Collect" >> beam.combiners.ToDict()
-         | "Write" >> beam.Map(lambda d: write_json(path, d)))
+        path = exact_scan_steps(p, files, indexes, out_dir)
     return json.loads(storage.read_text(path))
 
 
@@ -346,9 +407,10 @@ def decontaminate_on_beam(by_split: dict[str, list[str]], indexes, rule, args, b
     units and examples (namespace ``DECONTAMINATE``)."""
     with progress.pipeline(PipelineOptions(stage_setup_file(beam_args)), "decontaminate", sum(map(len, by_split.values()))) as p:
         run_step, removed = Steps(), []
+        index_path, shared = stage_indexes(args.output, indexes), Shared()
         for split, split_files in by_split.items():  # every split keeps its own shard set
             matched = (p | f"Shards {split}" >> beam.Create(split_files) | f"Spread {split}" >> beam.Reshuffle()
-                       | f"Match benchmarks {split}" >> beam.FlatMap(matched_documents, indexes))
+                       | f"Match benchmarks {split}" >> beam.ParDo(WithIndexes(matched_documents, index_path, shared)))
             outcomes = run_step(matched, f"Decontaminate {split}", DECONTAMINATE, rule)
             (outcomes | f"Pieces {split}" >> beam.FlatMap(lambda outcome: outcome.pieces)
              | f"Write shards {split}" >> WriteShards(args.output, formats=args.format, name=args.name, split=split,
