@@ -150,6 +150,50 @@ def local_audit(real_data, local_c4) -> str:
     return out
 
 
+# The local reference runs of the other jobs, each run once for every test that compares a run
+# on a store (memory://, S3) or another sort with it. Tests read them and never write into them.
+READ_FORMATS = ["c4json", "parquet", "jsonl"]
+TOKENIZE_ARGS = ["--vocab_size", "300", "--shard_tokens", "20000", "--val_docs", "2"]
+
+
+@pytest.fixture(scope="module")
+def local_docs(wet_inputs, tmp_path_factory) -> tuple[str, dict]:
+    """``read`` of the WET files into two shards in every format, on local disk: (folder, summary)."""
+    out = str(tmp_path_factory.mktemp("local-read") / "docs")
+    stats = read_pipeline.run(["--input", str(wet_inputs), "--output", out, "--num_shards", "2", "--format", *READ_FORMATS])
+    return out, stats
+
+
+@pytest.fixture(scope="module")
+def local_clean(real_data, local_c4) -> str:
+    """``decontaminate`` of ``local_c4`` against LAMBADA, JSON lines, on local disk."""
+    out = str(Path(local_c4).parent / "clean")
+    audit.run_decontaminate(["--corpus", local_c4, "--benchmark", lambada(real_data), "--output", out, "--format", "jsonl"])
+    return out
+
+
+@pytest.fixture(scope="module")
+def local_tokens(local_clean) -> str:
+    """``tokenize`` of ``local_clean`` (several train shards), on local disk."""
+    out = str(Path(local_clean).parent / "tokens")
+    tokenize.run(["--input", local_clean, "--output", out] + TOKENIZE_ARGS)
+    return out
+
+
+@pytest.fixture(scope="module")
+def local_webtext(small_crawl, tmp_path_factory) -> str:
+    """``webtext`` of the 120-page sample crawl's Common Crawl join, on local disk: byte identity
+    with a store's run holds page by page, not by the crawl's size."""
+    out = str(tmp_path_factory.mktemp("local-webtext") / "webtext")
+    webtext.run(webtext_args(small_crawl, out))
+    return out
+
+
+def webtext_args(crawl, output: str) -> list[str]:
+    return ["--submissions", crawl.submissions_zst_path, "--pages", "crawl", "--warc", *crawl.warc_paths,
+            "--output", output, "--format", "parquet", "jsonl"]
+
+
 def manifest_files(folder: str) -> dict[str, dict]:
     return {entry["name"]: entry for entry in storage.read_success(folder)["files"]}
 
@@ -165,8 +209,9 @@ def assert_same_output(local: str, remote: str, skip: tuple[str, ...] = ()) -> N
 
 
 def upload(folder: Path, prefix: str) -> None:
-    for path in sorted(folder.iterdir()):
-        storage.copy_file(str(path), storage.join(prefix, path.name))
+    """Every file under ``folder`` (subfolders too) to the same names under ``prefix``."""
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        storage.copy_file(str(path), storage.join(prefix, path.relative_to(folder).as_posix()))
 
 
 def test_c4_and_audit_on_portable_runner_against_s3_match_the_direct_runner(real_data, wet_inputs, local_c4, local_audit, s3, portable):
@@ -193,18 +238,19 @@ def test_c4_and_audit_on_portable_runner_against_s3_match_the_direct_runner(real
     assert cli.main(["stats", remote_c4, "--json", "-q"] + s3) == 0
 
 
-def test_every_job_round_trips_through_memory(real_data, wet_inputs, local_c4, local_audit, tmp_path):
+def test_every_job_round_trips_through_memory(real_data, wet_inputs, local_c4, local_audit, local_docs, local_clean,
+                                              local_tokens, tmp_path):
     memfs.clear()
     upload(wet_inputs, "memory://in/wet")
     # read
-    read_pipeline.run(["--input", str(wet_inputs), "--output", str(tmp_path / "docs"), "--num_shards", "2", "--format", "jsonl"])
-    read_pipeline.run(["--input", "memory://in/wet/", "--output", "memory://out/docs", "--num_shards", "2", "--format", "jsonl"])
-    assert sorted(manifest_files("memory://out/docs")) == sorted(manifest_files(str(tmp_path / "docs")))
+    docs, _ = local_docs
+    read_pipeline.run(["--input", "memory://in/wet/", "--output", "memory://out/docs", "--num_shards", "2", "--format", *READ_FORMATS])
+    assert sorted(manifest_files("memory://out/docs")) == sorted(manifest_files(docs))
 
     def without_source(folder):  # meta["source"] names the input file, which differs
         return [(d.text, d.url, d.timestamp, {k: v for k, v in d.meta.items() if k != "source"}) for d in read_documents(folder)]
 
-    assert without_source("memory://out/docs") == without_source(str(tmp_path / "docs"))
+    assert without_source("memory://out/docs") == without_source(docs)
     # c4
     c4_pipeline.run(c4_args(real_data, "memory://in/wet/*.wet.gz", "memory://out/c4"))
     assert_same_output(local_c4, "memory://out/c4")
@@ -212,13 +258,11 @@ def test_every_job_round_trips_through_memory(real_data, wet_inputs, local_c4, l
     benchmark = lambada(real_data)
     audit.run_audit(["--corpus", "memory://out/c4", "--benchmark", benchmark, "--output", "memory://out/audit"] + AUDIT_ARGS)
     assert_same_output(local_audit, "memory://out/audit", skip=("audit.json", "bloom/bloom.json"))
-    for corpus, out in ((local_c4, str(tmp_path / "clean")), ("memory://out/c4", "memory://out/clean")):
-        audit.run_decontaminate(["--corpus", corpus, "--benchmark", benchmark, "--output", out, "--format", "jsonl"])
-    assert_same_output(str(tmp_path / "clean"), "memory://out/clean", skip=(STATS_FILE,))  # stats names _removed.jsonl's path
+    audit.run_decontaminate(["--corpus", "memory://out/c4", "--benchmark", benchmark, "--output", "memory://out/clean", "--format", "jsonl"])
+    assert_same_output(local_clean, "memory://out/clean", skip=(STATS_FILE,))  # stats names _removed.jsonl's path
     # tokenize (the trainer reads token shards memory-mapped, from a local folder)
-    for corpus, out in ((local_c4, str(tmp_path / "tokens")), ("memory://out/c4", "memory://out/tokens")):
-        tokenize.run(["--input", corpus, "--output", out, "--vocab_size", "300", "--shard_tokens", "20000", "--val_docs", "2"])
-    assert_same_output(str(tmp_path / "tokens"), "memory://out/tokens")
+    tokenize.run(["--input", "memory://out/clean", "--output", "memory://out/tokens"] + TOKENIZE_ARGS)
+    assert_same_output(local_tokens, "memory://out/tokens")
     # readers take the memory set through its manifest
     docs = list(read_documents("memory://out/c4"))
     assert len(docs) > 10 and docs == list(read_documents(local_c4))  # one format of the two read
@@ -251,15 +295,14 @@ def test_a_job_that_dies_midway_leaves_a_set_no_reader_takes_as_complete(real_da
     assert len(list(read_documents(out))) > 0
 
 
-def test_shards_are_the_same_bytes_sorted_by_runs_or_by_the_shuffle_in_any_number_of_pieces(real_data, wet_inputs, tmp_path, monkeypatch):
+def test_shards_are_the_same_bytes_sorted_by_runs_or_by_the_shuffle_in_any_number_of_pieces(wet_inputs, local_docs, tmp_path, monkeypatch):
     def run(name, *extra):
         out = str(tmp_path / name)
-        stats = read_pipeline.run(["--input", str(wet_inputs), "--output", out, "--num_shards", "2",
-                                   "--format", "c4json", "parquet", "jsonl", *extra])
+        stats = read_pipeline.run(["--input", str(wet_inputs), "--output", out, "--num_shards", "2", "--format", *READ_FORMATS, *extra])
         return out, stats["counters"]["write-shards"]
 
-    runs, counters = run("runs")  # the DirectRunner's default: one sorted run a shard
-    assert counters == {"runs": 2}
+    runs, stats = local_docs  # the DirectRunner's default (--shard_sort auto on the DirectRunner): one sorted run a shard
+    assert stats["counters"]["write-shards"] == {"runs": 2}
     whole, counters = run("whole", "--shard_sort", "shuffle")
     assert counters == {"parts": 2}  # one part a shard
     monkeypatch.setattr(sources, "PART_BYTES", 20_000)  # several md5(url) ranges a shard
@@ -280,21 +323,23 @@ def test_shard_sort_auto_picks_runs_where_the_shuffle_lives_in_memory():
     assert sources.shard_sort_of(PipelineOptions(["--runner", "DataflowRunner", "--shard_sort", "runs"])) == "runs"
 
 
-def test_read_decontaminate_tokenize_and_webtext_write_to_s3(real_data, wet_inputs, sample_crawl, s3, tmp_path):
-    benchmark = lambada(real_data)
-    for root in (str(tmp_path), f"s3://{BUCKET}/direct"):
-        fs = s3 if root.startswith("s3://") else []
-        webtext.run(["--submissions", sample_crawl.submissions_zst_path, "--pages", "crawl", "--warc", *sample_crawl.warc_paths,
-                     "--output", f"{root}/webtext", "--format", "parquet", "jsonl"] + fs)
-        read_pipeline.run(["--input", str(wet_inputs), "--output", f"{root}/docs", "--num_shards", "2", "--format", "parquet"] + fs)
-        audit.run_decontaminate(["--corpus", f"{root}/docs", "--benchmark", benchmark, "--output", f"{root}/clean"] + fs)
-        tokenize.run(["--input", f"{root}/clean", "--output", f"{root}/tokens", "--vocab_size", "300", "--val_docs", "2"] + fs)
+def test_read_decontaminate_tokenize_and_webtext_write_to_s3(real_data, wet_inputs, small_crawl, local_c4, local_docs, local_clean,
+                                                            local_tokens, local_webtext, s3):
+    # The same jobs as the local reference runs, on the same inputs, each writing to the S3 server.
+    root = f"s3://{BUCKET}/direct"
     storage.configure(s3)
-    assert_same_output(str(tmp_path / "docs"), f"s3://{BUCKET}/direct/docs")
-    assert_same_output(str(tmp_path / "clean"), f"s3://{BUCKET}/direct/clean", skip=(STATS_FILE,))
-    assert_same_output(str(tmp_path / "tokens"), f"s3://{BUCKET}/direct/tokens")
-    assert_same_output(str(tmp_path / "webtext"), f"s3://{BUCKET}/direct/webtext")
-    assert any(name.startswith("links/") for name in manifest_files(f"s3://{BUCKET}/direct/webtext"))
+    upload(Path(local_c4), f"{root}/c4")  # the C4 set as its job wrote it (compared byte for byte in the tests above)
+    webtext.run(webtext_args(small_crawl, f"{root}/webtext") + s3)
+    read_pipeline.run(["--input", str(wet_inputs), "--output", f"{root}/docs", "--num_shards", "2", "--format", *READ_FORMATS] + s3)
+    audit.run_decontaminate(["--corpus", f"{root}/c4", "--benchmark", lambada(real_data), "--output", f"{root}/clean",
+                             "--format", "jsonl"] + s3)
+    tokenize.run(["--input", f"{root}/clean", "--output", f"{root}/tokens"] + TOKENIZE_ARGS + s3)
+    storage.configure(s3)
+    assert_same_output(local_docs[0], f"{root}/docs")
+    assert_same_output(local_clean, f"{root}/clean", skip=(STATS_FILE,))  # stats names _removed.jsonl's path
+    assert_same_output(local_tokens, f"{root}/tokens")
+    assert_same_output(local_webtext, f"{root}/webtext")
+    assert any(name.startswith("links/") for name in manifest_files(f"{root}/webtext"))
 
 
 def test_a_portable_job_needs_a_job_server_and_outlives_beams_300_s_stream_deadline():

@@ -305,7 +305,10 @@ def test_ctrl_c_keeps_what_was_fetched_and_a_rerun_resumes(slow_server, tmp_path
     # The case: Ctrl-C mid-shard wrote no fetch-log line and left a hidden .tmp WARC forever.
     port = slow_server.server_address[1]
     dump = tmp_path / "RS_2017-06.ndjson"
-    dump.write_text("".join(submission(f"s{i}", f"http://127.0.0.1:{port}/story-{i}", 10) + "\n" for i in range(120)), encoding="utf-8")
+    # 30 links: more than the 14 the interrupt waits for (the server holds every answer past the 12th
+    # until then, so the job cannot finish first), and each page the rerun fetches costs 0.1 s.
+    links = 30
+    dump.write_text("".join(submission(f"s{i}", f"http://127.0.0.1:{port}/story-{i}", 10) + "\n" for i in range(links)), encoding="utf-8")
     out = tmp_path / "out"
     shard = out / "fetch" / "shard-00000"
     shard.mkdir(parents=True)
@@ -329,9 +332,9 @@ def test_ctrl_c_keeps_what_was_fetched_and_a_rerun_resumes(slow_server, tmp_path
     fetched_before = sum(p.startswith("/story-") for p in _SlowSite.hits)
 
     stats = webtext_pipeline.run(_fetch_argv(dump, port, out))
-    assert stats["counters"]["webtext-fetch"] == {"ok": 120}
+    assert stats["counters"]["webtext-fetch"] == {"ok": links}
     refetched = sum(p.startswith("/story-") for p in _SlowSite.hits) - fetched_before
-    assert refetched == 120 - len(logged)  # what the interrupted run logged is not fetched again
+    assert refetched == links - len(logged)  # what the interrupted run logged is not fetched again
     assert len({d.url for d in read_documents(str(out / "webtext-train.00000-of-00001.jsonl"))}) >= 1
 
 
