@@ -18,7 +18,7 @@ export CORPUSFORGE_TEST_DATA ?= $(DATA)
 endif
 # Bytecode is cached in __pycache__ (git-ignored) even where the environment turns it off
 # (PYTHONDONTWRITEBYTECODE): each pytest-xdist worker would otherwise compile the project and
-# rewrite the asserts of every test file again, about 6 s of CPU per worker (docs/architecture.md).
+# rewrite the asserts of every test file again, about 7 s of CPU per worker (docs/architecture.md).
 unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: demo test test-fast install bench clean
