@@ -41,8 +41,10 @@ test: $(STAMP)
 	$(PY) -m pytest -q -n auto --dist loadfile --no-loadscope-reorder
 
 # Unit tests only: no Beam or Spark job, no demo, no CLI subprocess (markers in pyproject.toml).
+# A file runs on one worker here too: its module fixtures and the libraries its tests load
+# (transformers' model classes, scikit-learn, the language model) are paid once, not once a worker.
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -n auto -m "not pipeline and not slow"
+	$(PY) -m pytest -q -n auto --dist loadfile --no-loadscope-reorder -m "not pipeline and not slow"
 
 bench: $(STAMP)
 	$(PY) benchmarks/read_warc.py
