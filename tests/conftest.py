@@ -145,21 +145,6 @@ UNIT_SECONDS = {
     "tests/test_webtext_pipeline.py": 85.7,
 }
 START_ORDER = ("slow", "pipeline")
-# CPU seconds of the costliest unit-tier files (no pipeline or slow test), measured per test on 2
-# workers (docs/architecture.md, "Test tiers"): among the unit files, which make up the whole of
-# `make test-fast`, these start first, the costliest first, so the two workers end together.
-UNIT_TIER_SECONDS = {
-    "tests/test_langid.py": 17.1,
-    "tests/test_train.py": 8.7,
-    "tests/test_finetune.py": 7.9,
-    "tests/test_overlap.py": 5.2,
-    "tests/test_extract.py": 5.2,
-    "tests/test_damage.py": 5.2,
-    "tests/test_c4.py": 5.2,
-    "tests/test_ngrams.py": 5.1,
-    "tests/test_eval_generative.py": 4.6,
-    "tests/test_minhash.py": 4.3,
-}
 
 
 def work_unit(nodeid: str) -> str:
@@ -191,9 +176,8 @@ def _start_rank(item: pytest.Item) -> int:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Whole units in start order: the costliest first (``UNIT_SECONDS``), then units with a slow
-    test, units with a pipeline test, the rest (the costliest of them first: ``UNIT_TIER_SECONDS``);
-    each unit's tests stay together, slow ones first (so a module fixture is built once without
-    xdist too). Stable: ties keep collection order."""
+    test, units with a pipeline test, the rest; each unit's tests stay together, slow ones first
+    (so a module fixture is built once without xdist too). Stable: ties keep collection order."""
     unit_of = {item: work_unit(item.nodeid) for item in items}
     first: dict[str, int] = {}
     rank: dict[str, int] = {}
@@ -201,6 +185,5 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         unit = unit_of[item]
         first.setdefault(unit, index)
         rank[unit] = min(rank.get(unit, len(START_ORDER)), _start_rank(item))
-    items.sort(key=lambda item: (-UNIT_SECONDS.get(unit_of[item], 0.0), rank[unit_of[item]],
-                                 -UNIT_TIER_SECONDS.get(unit_of[item], 0.0) if rank[unit_of[item]] == len(START_ORDER) else 0.0,
-                                 first[unit_of[item]], _start_rank(item)))
+    items.sort(key=lambda item: (-UNIT_SECONDS.get(unit_of[item], 0.0), rank[unit_of[item]], first[unit_of[item]],
+                                 _start_rank(item)))
