@@ -16,6 +16,10 @@ endif
 ifneq ($(wildcard $(DATA)),)
 export CORPUSFORGE_TEST_DATA ?= $(DATA)
 endif
+# Bytecode is cached in __pycache__ (git-ignored) even where the environment turns it off
+# (PYTHONDONTWRITEBYTECODE): each pytest-xdist worker would otherwise compile the project and
+# rewrite the asserts of every test file again, about 7 s of CPU per worker (docs/architecture.md).
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: demo test test-fast install bench clean
 
@@ -37,8 +41,10 @@ test: $(STAMP)
 	$(PY) -m pytest -q -n auto --dist loadfile --no-loadscope-reorder
 
 # Unit tests only: no Beam or Spark job, no demo, no CLI subprocess (markers in pyproject.toml).
+# A file runs on one worker here too: its module fixtures and the libraries its tests load
+# (transformers' model classes, scikit-learn, the language model) are paid once, not once a worker.
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -n auto -m "not pipeline and not slow"
+	$(PY) -m pytest -q -n auto --dist loadfile --no-loadscope-reorder -m "not pipeline and not slow"
 
 bench: $(STAMP)
 	$(PY) benchmarks/read_warc.py

@@ -51,10 +51,9 @@ import json
 import logging
 import os
 import re
-from typing import BinaryIO, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, BinaryIO, Iterable, Iterator, Mapping
 
 import pyarrow as pa
-import pyarrow.dataset as ds
 import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
@@ -62,6 +61,9 @@ from common import storage
 from common.decision import DOCUMENTS, Decision
 from corpus.inputs import InputError
 from corpus.records import DOCUMENT_SCHEMA, Document
+
+if TYPE_CHECKING:
+    import pyarrow.dataset as ds
 
 log = logging.getLogger(__name__)
 
@@ -518,6 +520,8 @@ def open_dataset(
     shards are left out, since Arrow's JSON reader rejects an empty stream. A JSON line
     longer than ``json_block_bytes`` needs a larger value.
     """
+    import pyarrow.dataset as ds  # it loads pandas (about 0.4 s of CPU): only a caller that opens a dataset pays
+
     files = find_shards(paths)
     if not files:
         raise FileNotFoundError(f"no shard files in {paths!r}")

@@ -56,6 +56,7 @@ def _check_invertible_by_line(original: str, kind: str):
 
 # ----------------------------------------------------------------------------- real files
 
+@pytest.mark.slow  # a sweep of a whole real corpus: every line of WikiText-2's test set (PTB's and LAMBADA's sweeps stay in the unit tier)
 def test_wikitext2_test_every_line_inverts(wikitext):
     result, before, after = _check_invertible_by_line(wikitext, "wikitext")
     assert len(before) == 2891
@@ -77,6 +78,7 @@ def test_wikitext2_test_every_line_inverts(wikitext):
     assert retokenize(lf, "wikitext", newline="\r\n") == wikitext
 
 
+@pytest.mark.slow  # a sweep of a whole real corpus: every line of WikiText-2's test set, under the 1BW rules
 def test_wikitext2_also_inverts_under_the_1bw_rules(wikitext):
     # WikiText is Moses-tokenized like 1BW: the 1BW rules (no @-@ or headings) must keep it intact too
     result, _, after = _check_invertible_by_line(wikitext, "1bw")

@@ -635,6 +635,7 @@ def test_text_without_letters_is_a_langdetect_exception(text):
     assert cleaned(text, "https://valley.example/")[1] == "langdetect_exception"
 
 
+@pytest.mark.slow  # every gold page through the default extractor and the cleaning (test_extract.py keeps a gold pass in the unit tier)
 def test_gold_pages_after_cleaning(gold_pages, gold_texts):
     reasons = {url: cleaned(text, url)[1] for (url, *_), text in zip(gold_pages, gold_texts["default"])}
     assert Counter(reasons.values()) == {None: 84, "not_english": 1, "too_short": 1}
