@@ -314,8 +314,17 @@ def test_ctrl_c_keeps_what_was_fetched_and_a_rerun_resumes(slow_server, tmp_path
     shard.mkdir(parents=True)
     (shard / ".webtext-old.warc.gz.tmp-999999-0badc0de").write_bytes(b"left by a killed run")  # no such process
     _SlowSite.hold_after = 12
-    job = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "webtext", *_fetch_argv(dump, port, out)],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # A process started in the background by a non-interactive shell (`cmd &`, `nohup`) ignores
+    # Ctrl-C, and a child inherits that: the job is started with Ctrl-C heard, as in a terminal.
+    ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    if ignored:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        job = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "webtext", *_fetch_argv(dump, port, out)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    finally:
+        if ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
     deadline = time.monotonic() + 120
     while sum(p.startswith("/story-") for p in _SlowSite.hits) < 14 and time.monotonic() < deadline:  # 12 answered, 2 held
         time.sleep(0.05)
