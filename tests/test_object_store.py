@@ -11,6 +11,7 @@ must be byte for byte the DirectRunner's on local disk. Then every job round-tri
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -67,9 +68,31 @@ def wait_for(check, what: str, timeout: float = 60.0) -> None:
     raise TimeoutError(f"{what} did not come up in {timeout:.0f} s")
 
 
-def listening(port: int) -> bool:
-    with socket.socket() as s:
-        return s.connect_ex(("127.0.0.1", port)) == 0
+# Start-up lines with the port a server bound: a `python -m pipelines.portable` service's, moto's.
+BOUND = re.compile(r"corpusforge (?:worker pool|job server) listening at [^\s:]+:(\d+)")
+MOTO_BOUND = re.compile(r"Running on http://127\.0\.0\.1:(\d+)")
+
+
+def start_service(service: str, log_path: Path, env: dict) -> subprocess.Popen:
+    """``python -m pipelines.portable SERVICE --port 0``: the service binds a port the system
+    picks (a port picked here beforehand could be taken by another process first)."""
+    return start([sys.executable, "-m", "pipelines.portable", service, "--port", "0"], log_path, env)
+
+
+def bound_port(process: subprocess.Popen, log_path: Path, line: re.Pattern = BOUND) -> int:
+    """The port a server started on port 0 listens on, read from its start-up ``line`` in its log."""
+    found: list[int] = []
+
+    def started() -> bool:
+        match = line.search(log_path.read_text(errors="replace"))
+        if match:
+            found.append(int(match.group(1)))
+        elif process.poll() is not None:
+            raise RuntimeError(f"{log_path.stem} exited with status {process.returncode}: {log_path.read_text(errors='replace')[-2000:]}")
+        return bool(match)
+
+    wait_for(started, log_path.stem)
+    return found[0]
 
 
 @pytest.fixture(scope="module")
@@ -77,11 +100,10 @@ def s3(tmp_path_factory):
     """moto's S3 API server on 127.0.0.1 with one bucket; yields the Beam options that reach it."""
     boto3 = pytest.importorskip("boto3")
     pytest.importorskip("moto")
-    port = free_port()
     logs = tmp_path_factory.mktemp("moto")
-    server = start([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], logs / "moto.log")
+    server = start([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", "0"], logs / "moto.log")
     try:
-        endpoint = f"http://127.0.0.1:{port}"
+        endpoint = f"http://127.0.0.1:{bound_port(server, logs / 'moto.log', MOTO_BOUND)}"
         wait_for(lambda: urllib.request.urlopen(endpoint + "/", timeout=2).status == 200, "moto server")
         boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="testing", aws_secret_access_key="testing",
                      region_name="us-east-1").create_bucket(Bucket=BUCKET)
@@ -97,13 +119,12 @@ def s3(tmp_path_factory):
 def portable(tmp_path_factory):
     """A job server and a worker pool, separate processes; yields the runner options and the pool's log."""
     logs = tmp_path_factory.mktemp("portable")
-    pool_port, job_port = free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}  # S3 settings must come from the job's options
     env["AWS_EC2_METADATA_DISABLED"] = "true"
-    pool = start([sys.executable, "-m", "pipelines.portable", "worker-pool", "--port", str(pool_port)], logs / "pool.log", env)
-    jobs = start([sys.executable, "-m", "pipelines.portable", "job-server", "--port", str(job_port)], logs / "jobs.log", env)
+    pool = start_service("worker-pool", logs / "pool.log", env)
+    jobs = start_service("job-server", logs / "jobs.log", env)
     try:
-        wait_for(lambda: listening(pool_port) and listening(job_port), "job server and worker pool")
+        pool_port, job_port = bound_port(pool, logs / "pool.log"), bound_port(jobs, logs / "jobs.log")
         yield {"options": ["--runner", "PortableRunner", "--job_endpoint", f"localhost:{job_port}",
                            "--environment_type", "EXTERNAL", "--environment_config", f"localhost:{pool_port}",
                            "--direct_num_workers", "2"],

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from samplecrawl.crawl import write_sample_crawl
-from test_object_store import free_port, listening, start, stop, wait_for
+from test_object_store import bound_port, start_service, stop, wait_for
 
 pytestmark = pytest.mark.pipeline  # runs Beam jobs on the PortableRunner in subprocesses: not in `make test-fast`
 
@@ -43,12 +43,11 @@ def children(pid: int) -> dict[int, str]:
 
 @pytest.fixture
 def services(tmp_path):
-    pool_port, job_port = free_port(), free_port()
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    pool = start([sys.executable, "-m", "pipelines.portable", "worker-pool", "--port", str(pool_port)], tmp_path / "pool.log", env)
-    jobs = start([sys.executable, "-m", "pipelines.portable", "job-server", "--port", str(job_port)], tmp_path / "jobs.log", env)
+    pool = start_service("worker-pool", tmp_path / "pool.log", env)
+    jobs = start_service("job-server", tmp_path / "jobs.log", env)
     try:
-        wait_for(lambda: listening(pool_port) and listening(job_port), "job server and worker pool")
+        pool_port, job_port = bound_port(pool, tmp_path / "pool.log"), bound_port(jobs, tmp_path / "jobs.log")
         yield {"pool": pool, "jobs": jobs, "pool_log": tmp_path / "pool.log", "jobs_log": tmp_path / "jobs.log",
                "options": ["--runner", "PortableRunner", "--job_endpoint", f"localhost:{job_port}", "--environment_type",
                            "EXTERNAL", "--environment_config", f"localhost:{pool_port}", "--direct_num_workers", "2"]}

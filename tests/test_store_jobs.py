@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from test_object_store import free_port, lambada, start, stop, wait_for
+from test_object_store import MOTO_BOUND, bound_port, free_port, lambada, start, stop, wait_for
 
 pytestmark = pytest.mark.pipeline  # runs every job in a fresh subprocess on a moto S3 server: not in `make test-fast`
 
@@ -69,13 +69,12 @@ class Bucket:
 def s3(tmp_path_factory, real_data):
     pytest.importorskip("boto3")
     pytest.importorskip("moto")
-    port = free_port()
-    server = start([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                   tmp_path_factory.mktemp("moto") / "moto.log")
+    log_path = tmp_path_factory.mktemp("moto") / "moto.log"
+    server = start([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", "0"], log_path)
     try:
         import urllib.request
 
-        endpoint = f"http://127.0.0.1:{port}"
+        endpoint = f"http://127.0.0.1:{bound_port(server, log_path, MOTO_BOUND)}"
         wait_for(lambda: urllib.request.urlopen(endpoint + "/", timeout=2).status == 200, "moto server")
         bucket = Bucket(endpoint)
         bucket.client.create_bucket(Bucket=BUCKET)
