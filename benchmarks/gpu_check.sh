@@ -8,8 +8,9 @@
 #   2. benchmarks/train_step.py ours vs transformers' GPT2LMHeadModel, both compiled with the same
 #      settings (micro-batch 64, the compile mode of the fastest trainer run), with the
 #      torch.profiler top-kernels table; then both eager (micro-batch 16) if time is left
-# Inductor's coordinate-descent tuning and max-autotune are left out: on the H100 and H200 their
-# compiles had not finished after 160 s and 210 s (docs/benchmarks.md).
+# Inductor's coordinate-descent tuning and max-autotune are left out: their compiles had not
+# finished after 160 s and 340 s, and in the 18 GEMMs max-autotune did tune, cuBLAS beat every
+# Triton template (docs/benchmarks.md).
 # Every section runs under a deadline (GPU_CHECK_SECONDS, default 480 s) and is skipped when too
 # little is left. $OUT (default ./gpu_check_out) receives summary.txt (every figure) and logs.tgz
 # (each section's full log and each trainer run's metrics.jsonl). Run from the repository root:
