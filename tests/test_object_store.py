@@ -10,6 +10,7 @@ must be byte for byte the DirectRunner's on local disk. Then every job round-tri
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -37,10 +38,14 @@ BUCKET = "corpusforge-ci"
 WET_FILES = ("warc/ccscalatools/filter_test_1.wet.gz", "warc/whirlwind/whirlwind.warc.wet.gz")
 
 
-def free_port() -> int:
+@contextlib.contextmanager
+def closed_port():
+    """A port that refuses connections while the block runs: bound here and never listening,
+    so no other process can start listening on it meanwhile (a port merely found free could be
+    taken between the finding and the test)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        yield s.getsockname()[1]
 
 
 def start(command: list[str], log_path: Path, env: dict | None = None) -> subprocess.Popen:
@@ -364,8 +369,7 @@ def test_read_decontaminate_tokenize_and_webtext_write_to_s3(real_data, wet_inpu
 
 
 def test_a_portable_job_needs_a_job_server_and_outlives_beams_300_s_stream_deadline():
-    port = free_port()  # nothing listens there
-    with pytest.raises(InputError, match="no job server answers there"):
+    with closed_port() as port, pytest.raises(InputError, match="no job server answers there"):
         portable_runner_options(["--runner", "PortableRunner", "--job_endpoint", f"localhost:{port}"])
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from test_object_store import MOTO_BOUND, bound_port, free_port, lambada, start, stop, wait_for
+from test_object_store import MOTO_BOUND, bound_port, closed_port, lambada, start, stop, wait_for
 
 pytestmark = pytest.mark.pipeline  # runs every job in a fresh subprocess on a moto S3 server: not in `make test-fast`
 
@@ -272,10 +272,11 @@ def test_refused_credentials_end_the_job_in_one_line_on_the_first_answer(refusin
 
 
 def test_a_closed_port_ends_the_job_in_one_line(real_data, tmp_path):
-    endpoint = f"http://127.0.0.1:{free_port()}"  # nothing listens there
-    line = one_error_line(corpusforge("-q", "audit", "--corpus", "s3://bucket-x/c4", "--benchmark", lambada(real_data),
-                                      "--output", str(tmp_path / "audit"), "--s3_endpoint_url", endpoint,
-                                      "--s3_access_key_id", "x", "--s3_secret_access_key", "y", "--s3_region_name", "us-east-1"))
+    with closed_port() as port:  # nothing listens there while the job runs
+        endpoint = f"http://127.0.0.1:{port}"
+        line = one_error_line(corpusforge("-q", "audit", "--corpus", "s3://bucket-x/c4", "--benchmark", lambada(real_data),
+                                          "--output", str(tmp_path / "audit"), "--s3_endpoint_url", endpoint,
+                                          "--s3_access_key_id", "x", "--s3_secret_access_key", "y", "--s3_region_name", "us-east-1"))
     assert "s3://bucket-x" in line and "cannot connect to" in line and endpoint in line
 
 
