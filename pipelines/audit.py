@@ -89,14 +89,7 @@ def stage_indexes(out_dir: str, indexes: dict) -> str:
     """``indexes`` (benchmark name -> ``BenchmarkIndex``) written once to a staged file under
     ``<out_dir>/_temporary/stage/benchmark-index/`` (gone when the job commits); its path."""
     path = staging.staged_file(staging.stage_folder(out_dir, INDEX_STAGE), staging.new_file_id())
-    writer = staging.StagedWriter(path)
-    try:
-        for item in indexes.items():
-            writer.write(item)
-    except BaseException:
-        writer.discard()
-        raise
-    writer.commit()
+    staging.write_staged(path, indexes.items())
     return path
 
 

@@ -80,6 +80,19 @@ class StagedWriter:
         self.target.discard()
 
 
+def write_staged(path: str, elements) -> None:
+    """``elements`` written to the staging file ``path``: committed whole, or not at all when
+    producing or writing one of them fails."""
+    writer = StagedWriter(path)
+    try:
+        for element in elements:
+            writer.write(element)
+    except BaseException:
+        writer.discard()
+        raise
+    writer.commit()
+
+
 def new_file_id() -> int:
     """A random 63-bit staging file id (drawn per bundle attempt: a retry writes new files)."""
     return random.SystemRandom().getrandbits(63)

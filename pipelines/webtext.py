@@ -245,14 +245,7 @@ def merged_runs(paths: list[str], folder: str, fan_in: int = MERGE_FAN_IN):
         merged_paths = []
         for start in range(0, len(paths), fan_in):
             path = staging.staged_file(folder, staging.new_file_id())
-            writer = staging.StagedWriter(path)
-            try:
-                for item in heapq.merge(*map(_read_run, paths[start:start + fan_in]), key=_run_key):
-                    writer.write(item)
-            except BaseException:
-                writer.discard()
-                raise
-            writer.commit()
+            staging.write_staged(path, heapq.merge(*map(_read_run, paths[start:start + fan_in]), key=_run_key))
             merged_paths.append(path)
         paths = merged_paths
     for key, items in itertools.groupby(heapq.merge(*map(_read_run, paths), key=_run_key), key=_run_key):

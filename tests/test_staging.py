@@ -9,7 +9,7 @@ import zstandard
 from apache_beam.testing.util import assert_that, equal_to
 
 from common import storage
-from pipelines.staging import LoadStaged, Stage, StagingError, read_staged, stage_folder
+from pipelines.staging import LoadStaged, Stage, StagingError, read_staged, stage_folder, staged_file, write_staged
 
 pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`
 
@@ -84,3 +84,19 @@ def test_a_staging_file_cut_short_is_an_error_naming_it(tmp_path):
         stream.write(zstandard.ZstdCompressor().compress(raw[:-10]))
     with pytest.raises(StagingError, match=r"rows/.*record 39 is cut short"):
         list(read_staged(path))
+
+
+def test_write_staged_commits_every_element_or_nothing(out_dir):
+    path = staged_file(stage_folder(out_dir, "rows"), 7)
+    write_staged(path, ROWS)
+    assert [row for _, row in read_staged(path)] == ROWS
+
+    def failing():
+        yield from ROWS[:3]
+        raise ValueError("the producer failed")
+
+    broken = staged_file(stage_folder(out_dir, "rows"), 8)
+    with pytest.raises(ValueError, match="the producer failed"):
+        write_staged(broken, failing())
+    assert not storage.exists(broken)
+    assert [storage.basename(f) for f in storage.list_files(stage_folder(out_dir, "rows"))] == [storage.basename(path)]  # no partial file
