@@ -29,6 +29,7 @@ shared machine compare only runs taken at a low load. On CUDA it also gives MFU:
 ``6 N + 12 L C T`` (nanoGPT; N without position embeddings) x tokens/s / peak, with the
 peak dense bf16 rate of the GPU found by ``torch.cuda.get_device_name``. ``--profile N``
 then profiles N steps of each side (torch.profiler) and prints its top operators.
+``--inductor KEY=VALUE`` (repeatable) sets a torch._inductor.config attribute before compiling.
 
     python benchmarks/train_step.py                              # CPU, fp32, 6 x 384, T=256, B=8
     python benchmarks/train_step.py --model gpt2 --block-size 1024 --batch 1 --threads 2 \
@@ -115,6 +116,42 @@ def profile_steps(run_step, n: int, device: torch.device, rows: int = 25, name: 
               f"{e.key[:110]}")
 
 
+def parse_value(text: str):
+    """``--inductor`` VALUE: int, float, True / False, else the string itself."""
+    if text in ("True", "False"):
+        return text == "True"
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
+def apply_inductor(settings, p: argparse.ArgumentParser) -> list[str]:
+    """Set each ``KEY=VALUE`` (dotted keys walk attributes: ``triton.multi_kernel=1``) on
+    torch._inductor.config; returns the applied ``key=value`` strings."""
+    import torch._inductor.config as inductor_config
+
+    applied = []
+    for item in settings or ():
+        key, sep, text = item.partition("=")
+        if not sep or not key:
+            p.error(f"--inductor {item!r}: expected KEY=VALUE")
+        *parents, leaf = key.split(".")
+        obj = inductor_config
+        for part in parents:
+            if not hasattr(obj, part):
+                p.error(f"--inductor {item!r}: torch._inductor.config has no {part!r}")
+            obj = getattr(obj, part)
+        if not hasattr(obj, leaf):
+            p.error(f"--inductor {item!r}: torch._inductor.config has no {key!r}")
+        value = parse_value(text)
+        setattr(obj, leaf, value)
+        applied.append(f"{key}={value!r}")
+    return applied
+
+
 def build_config(args) -> GPTConfig:
     overrides = dict(vocab_size=args.vocab, dropout=0.0, pad_vocab_multiple=args.pad_vocab_multiple)
     if args.block_size:
@@ -160,7 +197,11 @@ def main(argv=None) -> int:
                         "checkpoints), 'gelu_pytorch_tanh' (the same one-kernel tanh GELU as ours), or 'both': "
                         "two baselines in the same alternating rounds, a ratio against each")
     p.add_argument("--peak-flops", type=float, help="peak FLOP/s for MFU when the GPU is not in the table")
+    p.add_argument("--inductor", action="append", metavar="KEY=VALUE",
+                   help="set torch._inductor.config KEY (dotted: triton.multi_kernel=1) to VALUE (int, float, "
+                        "True/False, else a string) before compiling; repeatable")
     args = p.parse_args(argv)
+    inductor_applied = apply_inductor(args.inductor, p)
 
     device = torch.device(args.device)
     if args.clock == "cpu" and device.type != "cpu":
@@ -269,6 +310,8 @@ def main(argv=None) -> int:
           f"baseline {base_desc}; {args.warmup} warmup steps, {args.rounds} alternating rounds of {args.steps} steps")
     print(f"ours: loss path {args.loss}, embedding rows {config.padded_vocab_size} (pad multiple "
           f"{config.pad_vocab_multiple}); compile mode {args.compile_mode if args.compile else 'eager'}")
+    print(f"inductor config: {', '.join(inductor_applied) or 'defaults'}"
+          f"{'' if args.compile or not inductor_applied else ' (set, but no --compile)'}")
     print(f"attention: sdpa on both sides (baseline attn_implementation={baseline.config._attn_implementation!r}); "
           f"MLP activation: ours tanh GELU (one kernel), baseline {' / '.join(activations)}; dropout 0 on both; "
           f"tied embeddings on both")
