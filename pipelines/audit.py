@@ -1,20 +1,6 @@
-"""The train/test overlap audit (GPT-2 paper, section 4) and decontamination, as Beam jobs
-(or on Spark with ``--engine spark``: ``pipelines.spark.audit``, the same output bytes).
-
-    corpusforge audit --corpus 'c4-out/c4-train.*.json.gz' --benchmark wikitext2:wiki.test.raw \
-        ptb:ptb.test.txt lambada:lambada_test.jsonl --output audit/ [--mode both|bloom|exact] [--n 8]
-    corpusforge decontaminate --corpus 'c4-out/*.parquet' --benchmark lambada:lambada_test.jsonl \
-        --output clean/ [--mode spans|drop|mask] [--n 13]
-
-Audit: (1) count the corpus's n-grams (capacity); (2) build a Bloom filter at p <= 1e-8,
-partitioned by hash prefix, each part a GroupByKey of the n-gram hashes of its prefix;
-(3) stream the corpus once against an exact index of every benchmark's n-grams (which
-document, which span, how many documents per n-gram), the index written once to a staged
-file and loaded once per worker process (``stage_indexes``, ``WithIndexes``: the job's
-graph carries its path, not the index; decontamination reads it the same way); (4) per
-benchmark: % of its n-grams found (unique and token-weighted, GPT-2 Table 6), dirty/clean
-examples, longest match, the filter's false-positive evidence, and whether the Bloom and
-exact paths agree; written as JSON, Markdown and an HTML page with a bar chart.
+"""The audit and decontamination jobs on Apache Beam (or native Spark with ``--engine spark``:
+``pipelines.spark.audit``, the same output bytes). What they do, their options and their
+``--help``: ``pipelines.audit_options``.
 """
 
 from __future__ import annotations
@@ -36,17 +22,16 @@ from common import storage
 from common.decision import DOCUMENTS, OTHER
 from corpus.inputs import InputError
 from corpus.records import Document
-from corpus.shards import FORMATS, read_documents, shard_files, shard_split
+from corpus.shards import read_documents, shard_files, shard_split
 from dedup.audit import benchmark_rows, build_indexes, load_benchmarks, merge_counters, own_train_overlap, scan_documents
 from dedup.bloom import BloomFileError, BloomFilter, ngram_meta, split_by_part
-from dedup.decontaminate import GPT3_MARGIN, GPT3_MAX_SPLITS, GPT3_MIN_PIECE, decontaminate, match_documents
+from dedup.decontaminate import decontaminate, match_documents
 from dedup.ngrams import NgramConfig, ngram_hashes
 from dedup.partitioned import FILTER_MANIFEST, PartitionedBloom, corpus_fingerprint, part_capacity, part_path, write_filter_manifest
-from dedup.overlap import GPT3_MAX_DOC_COUNT
 from dedup.report import render_html, render_json, render_markdown
 from pipelines import progress, staging
-from pipelines.options import (add_engine_arguments, add_overwrite_argument, non_negative_int, open_probability, positive_int, power_of_two, spark_engine,
-                               stage_setup_file, unit_fraction)
+from pipelines.audit_options import EXTRA_OPTIONS, add_arguments  # noqa: F401  (the job contract: pipelines.cli)
+from pipelines.options import spark_engine, stage_setup_file
 from pipelines.cli import run_job
 from pipelines.jobs import begin_job, counters_of, finish_job, write_json
 from pipelines.sources import WriteShards
@@ -54,12 +39,9 @@ from pipelines.steps import Steps, collect_examples, count, units_of
 
 log = logging.getLogger(__name__)
 
-EXTRA_OPTIONS = "beam"  # pipelines.cli: what is not this job's option is a Beam pipeline option
-
 AUDIT = "audit"
 DECONTAMINATE = "decontaminate"
 REMOVED_FILE = "_removed.jsonl"  # decontaminate: one row per document a benchmark matched (bookkeeping, not data)
-MODES = ("both", "bloom", "exact")
 # The audit's tallies (namespace AUDIT): documents hashed into the filter, their n-grams, documents scanned exactly.
 DOCUMENTS_HASHED, NGRAMS_HASHED, DOCUMENTS_SCANNED = "documents", "ngrams", "scanned_documents"
 FILTER_UNITS = {DOCUMENTS_HASHED: DOCUMENTS, NGRAMS_HASHED: OTHER}
@@ -251,33 +233,6 @@ def write_reports(rows, out_dir: str, title: str) -> dict[str, str]:
     return paths
 
 
-def add_common_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--corpus", nargs="+", required=True, help="training shards: files, globs or folders (.json.gz, .jsonl, .parquet)")
-    parser.add_argument("--benchmark", nargs="+", action="extend", required=True, help="KIND:PATH[:OPTION], e.g. wikitext2:wiki.test.raw lambada:lambada_test.jsonl jsonl:file.jsonl:text")
-    parser.add_argument("--output", required=True, help="output folder")
-    add_overwrite_argument(parser)
-    parser.add_argument("--n", type=positive_int, default=8, help="words per n-gram (GPT-2: 8; GPT-3 / harness: 13)")
-    parser.add_argument("--apostrophes", choices=("split", "join"), default="split", help="don't -> 'don t' (split, default) or 'dont'")
-    parser.add_argument("--ascii", action="store_true", help="only ASCII letters and digits are word characters")
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """``corpusforge audit``'s options."""
-    add_common_arguments(parser)
-    parser.add_argument("--mode", choices=MODES, default="both", help="bloom filter, exact index, or both compared (default)")
-    parser.add_argument("--error_rate", type=open_probability, default=1e-8, help="Bloom false-positive rate (GPT-2: <= 1e-8)")
-    parser.add_argument("--capacity", type=positive_int, default=None, help="n-grams the filter is sized for (default: counted)")
-    parser.add_argument("--filter_parts", type=power_of_two, default=1, help="Bloom parts by hash prefix, built in parallel (a power of two)")
-    parser.add_argument("--filter", default=None, help="reuse the filter parts in this folder instead of building them")
-    parser.add_argument("--seed", type=non_negative_int, default=0, help="Bloom hash seed")
-    parser.add_argument("--fp_queries", type=non_negative_int, default=1_000_000, help="random never-added keys queried for the empirical FP rate (paper: 1M)")
-    parser.add_argument("--dirty_threshold", type=unit_fraction, default=0.0, help="an example is dirty when this share of its n-grams is found (0: any)")
-    parser.add_argument("--max_doc_count", type=positive_int, default=None, help=f"ignore n-grams found in more training documents (GPT-3: {GPT3_MAX_DOC_COUNT})")
-    parser.add_argument("--own_train", nargs="*", default=[], metavar="NAME=SPEC", help="a benchmark's own training split, for Table 6's first row")
-    parser.add_argument("--corpus_name", default="training corpus", help="the corpus's name in the reports")
-    add_engine_arguments(parser)
-
-
 def run(args: argparse.Namespace) -> dict:
     """``corpusforge audit``: the n-gram overlap of the benchmarks with the corpus, reports in ``--output``."""
     beam_args = args.beam_args
@@ -356,19 +311,6 @@ def matched_documents(path, indexes):
     """A shard file -> every document with where the benchmarks matched it (``dedup.decontaminate.match_documents``)."""
     yield from match_documents(indexes, ((_doc_id(path, number, doc), doc) for number, doc in enumerate(read_documents(path))))
     progress.tally("files")
-
-
-def add_decontaminate_arguments(parser: argparse.ArgumentParser) -> None:
-    """``corpusforge decontaminate``'s options (``pipelines.decontaminate``)."""
-    add_common_arguments(parser)
-    parser.add_argument("--mode", choices=("spans", "drop", "mask"), default="spans", help="GPT-3 spans (default), drop documents, or mask matches")
-    parser.add_argument("--margin", type=non_negative_int, default=GPT3_MARGIN, help="characters removed either side of a match (GPT-3: 200)")
-    parser.add_argument("--min_piece", type=non_negative_int, default=GPT3_MIN_PIECE, help="drop pieces shorter than this (GPT-3: 200)")
-    parser.add_argument("--max_splits", type=positive_int, default=GPT3_MAX_SPLITS, help="drop documents split into more pieces (GPT-3: 10)")
-    parser.add_argument("--format", nargs="+", choices=FORMATS, default=["parquet"], help="output shard formats")
-    parser.add_argument("--num_shards", type=positive_int, default=1, help="output shards")
-    parser.add_argument("--name", default="decontaminated", help="output shard name")
-    add_engine_arguments(parser)
 
 
 def decontaminate_shards(args: argparse.Namespace) -> dict:

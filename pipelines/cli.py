@@ -58,6 +58,16 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("pipelines.demo", "generate the bundled sample crawl and run every working job on it"),
 }
 CONTRACT = ("add_arguments", "run", "format_summary")
+# The commands whose module imports Apache Beam keep their options (add_arguments, EXTRA_OPTIONS) and
+# their --help text (the module's docstring) in a Beam-free module, so `--help` and a usage error
+# are answered before Beam is imported (about 2 s); the command's module re-exports them.
+OPTIONS_MODULES = {
+    "read": "pipelines.read_options",
+    "c4": "pipelines.c4_options",
+    "webtext": "pipelines.webtext_options",
+    "audit": "pipelines.audit_options",
+    "tokenize": "pipelines.tokenize_options",
+}
 
 # Commands that never run a Beam pipeline: they do not pay for importing Beam's progress display.
 NO_BEAM = {"inspect", "stats", "fetch", "train", "finetune", "sample", "eval"}
@@ -66,6 +76,12 @@ NO_BEAM = {"inspect", "stats", "fetch", "train", "finetune", "sample", "eval"}
 def load_command(name: str) -> ModuleType:
     """The module of ``corpusforge NAME``, imported now (Beam, torch: only the command that runs pays)."""
     return importlib.import_module(COMMANDS[name][0])
+
+
+def load_options(name: str) -> ModuleType:
+    """The module that holds ``corpusforge NAME``'s options and --help text: its ``OPTIONS_MODULES``
+    entry (no Beam), else the command's own module."""
+    return importlib.import_module(OPTIONS_MODULES.get(name, COMMANDS[name][0]))
 
 
 def command_parser(name: str, module: ModuleType) -> argparse.ArgumentParser:
@@ -100,9 +116,10 @@ def parse_command(parser: argparse.ArgumentParser, module: ModuleType, argv: lis
 def run_job(name: str, argv: list[str]):
     """``corpusforge NAME ARGV``'s summary, for a program that runs a job in its own process
     (the demo, benchmarks, tests): errors are raised, not reported."""
-    module = load_command(name)
-    parser = command_parser(name, module)
-    return _run(parser, module, parse_command(parser, module, argv))
+    options = load_options(name)
+    parser = command_parser(name, options)
+    args = parse_command(parser, options, argv)
+    return _run(parser, load_command(name), args)
 
 
 def _run(parser: argparse.ArgumentParser, module: ModuleType, args: argparse.Namespace):
@@ -179,16 +196,18 @@ def _main(argv: list[str]) -> int:
     logging.getLogger().setLevel(logging.DEBUG if top.verbose else logging.INFO)
     logging.getLogger("apache_beam").setLevel(logging.NOTSET if top.verbose else logging.WARNING)
     logging.getLogger("matplotlib").setLevel(logging.NOTSET if top.verbose else logging.WARNING)
-    if top.command not in NO_BEAM:
-        from pipelines import progress  # Apache Beam: only for the commands that run a pipeline
-
-        # one command's -q never outlives it (main() may run several commands in one process)
-        restore_progress, progress.enabled = progress.enabled, not top.no_progress
-    module = None
+    module = progress = None
     try:
-        module = load_command(top.command)
+        module = load_options(top.command)  # the options first: a usage error or --help before Beam loads
         parser = command_parser(top.command, module)
-        summary = _run(parser, module, parse_command(parser, module, rest))
+        args = parse_command(parser, module, rest)
+        if top.command not in NO_BEAM:
+            from pipelines import progress  # Apache Beam: only for the commands that run a pipeline
+
+            # one command's -q never outlives it (main() may run several commands in one process)
+            restore_progress, progress.enabled = progress.enabled, not top.no_progress
+        module = load_command(top.command)
+        summary = _run(parser, module, args)
         text = module.format_summary(summary)
         if text and int(os.environ.get("RANK", "0")) == 0:  # under torchrun, rank 0 prints
             print(text)
@@ -211,7 +230,7 @@ def _main(argv: list[str]) -> int:
         log.error("%s", storage.disk_full_message(full, _written_path(rest)), exc_info=top.verbose)
         return 1
     finally:
-        if top.command not in NO_BEAM:
+        if progress is not None:
             progress.enabled = restore_progress
 
 

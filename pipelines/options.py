@@ -28,6 +28,7 @@ from typing import Sequence
 
 from common import storage
 from corpus.inputs import InputError
+from corpus.warc import MAX_RECORD_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +124,8 @@ def split_job_args(parser: argparse.ArgumentParser, argv) -> tuple[argparse.Name
 
 def unknown_beam_flags(beam_args) -> list[str]:
     """The ``--flags`` of ``beam_args`` that no registered Beam PipelineOptions class defines."""
+    if not any(token.startswith("-") for token in beam_args):
+        return []  # nothing to check: Beam is not imported (a usage error comes before it)
     # Beam (about a second): this module is imported at the CLI's start (--help, inspect, stats)
     import apache_beam.options.pipeline_options as beam_options
 
@@ -134,6 +137,16 @@ def unknown_beam_flags(beam_args) -> list[str]:
         cls._add_argparse_args(parser)
     _, rest = parser.parse_known_args(list(beam_args))
     return [token for token in rest if token.startswith("-")]
+
+
+def add_max_record_bytes(parser) -> None:
+    """The reading options every job that reads crawl files takes."""
+    parser.add_argument("--max_record_bytes", type=int_at_least(1024), default=MAX_RECORD_BYTES,
+                        help=f"largest WARC/WET record block, and largest decoded HTTP body, read into memory; "
+                             f"longer ones are skipped and counted (default {MAX_RECORD_BYTES})")
+    parser.add_argument("--verify_digest", action="store_true",
+                        help="check WARC-Block-Digest and WARC-Payload-Digest; mismatches are counted "
+                             "(read-archive digest:*_mismatch) and logged, the records still read")
 
 
 ENGINES = ("beam", "spark")

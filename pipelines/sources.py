@@ -30,7 +30,6 @@ from corpus.records import Document, HtmlPage, ReadError
 from corpus.shards import ShardFile, document_row, json_line, shard_relpath
 from corpus.warc import MAX_RECORD_BYTES, ReadStats, read_archive
 from pipelines import progress
-from pipelines.options import int_at_least
 from pipelines.steps import ERRORS_FILE, READ_NAMESPACE, count
 
 WRITE_NAMESPACE = "write-shards"
@@ -38,16 +37,6 @@ WRITE_NAMESPACE = "write-shards"
 # they differ by engine and runner; no document count depends on them).
 WRITTEN_PARTS = "parts"
 WRITTEN_RUNS = "runs"
-
-
-def add_max_record_bytes(parser) -> None:
-    """The reading options every job that reads crawl files takes."""
-    parser.add_argument("--max_record_bytes", type=int_at_least(1024), default=MAX_RECORD_BYTES,
-                        help=f"largest WARC/WET record block, and largest decoded HTTP body, read into memory; "
-                             f"longer ones are skipped and counted (default {MAX_RECORD_BYTES})")
-    parser.add_argument("--verify_digest", action="store_true",
-                        help="check WARC-Block-Digest and WARC-Payload-Digest; mismatches are counted "
-                             "(read-archive digest:*_mismatch) and logged, the records still read")
 
 
 class _ReadFileFn(beam.DoFn):

@@ -16,7 +16,7 @@ import torch
 from corpus.fetch import FetchConfig
 from corpus.records import Document
 from corpus.shards import write_shards
-from pipelines import audit, cli, fetch_links
+from pipelines import audit_options, cli, fetch_links
 from pipelines.jobs import STATS_FILE
 from pipelines.steps import ERRORS_FILE
 
@@ -178,7 +178,7 @@ def test_webtext_never_fetches_the_internet_unless_asked(tmp_path):
 
 def test_repeated_benchmark_options_add_up():
     parser = __import__("argparse").ArgumentParser()
-    audit.add_common_arguments(parser)
+    audit_options.add_common_arguments(parser)
     args = parser.parse_args(["--corpus", "c", "--output", "o", "--benchmark", "a:x", "--benchmark", "b:y", "c:z"])
     assert args.benchmark == ["a:x", "b:y", "c:z"]
 

@@ -35,6 +35,9 @@ def test_every_registered_command_keeps_the_contract(name):
     parser = cli.command_parser(name, module)
     assert parser.prog == f"corpusforge {name}"
     assert any(action.option_strings for action in parser._actions if not isinstance(action, argparse._HelpAction))
+    options = cli.load_options(name)  # where the command line parses it: the same options either way
+    assert options.add_arguments is module.add_arguments
+    assert getattr(options, "EXTRA_OPTIONS", None) == getattr(module, "EXTRA_OPTIONS", None)
 
 
 @pytest.mark.pipeline
@@ -44,6 +47,23 @@ def test_help_lists_every_registered_command_and_imports_neither_torch_nor_beam(
     listed = re.findall(r"^    (\w+) ", done.stdout.split("COMMAND")[-1], re.M)
     assert listed == list(cli.COMMANDS)
     assert done.stdout.splitlines()[-1] == "exit 0"
+
+
+@pytest.mark.pipeline
+def test_a_beam_jobs_help_and_usage_errors_come_before_beam_is_imported():
+    jobs = [name for name in cli.COMMANDS if name not in cli.NO_BEAM | {"demo"}]
+    assert sorted(jobs) == ["audit", "c4", "decontaminate", "read", "tokenize", "webtext"]
+    code = ("import sys\nfrom pipelines import cli\nfor argv in %r:\n    try:\n        cli.main(argv)\n"
+            "    except SystemExit as stop:\n        print(argv[0], argv[1:], 'exit', stop.code)\n"
+            "print('beam' if 'apache_beam' in sys.modules else 'no beam')"
+            % [[job, *flags] for job in jobs for flags in (["--help"], [], ["--overwrite", "--output"])])
+    done = in_child(code)
+    lines = done.stdout.splitlines()
+    assert lines[-1] == "no beam", done.stderr[-2000:]
+    exits = [line.rsplit(" exit ", 1)[1] for line in lines if " exit " in line]
+    assert exits == ["0", "2", "2"] * len(jobs)
+    assert done.stderr.count("the following arguments are required") == len(jobs)
+    assert done.stderr.count("argument --output: expected one argument") == len(jobs)
 
 
 @pytest.mark.pipeline
