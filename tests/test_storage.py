@@ -233,14 +233,21 @@ def test_a_file_that_vanishes_while_a_folder_is_listed_is_left_out(tmp_path, mon
 @pytest.mark.pipeline  # jobs in subprocesses, each holding its claim for seconds
 def test_of_many_jobs_claiming_one_folder_at_once_exactly_one_wins(tmp_path):
     out = str(tmp_path / "out")
-    script = ("import sys, time; from common import storage\n"  # the winner lives on while the others look
-              "try:\n    storage.begin_output(sys.argv[1], 'c4'); print('claimed', flush=True); time.sleep(3)\n"
-              "except storage.OutputClaimError as e:\n    print('refused', e)\n")
+    # Each says what it got, then waits for its standard input to close: the winner lives on
+    # (holding its claim) until every other one has answered.
+    script = ("import sys; from common import storage\n"
+              "try:\n    storage.begin_output(sys.argv[1], 'c4'); print('claimed', flush=True)\n"
+              "except storage.OutputClaimError as e:\n    print('refused', e, flush=True)\n"
+              "sys.stdin.read()\n")
     for _ in range(3):
         storage.delete([out])
-        runs = [subprocess.Popen([sys.executable, "-c", script, out], stdout=subprocess.PIPE, text=True, cwd=REPO,
-                                 env=dict(os.environ, PYTHONPATH=str(REPO))) for _ in range(6)]
-        said = [run.communicate(timeout=60)[0] for run in runs]
+        runs = [subprocess.Popen([sys.executable, "-c", script, out], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                 cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO))) for _ in range(6)]
+        said = [run.stdout.readline() for run in runs]  # all six have tried while all six live
+        for run in runs:
+            run.stdin.close()
+            assert run.wait(timeout=60) == 0
+            run.stdout.close()
         assert sum(s.startswith("claimed") for s in said) == 1, said
         assert sum(s.startswith("refused") and "being written by another c4 job" in s for s in said) == 5, said
 
