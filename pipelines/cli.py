@@ -58,15 +58,17 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("pipelines.demo", "generate the bundled sample crawl and run every working job on it"),
 }
 CONTRACT = ("add_arguments", "run", "format_summary")
-# The commands whose module imports Apache Beam keep their options (add_arguments, EXTRA_OPTIONS) and
-# their --help text (the module's docstring) in a Beam-free module, so `--help` and a usage error
-# are answered before Beam is imported (about 2 s); the command's module re-exports them.
+# Commands whose module imports Apache Beam or torch keep their options (add_arguments, EXTRA_OPTIONS) and
+# their --help text (the module's docstring or DESCRIPTION) in a module without them, so `--help` and a
+# usage error are answered before Beam (about 2 s) or torch is imported; the command's module re-exports them.
 OPTIONS_MODULES = {
     "read": "pipelines.read_options",
     "c4": "pipelines.c4_options",
     "webtext": "pipelines.webtext_options",
     "audit": "pipelines.audit_options",
     "tokenize": "pipelines.tokenize_options",
+    "sample": "model.sample_options",
+    "demo": "pipelines.demo_options",
 }
 
 # Commands that never run a Beam pipeline: they do not pay for importing Beam's progress display.
