@@ -131,10 +131,12 @@ def parse_value(text: str):
 def apply_inductor(settings, p: argparse.ArgumentParser) -> list[str]:
     """Set each ``KEY=VALUE`` (dotted keys walk attributes: ``triton.multi_kernel=1``) on
     torch._inductor.config; returns the applied ``key=value`` strings."""
+    if not settings:
+        return []  # torch._inductor is imported only when something is set
     import torch._inductor.config as inductor_config
 
     applied = []
-    for item in settings or ():
+    for item in settings:
         key, sep, text = item.partition("=")
         if not sep or not key:
             p.error(f"--inductor {item!r}: expected KEY=VALUE")

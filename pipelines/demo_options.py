@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="demo-out", help="output folder (default demo-out)")
     parser.add_argument("--seed", type=int, default=0, help="sample crawl seed (default 0)")
