@@ -19,6 +19,7 @@ import contextlib
 import functools
 import importlib
 import itertools
+import os
 import shlex
 import sys
 import threading
@@ -98,11 +99,17 @@ def remember_break_decisions(tokenizer):
     return tokenizer
 
 
-def use_trained_punkt(texts: Iterable[str]) -> None:
-    """Use, in this process, a punkt model trained on ``texts`` (punkt learns abbreviations,
-    collocations and sentence starters without labels). The demo's stand-in when NLTK's
-    English model is not installed: it splits its own sample pages well enough, while a
-    real corpus needs the real model for sentence counts as C4 made them."""
+def use_trained_punkt(texts: Iterable[str], data_dir: str) -> str:
+    """Train a punkt model on ``texts`` (punkt learns abbreviations, collocations and sentence
+    starters without labels), save it as NLTK data under ``data_dir`` (one of this process's NLTK
+    data roots from then on)
+    (``tokenizers/punkt_tab/english/``) and use it in this process; returns ``data_dir``.
+
+    The demo's stand-in when NLTK's English model is not installed: it splits the demo's own
+    sample pages well enough, while a real corpus needs the real model for sentence counts as
+    C4 made them. Saved, the same model reaches processes started later (Spark's Python
+    workers, Beam's worker processes) through ``NLTK_DATA`` (``punkt_data_environment``), and
+    this process loads it back from the files, so every process splits alike."""
     global _tokenizer
     punkt = import_punkt()
     trainer = punkt.PunktTrainer()
@@ -110,9 +117,35 @@ def use_trained_punkt(texts: Iterable[str]) -> None:
     for text in texts:
         trainer.train(text, finalize=False)
     trainer.finalize_training()
+    model_dir = os.path.join(data_dir, "tokenizers", "punkt_tab", PUNKT_LANGUAGE)
+    os.makedirs(os.path.dirname(model_dir), exist_ok=True)
+    data_path = sys.modules["nltk.data"].path  # NLTK writes and reads only under its data roots
+    if os.path.abspath(data_dir) not in data_path:
+        data_path.insert(0, os.path.abspath(data_dir))
+    punkt.save_punkt_params(trainer.get_params(), dir=model_dir)
     with _lock:
-        _tokenizer = remember_break_decisions(punkt.PunktSentenceTokenizer(trainer.get_params()))
+        _tokenizer = remember_break_decisions(punkt.PunktTokenizer(PUNKT_LANGUAGE))  # as a worker loads it: from the files
     _cached_count.cache_clear()
+    return data_dir
+
+
+@contextlib.contextmanager
+def punkt_data_environment(data_dir: str | None):
+    """``NLTK_DATA`` with ``data_dir`` first while the block runs, then as it was: a process
+    started meanwhile (a Spark session's JVM and its Python workers) finds the punkt model
+    saved there. ``None``: nothing changes."""
+    if data_dir is None:
+        yield
+        return
+    saved = os.environ.get("NLTK_DATA")
+    os.environ["NLTK_DATA"] = os.pathsep.join([data_dir, *([saved] if saved else [])])
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ["NLTK_DATA"]
+        else:
+            os.environ["NLTK_DATA"] = saved
 
 
 def require_punkt() -> None:

@@ -16,7 +16,7 @@ import torch
 from tqdm import tqdm
 
 from common import memfs, storage
-from corpus.sentences import PUNKT_INSTALL_COMMAND, PunktMissingError, require_punkt, use_trained_punkt
+from corpus.sentences import PUNKT_INSTALL_COMMAND, PunktMissingError, punkt_data_environment, require_punkt, use_trained_punkt
 from corpus.shards import FORMATS, find_shards, read_documents
 from corpus.stats import compute_stats, format_stats, plot_length_histogram
 from corpus.warc import inspect_archive
@@ -70,6 +70,7 @@ class DemoFolders:
     eval: str
     corpus_stats: str
     png: str
+    punkt: str
 
     @classmethod
     def under(cls, out: str) -> DemoFolders:
@@ -78,7 +79,8 @@ class DemoFolders:
 
         return cls(out, crawl=path("sample-crawl"), inspection=path("inspect.json"), documents=path("documents"), c4=path("c4"),
                    c4_spark=path("c4-spark"), webtext=path("webtext"), audit=path("audit"), decontaminated=path("c4-decontaminated"), tokens=path("tokens"),
-                   model=path("model"), finetune=path("finetune"), eval=path("eval"), corpus_stats=path("corpus-stats.json"), png=path("document-lengths.png"))
+                   model=path("model"), finetune=path("finetune"), eval=path("eval"), corpus_stats=path("corpus-stats.json"), png=path("document-lengths.png"),
+                   punkt=path("punkt-stand-in"))
 
 
 def _compare_manifests(local: str, remote: str, skip: tuple[str, ...] = ()) -> dict:
@@ -91,15 +93,19 @@ def _compare_manifests(local: str, remote: str, skip: tuple[str, ...] = ()) -> d
     return {"files": len(ours), "identical": len(same) == len(shards), "summary": summary}
 
 
-def _ensure_sentence_model(docs_dir: str) -> None:
+def _ensure_sentence_model(docs_dir: str, data_dir: str) -> str | None:
     """C4 counts punkt sentences. Without NLTK's English model installed, the demo trains a
-    punkt model on its own sample pages (unsupervised, as punkt is) and says so."""
+    punkt model on its own sample pages (unsupervised, as punkt is), saves it as NLTK data in
+    ``data_dir`` and says so; returns that folder (``None`` when the real model is there). The
+    demo's later steps run with ``NLTK_DATA`` pointing there too (``punkt_data_environment``),
+    so the Python workers of its Spark run load the same stand-in."""
     try:
         require_punkt()
+        return None
     except PunktMissingError:
         log.warning("NLTK's English punkt model is not installed: the demo trains a punkt model on its sample pages "
-                    "instead. Sentence counts of a real corpus need the real model: %s", PUNKT_INSTALL_COMMAND)
-        use_trained_punkt(doc.text for doc in read_documents(find_shards(docs_dir)))
+                    "instead (saved in %s). Sentence counts of a real corpus need the real model: %s", data_dir, PUNKT_INSTALL_COMMAND)
+        return use_trained_punkt((doc.text for doc in read_documents(find_shards(docs_dir))), data_dir)
 
 
 # -- the stages, in the order the demo runs them -------------------------------------------------
@@ -134,7 +140,6 @@ def read_crawl(folders: DemoFolders, crawl: SampleCrawl) -> dict:
 def build_c4(folders: DemoFolders, crawl: SampleCrawl) -> tuple[dict, dict]:
     """4. C4 ``en`` from the WET manifest (Beam), then the same job into ``memory://``; its stats and
     how the two outputs compare."""
-    _ensure_sentence_model(folders.documents)
     log.info("4/11 building C4 en from the WET manifest with Beam (DirectRunner) in %s", folders.c4)
     c4_stats = run_c4(
         ["--input", crawl.manifest_path, "--base_url", folders.crawl, "--output", folders.c4, "--overwrite", "--badwords", crawl.badwords_path,
@@ -309,6 +314,8 @@ def print_report(folders: DemoFolders, result: dict, stats) -> None:
     print(f"  evaluation report  {folders.eval} (report.html, report.md, report.json)")
     print(f"  corpus statistics  {os.path.join(out, 'corpus-stats.json')}")
     print(f"  length histogram   {folders.png}")
+    if result["punkt_stand_in"]:
+        print(f"  punkt stand-in     {result['punkt_stand_in']} (NLTK's English model is not installed: {PUNKT_INSTALL_COMMAND})")
 
 
 def run_demo(out: str, seed: int = 0, pages: int = 300) -> dict:
@@ -317,8 +324,10 @@ def run_demo(out: str, seed: int = 0, pages: int = 300) -> dict:
     crawl = build_sample(folders, seed, pages)
     inspect_crawl(folders, crawl)
     read_stats = read_crawl(folders, crawl)
-    c4_stats, object_store = build_c4(folders, crawl)
-    spark = build_c4_on_spark(folders, crawl)
+    punkt_stand_in = _ensure_sentence_model(folders.documents, folders.punkt)
+    with punkt_data_environment(punkt_stand_in):  # Spark's workers load the stand-in too
+        c4_stats, object_store = build_c4(folders, crawl)
+        spark = build_c4_on_spark(folders, crawl)
     webtext_stats = build_webtext(folders, crawl)
     audit_result, decontaminated = audit_c4(folders, crawl)
     tokenized = tokenize_c4(folders)
@@ -329,7 +338,7 @@ def run_demo(out: str, seed: int = 0, pages: int = 300) -> dict:
     result = {"crawl": crawl, "read": read_stats, "c4": c4_stats, "object_store": object_store, "spark": spark, "webtext": webtext_stats,
               "audit": audit_result, "decontaminated": decontaminated, "stats": stats.to_dict(), "png": folders.png,
               "tokenize": tokenized, "train": training, "sample": sample_text, "finetune": finetuned,
-              "eval": evaluation}
+              "eval": evaluation, "punkt_stand_in": punkt_stand_in}
     print_report(folders, result, stats)
     return result
 

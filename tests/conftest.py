@@ -138,7 +138,7 @@ UNIT_SECONDS = {
     "tests/test_object_store.py": 465.0,
     "spark": 455.0,
     "tests/test_c4_pipeline.py": 371.0,
-    "tests/test_demo.py": 254.0,
+    "tests/test_demo.py": 290.0,
     "tests/test_store_jobs.py": 214.0,
     "tests/test_packaging.py": 116.0,
     "tests/test_audit_pipeline.py": 102.0,

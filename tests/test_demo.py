@@ -113,26 +113,34 @@ def test_sample_crawl_reads_cleanly_with_languages_and_pages(sample_crawl):
     assert len(wet_urls & {p.url for p in pages}) > 100  # the same pages in both forms
 
 
-def test_demo_runs_the_c4_step_without_nltks_punkt_model(small_crawl, tmp_path):
+def test_demo_runs_the_c4_steps_without_nltks_punkt_model_on_beam_and_spark(small_crawl, tmp_path):
     # The issue's case: on a clone without ../shared, `make demo` stopped at step 4 (punkt). Without
-    # the model the demo trains a punkt stand-in on its own pages and says so. The 120-page crawl
-    # (the size the demo test runs at) is enough: the stand-in is trained and C4 keeps pages with it.
-
+    # the model the demo trains a punkt stand-in on its own pages, saves it as NLTK data and says
+    # so; its Spark run's Python workers (separate processes) load that same stand-in through
+    # NLTK_DATA and write what Beam wrote. The 120-page crawl (the size the demo test runs at) is
+    # enough: the stand-in is trained and C4 keeps pages with it.
+    pytest.importorskip("pyspark", reason="the spark extra is not installed: pip install 'corpusforge[spark]'")
+    docs, stand_in, beam_out, spark_out = (str(tmp_path / name) for name in ("docs", "punkt", "c4", "c4-spark"))
     script = f"""
-import logging, sys
+import logging, os, sys
 logging.basicConfig(level=logging.INFO, stream=sys.stderr)
-from corpus.sentences import PunktMissingError, require_punkt
+from corpus.sentences import PunktMissingError, punkt_data_environment, require_punkt
 try:
     require_punkt()
     sys.exit("punkt is installed here: this test needs a machine without it")
 except PunktMissingError:
     pass
-from pipelines.demo import _ensure_sentence_model
+from pipelines.demo import _compare_manifests, _ensure_sentence_model
+from pipelines.jobs import STATS_FILE
 from pipelines.read import run as read
 from pipelines.c4 import run as c4
-read(["--input", *{small_crawl.wet_paths!r}, "--output", {str(tmp_path / "docs")!r}])
-_ensure_sentence_model({str(tmp_path / "docs")!r})
-stats = c4(["--input", *{small_crawl.wet_paths!r}, "--output", {str(tmp_path / "c4")!r}, "--badwords", {small_crawl.badwords_path!r}])
+read(["--input", *{small_crawl.wet_paths!r}, "--output", {docs!r}])
+c4_args = ["--input", *{small_crawl.wet_paths!r}, "--badwords", {small_crawl.badwords_path!r}]
+with punkt_data_environment(_ensure_sentence_model({docs!r}, {stand_in!r})):
+    stats = c4([*c4_args, "--output", {beam_out!r}])
+    c4([*c4_args, "--output", {spark_out!r}, "--engine", "spark", "--spark_master", "local[2]"])
+print("NLTK_DATA after", os.environ.get("NLTK_DATA"))
+print("spark", _compare_manifests({beam_out!r}, {spark_out!r}, skip=(STATS_FILE,))["summary"])
 print("passed", stats["counters"]["clean-page"]["passed"])
 """
     env = {k: v for k, v in os.environ.items() if k not in ("NLTK_DATA", "CORPUSFORGE_TEST_DATA")}
@@ -141,4 +149,8 @@ print("passed", stats["counters"]["clean-page"]["passed"])
     assert result.returncode == 0, result.stderr[-3000:]
     assert "the demo trains a punkt model on its sample pages" in result.stderr
     assert "nltk.download" in result.stderr
-    assert int(result.stdout.split("passed")[-1]) > 10
+    assert (tmp_path / "punkt/tokenizers/punkt_tab/english/abbrev_types.txt").is_file()
+    lines = dict(line.split(" ", 1) for line in result.stdout.splitlines() if line.split(" ", 1)[0] in ("NLTK_DATA", "spark", "passed"))
+    assert lines["NLTK_DATA"] == "after None"  # put back as it was once the steps are done
+    assert lines["spark"].endswith("files byte-identical to the local run"), lines["spark"]
+    assert int(lines["passed"]) > 10
