@@ -138,7 +138,7 @@ def punkt_data_environment(data_dir: str | None):
         yield
         return
     saved = os.environ.get("NLTK_DATA")
-    os.environ["NLTK_DATA"] = os.pathsep.join([data_dir, *([saved] if saved else [])])
+    os.environ["NLTK_DATA"] = os.pathsep.join([os.path.abspath(data_dir), *([saved] if saved else [])])  # a worker may start elsewhere
     try:
         yield
     finally:
