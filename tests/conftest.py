@@ -188,3 +188,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         rank[unit] = min(rank.get(unit, len(START_ORDER)), _start_rank(item))
     items.sort(key=lambda item: (-UNIT_SECONDS.get(unit_of[item], 0.0), rank[unit_of[item]], first[unit_of[item]],
                                  _start_rank(item)))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config) -> None:
+    """An xdist worker, once it has reported its results (``workerfinished``) and every other
+    plugin has unconfigured, runs its ``atexit`` functions and exits at once: the interpreter's
+    own teardown of a process that has loaded torch, Beam, transformers and every test module
+    (freeing each module and object one by one) takes seconds that the controller waits for."""
+    if not hasattr(config, "workerinput"):
+        return
+    import atexit
+    import sys
+
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
