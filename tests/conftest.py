@@ -3,6 +3,7 @@ C4 output, one Spark session a process) and the order the suite starts in under 
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -48,7 +49,10 @@ def real_data() -> Path:
     return path
 
 
-def _punkt_installed() -> bool:
+@functools.cache
+def punkt_installed() -> bool:
+    """Whether NLTK's punkt model loads: asked only when a test needs to know (loading NLTK
+    costs every process that imports this file, xdist's controller included, half a second)."""
     try:
         require_punkt()
     except PunktMissingError:
@@ -56,8 +60,14 @@ def _punkt_installed() -> bool:
     return True
 
 
-PUNKT_INSTALLED = _punkt_installed()
 PUNKT_SKIP = "NLTK's punkt model is not installed (set NLTK_DATA, or nltk.download('punkt_tab')): sentence tests skipped"
+
+
+@pytest.fixture
+def needs_punkt() -> None:
+    """A test that splits sentences itself is skipped, saying why, without NLTK's punkt model."""
+    if not punkt_installed():
+        pytest.skip(PUNKT_SKIP)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -66,7 +76,7 @@ def pytest_runtest_makereport(item, call):
     subprocess's message) is reported as skipped, with the reason; with punkt, nothing changes."""
     outcome = yield
     report = outcome.get_result()
-    if PUNKT_INSTALLED or not report.failed or call.excinfo is None:
+    if not report.failed or call.excinfo is None or punkt_installed():
         return
     if "punkt sentence model is not installed" in str(call.excinfo.value):
         report.outcome = "skipped"

@@ -11,7 +11,6 @@ from model.eval_decoding import (Decoding, GenerationError, StopRule, answer_log
                                  generate_texts)
 from model.gpt import GPT, GPTConfig, KVCache, decode
 from model.hf import save_hf_dir
-from tests.conftest import PUNKT_INSTALLED, PUNKT_SKIP
 
 torch.set_num_threads(1)
 
@@ -116,7 +115,7 @@ def test_newline_and_token_stop_rules():
         StopRule("paragraph")
 
 
-@pytest.mark.skipif(not PUNKT_INSTALLED, reason=PUNKT_SKIP)
+@pytest.mark.usefixtures("needs_punkt")
 def test_sentence_stop_rules():
     first = StopRule("sentences", 1)
     assert not first.complete(" Le chat est noir") and first.complete(" Le chat est noir. Le chien")

@@ -23,7 +23,6 @@ from model.eval_generative import (TASK_METRICS, bleu_values, coqa_turn_scores, 
 from model.eval_harness import run_eval
 from model.eval_metrics import ExampleScore, compute_metric
 from pipelines import cli
-from tests.conftest import PUNKT_INSTALLED, PUNKT_SKIP
 from tests.test_finetune import make_base
 
 torch.set_num_threads(1)
@@ -135,7 +134,7 @@ def tiny(lm, tmp_path_factory) -> Path:
 
 
 @pytest.mark.pipeline  # the whole evaluation job over every generative task
-@pytest.mark.skipif(not PUNKT_INSTALLED, reason=PUNKT_SKIP)
+@pytest.mark.usefixtures("needs_punkt")
 def test_every_task_end_to_end_with_a_planted_clean_dirty_split(lm, tiny, tmp_path):
     coqa = load_coqa(COQA)
     cnn = load_cnn_dm(lm / "cnn_dm")
@@ -192,7 +191,7 @@ def test_every_task_end_to_end_with_a_planted_clean_dirty_split(lm, tiny, tmp_pa
     assert "F1 (CoQA official)" in html and "55.00" in html
 
 
-@pytest.mark.skipif(not PUNKT_INSTALLED, reason=PUNKT_SKIP)
+@pytest.mark.usefixtures("needs_punkt")
 def test_generation_is_reproducible_and_user_pairs_replace_drawn_ones(lm, tiny, tmp_path):
     pairs = tmp_path / "pairs.tsv"
     pairs.write_text("who wrote hamlet\twilliam shakespeare\nwhat is the capital of france\tparis\n", encoding="utf-8")
