@@ -162,14 +162,41 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
                              "(default: spark-submit's, else local[*])")
 
 
+SPARK_JAVA_HINT = "Spark runs in a JVM: install Java 17 or later and put java on PATH, or set JAVA_HOME to the JDK's folder"
+
+
+def java_for_spark() -> str | None:
+    """The ``java`` a local Spark session would start, as pyspark's launcher picks it
+    (``$JAVA_HOME/bin/java`` where JAVA_HOME is set, else ``java`` on PATH), or ``None``."""
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        path = os.path.join(home, "bin", "java")
+        return path if os.path.isfile(path) and os.access(path, os.X_OK) else None
+    return shutil.which("java")
+
+
+def missing_java() -> str | None:
+    """One line saying why no JVM can start here (no ``java_for_spark``), or ``None``."""
+    if java_for_spark() is not None:
+        return None
+    home = os.environ.get("JAVA_HOME")
+    where = f"JAVA_HOME={home} holds no bin/java" if home else "no java on PATH and JAVA_HOME is not set"
+    return f"{where}. {SPARK_JAVA_HINT}"
+
+
 def spark_engine(args: argparse.Namespace):
-    """The native Spark engine (``pipelines.spark``), or one line saying how to install it."""
+    """The native Spark engine (``pipelines.spark``), or one line saying how to install it:
+    pyspark (the spark extra), and Java for the session's JVM unless a session is running
+    already (``spark-submit``'s)."""
     try:
         import pyspark  # noqa: F401  (the optional spark extra: Beam users never load it)
     except ImportError:
         raise InputError("--engine spark needs pyspark, the spark extra: pip install 'corpusforge[spark]'") from None
     from pipelines import spark  # noqa: PLC0415  (imports pyspark)
 
+    why = None if spark.engine.running_session() is not None else missing_java()
+    if why:
+        raise InputError(f"--engine spark needs Java: {why}")
     return spark
 
 

@@ -14,7 +14,7 @@ from corpus.shards import read_documents
 from corpus.warc import read_archive
 from model.token_shards import find_token_shards, read_token_shard
 from model.tokenizer import BPETokenizer
-from pipelines.demo import run_demo
+from pipelines.demo import DemoFolders, build_c4_on_spark, run_demo
 from pipelines.jobs import STATS_FILE
 
 pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`
@@ -154,3 +154,16 @@ print("passed", stats["counters"]["clean-page"]["passed"])
     assert lines["NLTK_DATA"] == "after None"  # put back as it was once the steps are done
     assert lines["spark"].endswith("files byte-identical to the local run"), lines["spark"]
     assert int(lines["passed"]) > 10
+
+
+def test_the_demo_skips_its_spark_run_in_one_line_without_java(small_crawl, tmp_path, monkeypatch, caplog):
+    # `make demo` needs Python and make, not Java: without a JVM the Spark run is skipped and
+    # says why (as without pyspark) instead of ending the demo with pyspark's traceback.
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "no-jdk"))
+    folders = DemoFolders.under(str(tmp_path / "demo"))
+    with caplog.at_level("WARNING", logger="pipelines.demo"):
+        spark = build_c4_on_spark(folders, small_crawl)
+    assert spark["identical"] is None
+    assert spark["summary"].startswith(f"not run: JAVA_HOME={tmp_path / 'no-jdk'} holds no bin/java")
+    assert "no Java for Spark's JVM, no Spark run" in caplog.text
+    assert not os.path.exists(folders.c4_spark)

@@ -22,6 +22,7 @@ import pytest
 from common import storage
 from pipelines import c4 as c4_pipeline, read as read_pipeline
 from pipelines.jobs import STATS_FILE
+from pipelines.options import SPARK_JAVA_HINT
 from pipelines.sources import ERRORS_FILE, WRITE_NAMESPACE
 from samplecrawl.crawl import write_sample_crawl
 from test_object_store import BUCKET, s3, upload  # noqa: F401  (the moto S3 server fixture)
@@ -209,3 +210,28 @@ def test_engine_spark_without_pyspark_says_how_to_install_it_in_one_line(sample_
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert lines[-1].endswith("pip install 'corpusforge[spark]'") and "Traceback" not in done.stderr
     assert not (tmp_path / "out").exists()  # refused before any work
+
+
+@pytest.mark.parametrize("java", ["missing", "exits at once"])
+def test_engine_spark_without_a_java_that_starts_is_one_line_before_any_work(sample_crawl, tmp_path, java):
+    # No JVM, no Spark: a JAVA_HOME without bin/java is refused before Spark is asked (pyspark's
+    # launcher would print a bash error and pyspark a traceback); a java that exits at once (too
+    # old for this Spark, broken) leaves its own message on stderr and then one line of ours.
+    jdk = tmp_path / "jdk"
+    if java == "exits at once":
+        (jdk / "bin").mkdir(parents=True)
+        (jdk / "bin" / "java").write_text("#!/bin/sh\necho 'this java is too old for Spark' >&2\nexit 1\n")
+        (jdk / "bin" / "java").chmod(0o755)
+    env = dict(os.environ, JAVA_HOME=str(jdk))
+    done = run_cli(["c4", "--input", *sample_crawl.wet_paths, "--output", str(tmp_path / "out"), "--badwords", sample_crawl.badwords_path,
+                    "--engine", "spark", "--spark_master", "local[2]"], env=env)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    last = [line for line in done.stderr.splitlines() if line.strip()][-1]
+    assert last.endswith(SPARK_JAVA_HINT)
+    if java == "missing":
+        assert f"--engine spark needs Java: JAVA_HOME={jdk} holds no bin/java" in last
+    else:
+        assert f"Spark's JVM did not start (java: {jdk / 'bin' / 'java'};" in last
+        assert "this java is too old for Spark" in done.stderr
+    assert not (tmp_path / "out").exists()  # refused before the job claimed its output

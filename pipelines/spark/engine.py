@@ -29,10 +29,13 @@ import sys
 from collections import Counter
 
 from pyspark import AccumulatorParam, StorageLevel
+from pyspark.errors import PySparkRuntimeError
 from pyspark.sql import SparkSession
 
 from common import storage
 from common.decision import OTHER
+from corpus.inputs import InputError
+from pipelines.options import SPARK_JAVA_HINT, java_for_spark
 from pipelines.sources import WRITE_NAMESPACE, WRITTEN_PARTS, encode_row, write_shard
 from pipelines.steps import EXAMPLES_PER_REASON, Tally, examples_document, resolve_units
 
@@ -49,10 +52,17 @@ PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(_
 PERSIST = StorageLevel.MEMORY_AND_DISK
 
 
+def running_session() -> SparkSession | None:
+    """The session already running in this process (a test's, or spark-submit's), if any."""
+    return SparkSession.getActiveSession()
+
+
 def session(master: str | None = None) -> tuple[SparkSession, bool]:
     """(the session, whether this call started it). A session that is already running (a
-    test's, or spark-submit's) is used as it is."""
-    active = SparkSession.getActiveSession()
+    test's, or spark-submit's) is used as it is. A JVM that does not start (a Java too old for
+    this Spark, a broken JAVA_HOME) is one ``InputError`` line; the launcher's own lines are
+    above it on stderr."""
+    active = running_session()
     if active is not None:
         return active, False
     builder = SparkSession.builder.appName(APP_NAME)
@@ -61,7 +71,13 @@ def session(master: str | None = None) -> tuple[SparkSession, bool]:
     for key, value in SESSION_CONF.items():
         builder = builder.config(key, value)
     with _worker_environment():
-        spark = builder.getOrCreate()
+        try:
+            spark = builder.getOrCreate()
+        except PySparkRuntimeError as exc:
+            if exc.getCondition() != "JAVA_GATEWAY_EXITED":
+                raise
+            raise InputError(f"Spark's JVM did not start (java: {java_for_spark() or 'none found'}; its messages are above). "
+                             f"{SPARK_JAVA_HINT}") from None
     spark.sparkContext.setLogLevel("ERROR")
     return spark, True
 
