@@ -13,11 +13,12 @@ from xdist.scheduler import LoadFileScheduling
 
 from corpus.sentences import PunktMissingError, require_punkt
 from pipelines.cli import run_job
+from pipelines.options import missing_java
 from samplecrawl.crawl import write_sample_crawl
 
 DATA_ENV = "CORPUSFORGE_TEST_DATA"
-# The line that marks a whole test file (its module-level ``pytestmark``) as a pipeline test.
-WHOLE_FILE_PIPELINE = "pytestmark = pytest.mark.pipeline"
+# How the line that marks a whole test file (its module-level ``pytestmark``) as a pipeline test starts.
+WHOLE_FILE_PIPELINE = ("pytestmark = pytest.mark.pipeline", "pytestmark = [pytest.mark.pipeline")
 
 
 def pytest_ignore_collect(collection_path: Path, config) -> bool | None:
@@ -110,7 +111,16 @@ def small_crawl(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def spark():
+def java() -> None:
+    """A test that starts Spark (here or in a subprocess) is skipped, saying why, without the
+    Java its JVM needs (``pipelines.options.missing_java``)."""
+    why = missing_java()
+    if why:
+        pytest.skip(f"Spark tests skipped: {why}")
+
+
+@pytest.fixture(scope="session")
+def spark(java):
     """One Spark session (``local[2]``, workers on this interpreter) per test process, shared by
     every Spark test file; a session already running is used as it is and left running."""
     pytest.importorskip("pyspark", reason="the spark extra is not installed: pip install 'corpusforge[spark]'")

@@ -20,7 +20,7 @@ from pipelines.jobs import STATS_FILE
 pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`
 
 
-def test_demo_builds_every_output(tmp_path, capsys):
+def test_demo_builds_every_output(java, tmp_path, capsys):  # its Spark run needs Java
     result = run_demo(str(tmp_path), seed=0, pages=120)
     out = capsys.readouterr().out
     crawl = result["crawl"]
@@ -113,7 +113,7 @@ def test_sample_crawl_reads_cleanly_with_languages_and_pages(sample_crawl):
     assert len(wet_urls & {p.url for p in pages}) > 100  # the same pages in both forms
 
 
-def test_demo_runs_the_c4_steps_without_nltks_punkt_model_on_beam_and_spark(small_crawl, tmp_path):
+def test_demo_runs_the_c4_steps_without_nltks_punkt_model_on_beam_and_spark(java, small_crawl, tmp_path):
     # The case: on a clone without ../shared, `make demo` stopped at step 4 (punkt). Without
     # the model the demo trains a punkt stand-in on its own pages, saves it as NLTK data and says
     # so; its Spark run's Python workers (separate processes) load that same stand-in through

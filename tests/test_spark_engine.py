@@ -29,7 +29,7 @@ from test_object_store import BUCKET, s3, upload  # noqa: F401  (the moto S3 ser
 
 pyspark = pytest.importorskip("pyspark", reason="the spark extra is not installed: pip install 'corpusforge[spark]'")
 
-pytestmark = pytest.mark.pipeline  # runs Spark and Beam jobs: not in `make test-fast`
+pytestmark = [pytest.mark.pipeline, pytest.mark.usefixtures("java")]  # runs Spark and Beam jobs: not in `make test-fast`; skipped without Java
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("common", "corpus", "dedup", "pipelines", "samplecrawl")
@@ -212,7 +212,7 @@ def test_engine_spark_without_pyspark_says_how_to_install_it_in_one_line(sample_
     assert not (tmp_path / "out").exists()  # refused before any work
 
 
-@pytest.mark.parametrize("java", ["missing", "exits at once"])
+@pytest.mark.parametrize("java", ["missing", "exits at once"])  # in place of the `java` fixture: runs without Java too
 def test_engine_spark_without_a_java_that_starts_is_one_line_before_any_work(sample_crawl, tmp_path, java):
     # No JVM, no Spark: a JAVA_HOME without bin/java is refused before Spark is asked (pyspark's
     # launcher would print a bash error and pyspark a traceback); a java that exits at once (too

@@ -31,7 +31,7 @@ from test_object_store import BUCKET, s3  # noqa: F401  (the moto S3 server fixt
 
 pyspark = pytest.importorskip("pyspark", reason="the spark extra is not installed: pip install 'corpusforge[spark]'")
 
-pytestmark = pytest.mark.pipeline  # runs Beam and Spark jobs, and the corpusforge command in a subprocess
+pytestmark = [pytest.mark.pipeline, pytest.mark.usefixtures("java")]  # runs Beam and Spark jobs, and the corpusforge command in a subprocess; skipped without Java
 
 ROOT = Path(__file__).resolve().parents[1]
 WET_FILES = ("warc/ccscalatools/filter_test_1.wet.gz", "warc/whirlwind/whirlwind.warc.wet.gz")

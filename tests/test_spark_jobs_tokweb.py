@@ -30,7 +30,7 @@ from test_spark_engine import assert_same_output
 from test_webtext_pipeline import article, paragraphs, submission, write_warc
 
 pytest.importorskip("pyspark", reason="the spark extra is not installed: pip install 'corpusforge[spark]'")
-pytestmark = pytest.mark.pipeline  # runs Beam and Spark jobs: not in `make test-fast`
+pytestmark = [pytest.mark.pipeline, pytest.mark.usefixtures("java")]  # runs Beam and Spark jobs: not in `make test-fast`; skipped without Java
 
 TOKENIZE_ARGS = ["--vocab_size", "400", "--shard_tokens", "4000", "--buckets", "3", "--prefix", "real"]
 REAL_WARCS = ("warc/resiliparse/warcfile.warc.gz", "warc/whirlwind/whirlwind.warc.gz", "warc/warcio/example.warc.gz")
