@@ -194,10 +194,34 @@ def spark_engine(args: argparse.Namespace):
         raise InputError("--engine spark needs pyspark, the spark extra: pip install 'corpusforge[spark]'") from None
     from pipelines import spark  # noqa: PLC0415  (imports pyspark)
 
-    why = None if spark.engine.running_session() is not None else missing_java()
-    if why:
-        raise InputError(f"--engine spark needs Java: {why}")
+    if spark.engine.running_session() is None:
+        why = missing_java()
+        if why:
+            raise InputError(f"--engine spark needs Java: {why}")
+        check_spark_master(getattr(args, "spark_master", None))
     return spark
+
+
+SPARK_MASTER_PORT = 7077  # a standalone master's default port (spark://host without one)
+
+
+def check_spark_master(master: str | None) -> None:
+    """For a standalone cluster (``spark://host:port``, several for a standby master
+    ``spark://h1:7077,h2:7077``): refuse, in one line, a master nothing listens at. Spark itself
+    would retry for about a minute and end in a JVM stack trace. Other masters (``local[N]``,
+    ``yarn``, ``k8s://...``) are left to Spark."""
+    if not master or not master.startswith("spark://"):
+        return
+    failures = []
+    for address in master[len("spark://"):].split(","):
+        host, _, port = address.rpartition(":") if ":" in address else (address, "", str(SPARK_MASTER_PORT))
+        try:
+            socket.create_connection((host or "localhost", int(port)), timeout=10).close()
+            return  # one master that answers is enough (the others may be standbys)
+        except (OSError, ValueError) as exc:
+            failures.append(f"{address}: {exc}")
+    raise InputError(f"--spark_master {master}: no Spark master answers there ({'; '.join(failures)}); "
+                     "start one (Spark's sbin/start-master.sh) or run locally with --spark_master 'local[2]'")
 
 
 def add_overwrite_argument(parser: argparse.ArgumentParser) -> None:

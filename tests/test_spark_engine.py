@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import zipfile
@@ -20,12 +21,13 @@ from pathlib import Path
 import pytest
 
 from common import storage
+from corpus.inputs import InputError
 from pipelines import c4 as c4_pipeline, read as read_pipeline
 from pipelines.jobs import STATS_FILE
-from pipelines.options import SPARK_JAVA_HINT
+from pipelines.options import SPARK_JAVA_HINT, check_spark_master
 from pipelines.sources import ERRORS_FILE, WRITE_NAMESPACE
 from samplecrawl.crawl import write_sample_crawl
-from test_object_store import BUCKET, s3, upload  # noqa: F401  (the moto S3 server fixture)
+from test_object_store import BUCKET, closed_port, s3, upload  # noqa: F401  (the moto S3 server fixture)
 
 pyspark = pytest.importorskip("pyspark", reason="the spark extra is not installed: pip install 'corpusforge[spark]'")
 
@@ -235,3 +237,24 @@ def test_engine_spark_without_a_java_that_starts_is_one_line_before_any_work(sam
         assert f"Spark's JVM did not start (java: {jdk / 'bin' / 'java'};" in last
         assert "this java is too old for Spark" in done.stderr
     assert not (tmp_path / "out").exists()  # refused before the job claimed its output
+
+
+def test_a_standalone_master_nobody_answers_at_is_one_line_before_spark_starts(sample_crawl, tmp_path):
+    # Spark itself retries an unreachable spark:// master for about a minute, then ends in a JVM
+    # stack trace; the job asks every listed master first (one that answers is enough).
+    with closed_port() as first, closed_port() as second:
+        master = f"spark://127.0.0.1:{first},127.0.0.1:{second}"
+        done = run_cli(["c4", "--input", *sample_crawl.wet_paths, "--output", str(tmp_path / "out"), "--badwords", sample_crawl.badwords_path,
+                        "--engine", "spark", "--spark_master", master])
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr and "at org.apache" not in done.stderr
+    last = [line for line in done.stderr.splitlines() if line.strip()][-1]
+    assert f"--spark_master {master}: no Spark master answers there (127.0.0.1:{first}: " in last
+    assert last.endswith("or run locally with --spark_master 'local[2]'")
+    assert not (tmp_path / "out").exists()
+    with closed_port() as dead, socket.create_server(("127.0.0.1", 0)) as standby:
+        check_spark_master(f"spark://127.0.0.1:{dead},127.0.0.1:{standby.getsockname()[1]}")  # the second answers
+        with pytest.raises(InputError, match=f"127.0.0.1:{dead}: "):
+            check_spark_master(f"spark://127.0.0.1:{dead}")
+    for left_to_spark in (None, "local[2]", "local[*]", "yarn", "k8s://https://127.0.0.1:1"):
+        check_spark_master(left_to_spark)
