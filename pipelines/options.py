@@ -162,6 +162,10 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
                              "(default: spark-submit's, else local[*])")
 
 
+class SparkStartError(InputError):
+    """Spark's JVM did not start (a Java too old for this Spark, a broken installation)."""
+
+
 SPARK_JAVA_HINT = "Spark runs in a JVM: install Java 17 or later and put java on PATH, or set JAVA_HOME to the JDK's folder"
 
 

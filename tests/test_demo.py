@@ -14,7 +14,7 @@ from corpus.shards import read_documents
 from corpus.warc import read_archive
 from model.token_shards import find_token_shards, read_token_shard
 from model.tokenizer import BPETokenizer
-from pipelines.demo import DemoFolders, build_c4_on_spark, run_demo
+from pipelines.demo import DemoFolders, run_demo
 from pipelines.jobs import STATS_FILE
 
 pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`
@@ -156,14 +156,37 @@ print("passed", stats["counters"]["clean-page"]["passed"])
     assert int(lines["passed"]) > 10
 
 
-def test_the_demo_skips_its_spark_run_in_one_line_without_java(small_crawl, tmp_path, monkeypatch, caplog):
-    # `make demo` needs Python and make, not Java: without a JVM the Spark run is skipped and
-    # says why (as without pyspark) instead of ending the demo with pyspark's traceback.
-    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "no-jdk"))
+@pytest.mark.parametrize("jdk", ["missing", "exits at once"])
+def test_the_demo_skips_its_spark_run_in_one_line_without_a_java_that_starts(tmp_path, jdk):
+    # `make demo` needs Python and make, not Java: without a JVM (or with one that cannot run this
+    # Spark) the Spark run is skipped and says why, as without pyspark, and the demo goes on,
+    # instead of ending in pyspark's traceback. In a fresh process: a Spark session this test
+    # process already runs would be used as it is.
+    home = tmp_path / "jdk"
+    if jdk == "exits at once":
+        (home / "bin").mkdir(parents=True)
+        (home / "bin" / "java").write_text("#!/bin/sh\necho 'this java is too old for Spark' >&2\nexit 1\n")
+        (home / "bin" / "java").chmod(0o755)
     folders = DemoFolders.under(str(tmp_path / "demo"))
-    with caplog.at_level("WARNING", logger="pipelines.demo"):
-        spark = build_c4_on_spark(folders, small_crawl)
+    script = f"""
+import json, logging, sys
+logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+from pipelines.demo import DemoFolders, build_c4_on_spark
+from samplecrawl.crawl import write_sample_crawl
+crawl = write_sample_crawl({str(tmp_path / "crawl")!r}, seed=0, pages=68)
+print(json.dumps(build_c4_on_spark(DemoFolders.under({folders.out!r}), crawl)))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, JAVA_HOME=str(home)))
+    assert done.returncode == 0, done.stderr[-3000:]
+    spark = json.loads(done.stdout.splitlines()[-1])
     assert spark["identical"] is None
-    assert spark["summary"].startswith(f"not run: JAVA_HOME={tmp_path / 'no-jdk'} holds no bin/java")
-    assert "no Java for Spark's JVM, no Spark run" in caplog.text
-    assert not os.path.exists(folders.c4_spark)
+    if jdk == "missing":
+        assert spark["summary"].startswith(f"not run: JAVA_HOME={home} holds no bin/java")
+        assert "no Java for Spark's JVM, no Spark run" in done.stderr
+    else:
+        assert spark["summary"].startswith(f"not run: Spark's JVM did not start (java: {home / 'bin' / 'java'};")
+        assert "4/11 no Spark run: Spark's JVM did not start" in done.stderr
+        assert "this java is too old for Spark" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not os.path.exists(os.path.join(folders.c4_spark, "_SUCCESS"))

@@ -34,8 +34,7 @@ from pyspark.sql import SparkSession
 
 from common import storage
 from common.decision import OTHER
-from corpus.inputs import InputError
-from pipelines.options import SPARK_JAVA_HINT, java_for_spark
+from pipelines.options import SPARK_JAVA_HINT, SparkStartError, java_for_spark
 from pipelines.sources import WRITE_NAMESPACE, WRITTEN_PARTS, encode_row, write_shard
 from pipelines.steps import EXAMPLES_PER_REASON, Tally, examples_document, resolve_units
 
@@ -60,7 +59,7 @@ def running_session() -> SparkSession | None:
 def session(master: str | None = None) -> tuple[SparkSession, bool]:
     """(the session, whether this call started it). A session that is already running (a
     test's, or spark-submit's) is used as it is. A JVM that does not start (a Java too old for
-    this Spark, a broken JAVA_HOME) is one ``InputError`` line; the launcher's own lines are
+    this Spark, a broken JAVA_HOME) is one ``SparkStartError`` line; the launcher's own lines are
     above it on stderr."""
     active = running_session()
     if active is not None:
@@ -76,7 +75,7 @@ def session(master: str | None = None) -> tuple[SparkSession, bool]:
         except PySparkRuntimeError as exc:
             if exc.getCondition() != "JAVA_GATEWAY_EXITED":
                 raise
-            raise InputError(f"Spark's JVM did not start (java: {java_for_spark() or 'none found'}; its messages are above). "
+            raise SparkStartError(f"Spark's JVM did not start (java: {java_for_spark() or 'none found'}; its messages are above). "
                              f"{SPARK_JAVA_HINT}") from None
     spark.sparkContext.setLogLevel("ERROR")
     return spark, True
