@@ -19,6 +19,7 @@ import difflib
 import glob
 import logging
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -209,12 +210,24 @@ def spark_engine(args: argparse.Namespace):
 SPARK_MASTER_PORT = 7077  # a standalone master's default port (spark://host without one)
 
 
+# The local masters SparkContext reads (SparkMasterRegex in Spark's SparkContext.scala).
+LOCAL_MASTER = re.compile(r"local|local\[([0-9]+|\*)\]|local\[([0-9]+|\*)\s*,\s*([0-9]+)\]"
+                          r"|local-cluster\[\s*([0-9]+)\s*,\s*([0-9]+)\s*,\s*([0-9]+)\s*\]")
+MASTER_FORMS = "local, local[N], local[*], local[N,F], spark://HOST:PORT, yarn or k8s://https://HOST:PORT"
+
+
 def check_spark_master(master: str | None) -> None:
-    """For a standalone cluster (``spark://host:port``, several for a standby master
-    ``spark://h1:7077,h2:7077``): refuse, in one line, a master nothing listens at. Spark itself
-    would retry for about a minute and end in a JVM stack trace. Other masters (``local[N]``,
-    ``yarn``, ``k8s://...``) are left to Spark."""
-    if not master or not master.startswith("spark://"):
+    """Refuse, in one line and before any JVM starts, a ``--spark_master`` that cannot work: one
+    Spark cannot read (spark-submit and SparkContext would print a JVM stack trace), or a
+    standalone cluster (``spark://host:port``, several for a standby master
+    ``spark://h1:7077,h2:7077``) nothing listens at (Spark would retry for about a minute
+    first). ``yarn`` and ``k8s://...`` masters are left to Spark."""
+    if not master:
+        return
+    known = master == "yarn" or master.startswith(("spark://", "k8s://")) or LOCAL_MASTER.fullmatch(master)
+    if not known:
+        raise InputError(f"--spark_master {master}: Spark cannot read it as a master URL; it takes {MASTER_FORMS}")
+    if not master.startswith("spark://"):
         return
     failures = []
     for address in master[len("spark://"):].split(","):

@@ -24,7 +24,7 @@ from common import storage
 from corpus.inputs import InputError
 from pipelines import c4 as c4_pipeline, read as read_pipeline
 from pipelines.jobs import STATS_FILE
-from pipelines.options import SPARK_JAVA_HINT, check_spark_master
+from pipelines.options import MASTER_FORMS, SPARK_JAVA_HINT, check_spark_master
 from pipelines.sources import ERRORS_FILE, WRITE_NAMESPACE
 from samplecrawl.crawl import write_sample_crawl
 from test_object_store import BUCKET, closed_port, s3, upload  # noqa: F401  (the moto S3 server fixture)
@@ -258,3 +258,17 @@ def test_a_standalone_master_nobody_answers_at_is_one_line_before_spark_starts(s
             check_spark_master(f"spark://127.0.0.1:{dead}")
     for left_to_spark in (None, "local[2]", "local[*]", "yarn", "k8s://https://127.0.0.1:1"):
         check_spark_master(left_to_spark)
+
+
+@pytest.mark.parametrize("master", ["local[two]", "nosuchmaster"])
+def test_a_master_url_spark_cannot_read_is_one_line(sample_crawl, tmp_path, master):
+    # Refused before any JVM starts: spark-submit (nosuchmaster) and SparkContext (local[two])
+    # would print a JVM stack trace and leave pyspark's traceback.
+    done = run_cli(["c4", "--input", *sample_crawl.wet_paths, "--output", str(tmp_path / "out"), "--badwords", sample_crawl.badwords_path,
+                    "--engine", "spark", "--spark_master", master])
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    last = [line for line in done.stderr.splitlines() if line.strip()][-1]
+    assert last.endswith(f"--spark_master {master}: Spark cannot read it as a master URL; it takes {MASTER_FORMS}")
+    assert "org.apache.spark" not in done.stderr  # no JVM was started
+    assert not (tmp_path / "out").exists()

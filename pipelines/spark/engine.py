@@ -76,7 +76,7 @@ def session(master: str | None = None) -> tuple[SparkSession, bool]:
             if exc.getCondition() != "JAVA_GATEWAY_EXITED":
                 raise
             raise SparkStartError(f"Spark's JVM did not start (java: {java_for_spark() or 'none found'}; its messages are above). "
-                             f"{SPARK_JAVA_HINT}") from None
+                                  f"{SPARK_JAVA_HINT}") from None
     spark.sparkContext.setLogLevel("ERROR")
     return spark, True
 
