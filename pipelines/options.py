@@ -204,7 +204,21 @@ def spark_engine(args: argparse.Namespace):
         if why:
             raise InputError(f"--engine spark needs Java: {why}")
         check_spark_master(getattr(args, "spark_master", None))
+        check_worker_python(getattr(args, "spark_master", None))
     return spark
+
+
+def check_worker_python(master: str | None) -> None:
+    """With a local master (``local...``, or none: ``local[*]``) Spark's Python workers run
+    ``PYSPARK_PYTHON`` on this machine: refuse, in one line, one that is not a program here
+    (every task would fail and the job end in a JVM stack trace). On a cluster it names a
+    program on the executors, which this machine cannot check."""
+    python = os.environ.get("PYSPARK_PYTHON")
+    if not python or not (master is None or master.startswith("local")):
+        return
+    if shutil.which(python) is None:
+        raise InputError(f"PYSPARK_PYTHON={python} is not a program here, and Spark's Python workers run it on this machine "
+                         f"(--spark_master {master or 'local[*]'}); unset it to run them on this Python ({sys.executable})")
 
 
 SPARK_MASTER_PORT = 7077  # a standalone master's default port (spark://host without one)

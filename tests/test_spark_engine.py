@@ -272,3 +272,16 @@ def test_a_master_url_spark_cannot_read_is_one_line(sample_crawl, tmp_path, mast
     assert last.endswith(f"--spark_master {master}: Spark cannot read it as a master URL; it takes {MASTER_FORMS}")
     assert "org.apache.spark" not in done.stderr  # no JVM was started
     assert not (tmp_path / "out").exists()
+
+
+def test_a_worker_python_that_is_not_there_is_one_line_before_spark_starts(sample_crawl, tmp_path):
+    # With a local master every task would fail to start its Python worker and the job end in a
+    # JVM stack trace, leaving the output's claim behind.
+    missing = tmp_path / "no-venv" / "bin" / "python"
+    done = run_cli(["c4", "--input", *sample_crawl.wet_paths, "--output", str(tmp_path / "out"), "--badwords", sample_crawl.badwords_path,
+                    "--engine", "spark", "--spark_master", "local[2]"], env=dict(os.environ, PYSPARK_PYTHON=str(missing)))
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr and "org.apache.spark" not in done.stderr
+    last = [line for line in done.stderr.splitlines() if line.strip()][-1]
+    assert f"PYSPARK_PYTHON={missing} is not a program here" in last and last.endswith(f"unset it to run them on this Python ({sys.executable})")
+    assert not (tmp_path / "out").exists()
