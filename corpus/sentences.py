@@ -101,9 +101,9 @@ def remember_break_decisions(tokenizer):
 
 def use_trained_punkt(texts: Iterable[str], data_dir: str) -> str:
     """Train a punkt model on ``texts`` (punkt learns abbreviations, collocations and sentence
-    starters without labels), save it as NLTK data under ``data_dir`` (one of this process's NLTK
-    data roots from then on)
-    (``tokenizers/punkt_tab/english/``) and use it in this process; returns ``data_dir``.
+    starters without labels), save it as NLTK data under ``data_dir``
+    (``tokenizers/punkt_tab/english/``; ``data_dir`` becomes one of this process's NLTK data
+    roots) and use it in this process; returns ``data_dir``.
 
     The demo's stand-in when NLTK's English model is not installed: it splits the demo's own
     sample pages well enough, while a real corpus needs the real model for sentence counts as
