@@ -25,6 +25,8 @@ import sys
 import threading
 from typing import Iterable
 
+from common.environ import environment_with, prepended
+
 PUNKT_LANGUAGE = "english"
 PUNKT_INSTALL_COMMAND = f"{shlex.quote(sys.executable)} -c 'import nltk; nltk.download(\"punkt_tab\")'"  # this Python (the venv's)
 PUNKT_INSTALL_HINT = (
@@ -129,23 +131,13 @@ def use_trained_punkt(texts: Iterable[str], data_dir: str) -> str:
     return data_dir
 
 
-@contextlib.contextmanager
 def punkt_data_environment(data_dir: str | None):
     """``NLTK_DATA`` with ``data_dir`` first while the block runs, then as it was: a process
     started meanwhile (a Spark session's JVM and its Python workers) finds the punkt model
     saved there. ``None``: nothing changes."""
     if data_dir is None:
-        yield
-        return
-    saved = os.environ.get("NLTK_DATA")
-    os.environ["NLTK_DATA"] = os.pathsep.join([os.path.abspath(data_dir), *([saved] if saved else [])])  # a worker may start elsewhere
-    try:
-        yield
-    finally:
-        if saved is None:
-            del os.environ["NLTK_DATA"]
-        else:
-            os.environ["NLTK_DATA"] = saved
+        return contextlib.nullcontext()
+    return environment_with({"NLTK_DATA": prepended("NLTK_DATA", os.path.abspath(data_dir))})  # a worker may start elsewhere
 
 
 def require_punkt() -> None:

@@ -100,8 +100,6 @@ def generate(model, idx: torch.Tensor, max_new_tokens: int, temperature: float =
     return idx
 
 
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="corpusforge sample", description=DESCRIPTION)
     add_arguments(p)

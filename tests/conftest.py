@@ -3,8 +3,10 @@ C4 output, one Spark session a process) and the order the suite starts in under 
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -218,9 +220,6 @@ def pytest_unconfigure(config) -> None:
     (freeing each module and object one by one) takes seconds that the controller waits for."""
     if not hasattr(config, "workerinput"):
         return
-    import atexit
-    import sys
-
     atexit._run_exitfuncs()
     sys.stdout.flush()
     sys.stderr.flush()

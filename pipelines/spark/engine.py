@@ -33,6 +33,7 @@ from pyspark.errors import PySparkRuntimeError
 from pyspark.sql import SparkSession
 
 from common import storage
+from common.environ import environment_with, prepended
 from common.decision import OTHER
 from pipelines.options import SPARK_JAVA_HINT, SparkStartError, java_for_spark
 from pipelines.sources import WRITE_NAMESPACE, WRITTEN_PARTS, encode_row, write_shard
@@ -81,25 +82,13 @@ def session(master: str | None = None) -> tuple[SparkSession, bool]:
     return spark, True
 
 
-@contextlib.contextmanager
 def _worker_environment():
     """PYSPARK_PYTHON (this interpreter, unless set) and PYTHONPATH (this project first) while
     Spark starts: local workers then import the project as the driver does. The JVM keeps the
     environment it started with, so both are put back after: nothing this process runs later
     (another command, a subprocess) inherits them."""
-    saved = {name: os.environ.get(name) for name in ("PYSPARK_PYTHON", "PYTHONPATH")}
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    paths = [p for p in (saved["PYTHONPATH"] or "").split(os.pathsep) if p]
-    if PROJECT_ROOT not in paths:
-        os.environ["PYTHONPATH"] = os.pathsep.join([PROJECT_ROOT, *paths])
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+    return environment_with({"PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
+                             "PYTHONPATH": prepended("PYTHONPATH", PROJECT_ROOT)})
 
 
 @contextlib.contextmanager
