@@ -16,7 +16,7 @@ is kept. Every file is written under a hidden temporary name (``.<final>.tmp-<pi
 renamed only once the whole set is written; on an error every temporary is removed.
 ``ShardWriter`` writes empty shards too (an empty gzip stream, an empty file, a Parquet
 file with the schema and no rows), so its NNNNN-of-MMMMM set is complete. The jobs' writer
-(``pipelines.sources.write_shard``) writes no shard that holds no document, since polars
+(``pipelines.shard_io.write_shard``) writes no shard that holds no document, since polars
 and ``pyarrow.dataset`` refuse an empty JSON stream; their ``_SUCCESS`` lists the shards
 there are. A job that writes several formats puts each in its own folder
 (``format_folder``: ``c4json/``, ``parquet/``), so each folder is one dataset.

@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import functools
 import logging
-import os
 import sys
 
 import apache_beam as beam
@@ -17,23 +16,22 @@ from common.decision import OTHER
 from common.errors import UsageError
 from corpus import c4, langid
 from corpus.inputs import InputError, expand_inputs, open_input, read_pinned
-from corpus.records import Document, HtmlPage
 from corpus.sentences import count_line_sentences, require_punkt
 from corpus.warc import MAX_RECORD_BYTES, ReadStats
+from dedup.text import DEDUPE_SPANS
 from pipelines import progress
 from pipelines.cli import run_job
-from pipelines.dedupe import DEDUPE_SPANS, DedupeText
+from pipelines.dedupe import DedupeText
 from pipelines.jobs import begin_job, counters_of, finish_job, read_status
 from pipelines.c4_options import EXTRA_OPTIONS, add_arguments  # noqa: F401  (the job contract: pipelines.cli)
+from pipelines.c4_pages import BADWORDS_NAMESPACES, EXTRACT_NAMESPACE, LANGDETECT, C4PageReader, registered_domain_parts
 from pipelines.options import spark_engine, stage_setup_file
-from pipelines.sources import READ_NAMESPACE, WriteErrors, WriteShards, crawl_records
+from pipelines.sources import READ_NAMESPACE, WriteErrors, WriteShards
 from pipelines.staging import LoadStaged, Stage
-from pipelines.steps import Steps, Tally, collect_examples, count, format_counter_table, format_read_errors, units_of
+from pipelines.steps import Steps, Tally, collect_examples, count, flush_tally, format_counter_table, format_read_errors, units_of
 
 log = logging.getLogger(__name__)
 
-EXTRACT_NAMESPACE = "extract-main-text"
-BADWORDS_NAMESPACES = (c4.BADWORDS_FILTER, f"{c4.BADWORDS_FILTER}-en")  # TFDS counts bad words under both
 # Counter namespaces in chain order, for the summary table.
 SUMMARY_STAGES = (
     c4.SPLIT_WET_FILE, EXTRACT_NAMESPACE, c4.TOO_LONG_FILTER, c4.REALNEWS_FILTER, c4.DUPLICATE_URL_FILTER,
@@ -42,72 +40,7 @@ SUMMARY_STAGES = (
 )
 
 
-# --- resources the rules are bound to ---------------------------------------------------
-_domain_splitter = None
-
-
-def registered_domain_parts(url: str) -> tuple[str, str, str]:
-    """(subdomain, domain, suffix) by the public suffix list bundled with tldextract (offline)."""
-    global _domain_splitter
-    if _domain_splitter is None:
-        import tldextract  # only realnewslike needs it (75 ms to import); loaded once per worker
-
-        _domain_splitter = tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None)
-    parts = _domain_splitter(url)
-    return parts.subdomain, parts.domain, parts.suffix
-
-
-LANGDETECT = {"fast": langid.detect_langs, "reference": langid.reference_detect_langs}
-
-
 # --- Beam steps ----------------------------------------------------------------------
-class C4PageReader:
-    """One crawl file -> C4 pages, for every engine: WET conversion records as the reference
-    parses them (``c4.wet_page``), WARC HTML responses through trafilatura
-    (``c4.extracted_page``); bad input comes out as error dicts. Counts per file go to the
-    given tallies: the reader's (``stats``: ``read-archive``), the pages (``wet``:
-    ``split-wet-file``) and extractions (``extracted``: ``extract-main-text``), drops sampled."""
-
-    def __init__(self, input_kind: str, extract_timeout_s: float, max_record_bytes: int = MAX_RECORD_BYTES, verify_digest: bool = False):
-        self.input_kind, self.extract_timeout_s, self.max_record_bytes = input_kind, extract_timeout_s, max_record_bytes
-        self.verify_digest = verify_digest
-        self.extractor = None
-
-    def close(self):
-        if self.extractor is not None:
-            self.extractor.close()
-            self.extractor = None
-
-    def read(self, index: int, path: str, stats: ReadStats, wet: Tally, extracted: Tally):
-        """Pages (``C4Page``) and error dicts of file number ``index``."""
-        if self.input_kind == "wet" or (self.input_kind == "auto" and ".wet" in os.path.basename(path)):
-            wet.add(c4.WET_FILE_READ)
-        try:
-            for record in crawl_records(path, "c4", stats, self.max_record_bytes, self.verify_digest):
-                if isinstance(record, Document):
-                    decision = c4.wet_page(record, index)
-                    wet.add(decision)
-                elif isinstance(record, HtmlPage):
-                    decision = self._extracted_page(index, record)
-                    extracted.add(decision)
-                else:
-                    wet.add(c4.unreadable_record(record))
-                    yield record.to_dict()
-                    continue
-                if decision.record is not None:
-                    yield decision.record
-        finally:  # a failing worker still reports what it counted
-            wet.add(c4.warcinfo_records(path, stats.counts.get("records:warcinfo", 0)))
-
-    def _extracted_page(self, index, page: HtmlPage):
-        from corpus.extract import MainTextExtractor, extract_text_from_page  # trafilatura (120 ms): only when a WARC page comes
-
-        if self.extractor is None:
-            self.extractor = MainTextExtractor(timeout_s=self.extract_timeout_s)
-        doc, extraction = extract_text_from_page(page, self.extractor)
-        return c4.extracted_page(page.url, doc, extraction.outcome, extraction.detail, (index, page.offset))
-
-
 class _ReadPagesFn(beam.DoFn):
     """``C4PageReader`` as a Beam step: pages out, error dicts to ``errors``, tallies flushed per file."""
 
@@ -125,8 +58,8 @@ class _ReadPagesFn(beam.DoFn):
                 yield beam.pvalue.TaggedOutput("errors", out) if isinstance(out, dict) else out
         finally:  # a failing worker still reports what it counted
             count(READ_NAMESPACE, stats.counts, OTHER)
-        yield from wet.flush((c4.SPLIT_WET_FILE,), windowed=False)
-        yield from extracted.flush((EXTRACT_NAMESPACE,), windowed=False)
+        yield from flush_tally(wet, (c4.SPLIT_WET_FILE,), windowed=False)
+        yield from flush_tally(extracted, (EXTRACT_NAMESPACE,), windowed=False)
 
 
 class _NewestRef(beam.CombineFn):

@@ -1,11 +1,10 @@
 """C4's text dedup as a Beam transform, shared by the C4 and WebText recipes: line dedup
 (``lines``) or the T5 paper's 3-sentence span dedup (``spans``), by a shuffle of keys only.
-The rules (keys, claims, what a page keeps) are ``dedup.lines`` and ``dedup.spans``.
+The rules (keys, claims, what a page keeps) are ``dedup.lines`` and ``dedup.spans``, by mode
+``dedup.text.dedupe_rule``.
 """
 
 from __future__ import annotations
-
-import functools
 
 import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindow
@@ -13,26 +12,15 @@ from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
 from corpus import c4
-from corpus.sentences import has_sentences
-from dedup.lines import keep_smallest_claims, key_claims, line_claims, remove_duplicate_lines
-from dedup.spans import remove_duplicate_spans, span_claims, split_line
+from dedup.lines import keep_smallest_claims, key_claims
+from dedup.text import dedupe_rule
 from pipelines.staging import LoadStaged, Stage
 from pipelines.steps import step
 
-DEDUPE_SPANS = "dedupe-spans"
 # The claims cross the shuffle in batches, one per bucket (a key's first byte, modulo this)...
 CLAIM_BUCKETS = 256
 # ... sent on by a bundle once it holds this many keys, and at its end.
 CLAIMS_PER_BATCH = 1 << 17
-
-
-def dedupe_rule(mode: str, min_num_sentences: int):
-    """``(claims, namespace, rule)`` of a dedup mode, for every engine: ``claims(page)`` is
-    (md5(url), the page's keys), ``rule((page, owned keys))`` the Decision on the page."""
-    if mode == "lines":
-        return line_claims, c4.DEDUPE_LINES, functools.partial(remove_duplicate_lines, min_num_sentences=min_num_sentences, has_sentences=has_sentences)
-    return span_claims, DEDUPE_SPANS, functools.partial(remove_duplicate_spans, min_num_sentences=min_num_sentences, split_line=split_line,
-                                                        has_sentences=has_sentences)
 
 
 class _SmallestClaimsFn(beam.DoFn):

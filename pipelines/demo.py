@@ -34,7 +34,7 @@ from pipelines.c4 import format_summary as format_c4_summary
 from pipelines.c4 import run as run_c4
 from pipelines.demo_options import add_arguments  # noqa: F401  (the job contract: pipelines.cli)
 from pipelines.jobs import STATS_FILE, write_json
-from pipelines.options import SparkStartError, missing_java
+from pipelines.options import SparkStartError, missing_java, short_run_jvm
 from pipelines.read import run as run_read
 from pipelines.tokenize import format_summary as format_tokenize
 from pipelines.tokenize import run as run_tokenize
@@ -166,8 +166,10 @@ def build_c4_on_spark(folders: DemoFolders, crawl: SampleCrawl) -> dict:
         return {"identical": None, "summary": f"not run: {why}"}
     log.info("4/11 the same C4 job on Spark (local[2], the native engine) in %s", folders.c4_spark)
     try:
-        run_c4(["--input", crawl.manifest_path, "--base_url", folders.crawl, "--output", folders.c4_spark, "--overwrite",
-                "--badwords", crawl.badwords_path, "--format", "c4json", "parquet", "--num_shards", "2", "--engine", "spark", "--spark_master", "local[2]"])
+        with short_run_jvm():  # a small job: the JVM's start is most of its cost
+            run_c4(["--input", crawl.manifest_path, "--base_url", folders.crawl, "--output", folders.c4_spark, "--overwrite",
+                    "--badwords", crawl.badwords_path, "--format", "c4json", "parquet", "--num_shards", "2", "--engine", "spark",
+                    "--spark_master", "local[2]"])
     except SparkStartError as exc:  # a java that is there but cannot run this Spark: the rest of the demo goes on
         log.warning("4/11 no Spark run: %s", exc)
         return {"identical": None, "summary": f"not run: {exc}"}

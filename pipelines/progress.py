@@ -19,6 +19,10 @@ PortableRunner with a local job server) log their start-up and shutdown on the t
 ``quiet_worker_args`` sets their log level to WARNING unless the user set one, and
 ``filtered_stderr`` drops the start-up lines that Beam prints before any level applies.
 ``corpusforge -v`` keeps all.
+
+Beam is imported by the functions that build, run or read the options of a pipeline, not at
+the top of this file: the tally (``tally``, ``record_read``, ``file_read``) is called by the
+crawl readers of every engine, and a Spark worker does not load Beam (``pipelines.spark``).
 """
 
 from __future__ import annotations
@@ -31,13 +35,14 @@ import sys
 import threading
 import time
 from collections import Counter
+from typing import TYPE_CHECKING
 
-import apache_beam as beam
-from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
-from apache_beam.runners.runner import PipelineState
 from tqdm import tqdm
 
 from pipelines.options import LOST_WORKER
+
+if TYPE_CHECKING:
+    from apache_beam.options.pipeline_options import PipelineOptions
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +106,8 @@ def describe(counts: Counter, files: int | None, unit: str = "files") -> str:
 
 def runner_name(options: PipelineOptions) -> str:
     """The job's runner, lower-cased (``directrunner`` when none is named)."""
+    from apache_beam.options.pipeline_options import StandardOptions  # Beam: only where a pipeline runs (module docstring)
+
     runner = options.view_as(StandardOptions).runner or "DirectRunner"
     return (runner if isinstance(runner, str) else type(runner).__name__).lower()
 
@@ -110,6 +117,8 @@ DIRECT_RUNNERS = ("directrunner", "direct", "fnapirunner", "bundlebaseddirectrun
 
 def in_process(options: PipelineOptions) -> bool:
     """Whether the job's DoFns run in this process (so the tally sees them)."""
+    from apache_beam.options.pipeline_options import DirectOptions  # Beam: only where a pipeline runs (module docstring)
+
     if runner_name(options) not in DIRECT_RUNNERS:
         return False
     return options.view_as(DirectOptions).direct_running_mode in (None, "in_memory", "multi_threading")
@@ -260,6 +269,8 @@ def live_metrics(result) -> bool:
 
 def _poll_metrics(result, desc: str) -> None:
     """Log the runner's progress counters every interval until the job ends."""
+    from apache_beam.runners.runner import PipelineState  # Beam: only where a pipeline runs (module docstring)
+
     started = time.monotonic()
     while not PipelineState.is_terminal(result.state):
         time.sleep(_interval())
@@ -298,6 +309,8 @@ WORKER_STARTUP_LINES = (
 def starts_local_workers(options: PipelineOptions) -> bool:
     """Whether the job runs in worker processes that this machine starts and whose stderr is
     ours: the DirectRunner's ``multi_processing`` mode, the PortableRunner's embedded job server."""
+    from apache_beam.options.pipeline_options import DirectOptions  # Beam: only where a pipeline runs (module docstring)
+
     runner = runner_name(options)
     if runner in ("directrunner", "direct"):
         return options.view_as(DirectOptions).direct_running_mode == "multi_processing"
@@ -312,6 +325,8 @@ def quiet_worker_args(beam_args: list[str]) -> list[str]:
     log on this terminal, unless the user chose a level or asked for debug logs (``-v``)."""
     if logging.getLogger().isEnabledFor(logging.DEBUG) or any(a.startswith("--default_sdk_harness_log_level") for a in beam_args):
         return list(beam_args)
+    from apache_beam.options.pipeline_options import PipelineOptions  # Beam: only where a pipeline runs (module docstring)
+
     if not starts_local_workers(PipelineOptions(beam_args)):
         return list(beam_args)
     return list(beam_args) + ["--default_sdk_harness_log_level=WARNING"]
@@ -369,6 +384,8 @@ class filtered_stderr:
 def pipeline(options: PipelineOptions, desc: str, files: int | None = None):
     """``with progress.pipeline(options, "audit", files=n) as p:`` builds a pipeline that, at
     the end of the block, runs with progress (``run_pipeline``); ``p.result`` is its result."""
+    import apache_beam as beam  # only where a pipeline runs (module docstring)
+
     p = beam.Pipeline(options=options)
     yield p
     p.result = run_pipeline(p, desc, files)

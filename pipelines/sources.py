@@ -10,11 +10,9 @@ numbered shard set, whatever the number of workers.
 
 from __future__ import annotations
 
-import hashlib
 import heapq
 import io
 import itertools
-import json
 import random
 
 import apache_beam as beam
@@ -27,16 +25,11 @@ from apache_beam.utils.windowed_value import WindowedValue
 from common import storage
 from common.decision import OTHER
 from corpus.records import Document, HtmlPage, ReadError
-from corpus.shards import ShardFile, document_row, json_line, shard_relpath
-from corpus.warc import MAX_RECORD_BYTES, ReadStats, read_archive
+from corpus.warc import MAX_RECORD_BYTES, ReadStats
 from pipelines import progress
-from pipelines.steps import ERRORS_FILE, READ_NAMESPACE, count
-
-WRITE_NAMESPACE = "write-shards"
-# The shard writer's tallies: sorted units of work staged (an engine's own bookkeeping, so
-# they differ by engine and runner; no document count depends on them).
-WRITTEN_PARTS = "parts"
-WRITTEN_RUNS = "runs"
+from pipelines.shard_io import (READ_NAMESPACE, WRITE_NAMESPACE, WRITTEN_PARTS, WRITTEN_RUNS, crawl_records, encode_row, staged_sort_key,
+                                write_errors, write_shard)
+from pipelines.steps import count
 
 
 class _ReadFileFn(beam.DoFn):
@@ -55,19 +48,6 @@ class _ReadFileFn(beam.DoFn):
                     yield beam.pvalue.TaggedOutput("errors", item.to_dict())
         finally:  # a failing worker still reports what it counted
             count(READ_NAMESPACE, stats.counts, OTHER)  # the reader's tallies (records, errors): no decisions
-
-
-def crawl_records(path: str, text_mode: str, stats: ReadStats, max_record_bytes: int = MAX_RECORD_BYTES, verify_digest: bool = False):
-    """The records of one crawl file (``Document``, ``HtmlPage``, ``ReadError``), with the
-    live progress; ``stats`` holds the reader's tallies. One file's reading for every engine."""
-    items = 0
-    try:
-        for items, item in enumerate(read_archive(path, text_mode=text_mode, stats=stats, max_record_bytes=max_record_bytes,
-                                                  verify_digest=verify_digest), start=1):
-            progress.record_read(items)
-            yield item
-    finally:
-        progress.file_read(items)
 
 
 class ReadCrawlFiles(beam.PTransform):
@@ -120,39 +100,6 @@ def shard_sort_of(options: PipelineOptions) -> str:
     runner = options.view_as(StandardOptions).runner
     name = (runner if isinstance(runner, str) else type(runner).__name__ if runner else "").lower()
     return "shuffle" if any(kind in name for kind in SPILLING_RUNNERS) else "runs"
-
-
-def _sort_key(row: dict) -> tuple:
-    """A shard's order: (md5(url), url, timestamp, md5(text)); rows equal on it are equal."""
-    return (hashlib.md5(row["url"].encode("utf-8")).hexdigest(), row["url"], row["timestamp"],
-            hashlib.md5(row["text"].encode("utf-8")).hexdigest())
-
-
-# What WriteShards stages for a row: the row's c4json line (``json_line``), a tab, and the
-# JSON of its ``meta`` (JSON escapes every control character, so the tab is the only one).
-# The merge writes the first part into c4json shards as it is: the row is encoded once.
-STAGED_FORMAT = "c4json"
-STAGED_SEPARATOR = b"\t"
-
-
-def encode_row(doc: Document, count: int):
-    """(shard, md5(url) as an int, sort key, staged line of the row) for one document."""
-    row = document_row(doc)
-    key = _sort_key(row)
-    line = json_line(row, STAGED_FORMAT) + STAGED_SEPARATOR + json.dumps(row["meta"], ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    return int(key[0], 16) % count, int(key[0][:16], 16), key, line
-
-
-def _decode_row(staged: bytes) -> dict:
-    """The row of a staged line (``encode_row``)."""
-    line, _, meta = staged.partition(STAGED_SEPARATOR)
-    row = json.loads(line)
-    row["meta"] = json.loads(meta)
-    return row
-
-
-def _staged_sort_key(staged: bytes) -> tuple:
-    return _sort_key(_decode_row(staged))
 
 
 def _to_part(encoded, sizes):
@@ -227,7 +174,7 @@ def _merged_runs(paths):
     single run is already that stream, so its rows are not decoded and keyed again."""
     if len(paths) == 1:
         return _read_part(paths[0])
-    return heapq.merge(*(_read_part(path) for path in paths), key=_staged_sort_key)
+    return heapq.merge(*(_read_part(path) for path in paths), key=staged_sort_key)
 
 
 class _MergeShardFn(beam.DoFn):
@@ -243,38 +190,6 @@ class _MergeShardFn(beam.DoFn):
         entries, written = write_shard(self.out_dir, self.formats, self.name, self.split, index, self.count, lines)
         progress.tally("written", written)
         yield from entries
-
-
-def write_shard(out_dir: str, formats, name: str, split: str, index: int, count: int, lines) -> tuple[list[dict], int]:
-    """Shard ``index`` of ``count`` in every format from its staged lines (``encode_row``),
-    already in shard order: (the files' manifest entries, rows written). Every engine's
-    last step, so a shard has the same bytes whoever ordered its rows. Each format goes to
-    its ``shard_relpath`` (a folder per format when there are several). A shard that no
-    document falls in is not written (no entry): an empty gzip stream is a file that
-    polars and ``pyarrow.dataset`` refuse, and the manifest lists the shards there are."""
-    formats = tuple(formats)
-    relpaths = [shard_relpath(name, split, index, count, fmt, formats) for fmt in formats]
-    files = [ShardFile(storage.join(out_dir, *relpath.split("/")), fmt, manifest_name=relpath) for fmt, relpath in zip(formats, relpaths)]
-    staged = [shard for shard in files if shard.fmt == STAGED_FORMAT]  # take the staged line as it is
-    decoded = [shard for shard in files if shard.fmt != STAGED_FORMAT]
-    written = 0
-    try:
-        for written, line in enumerate(lines, start=1):
-            for shard in staged:
-                shard.write_line(line[: line.index(STAGED_SEPARATOR)])
-            if decoded:
-                row = _decode_row(line)
-                for shard in decoded:
-                    shard.write(row)
-    except BaseException:
-        for shard in files:
-            shard.abort()
-        raise
-    if not written:
-        for shard in files:
-            shard.abort()
-        return [], 0
-    return [shard.commit() for shard in files], written
 
 
 class WriteShards(beam.PTransform):
@@ -344,11 +259,3 @@ class WriteErrors(beam.PTransform):
             | "Collect errors" >> beam.combiners.ToList()
             | "Write errors" >> beam.Map(lambda rows: write_errors(rows, out_dir))
         )
-
-
-def write_errors(rows: list[dict], out_dir: str) -> str:
-    """Write the error rows as JSON lines, atomically; returns the path."""
-    path = storage.join(out_dir, ERRORS_FILE)
-    ordered = sorted(rows, key=lambda r: (r["source"], r["offset"], r["reason"]))
-    storage.write_atomically(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in ordered))
-    return path

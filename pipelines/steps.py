@@ -43,10 +43,8 @@ with no declared unit, get no share.
 
 from __future__ import annotations
 
-import heapq
 import json
 import logging
-import zlib
 from collections import Counter
 
 import apache_beam as beam
@@ -56,62 +54,19 @@ from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
 from common import storage
-from common.decision import OTHER, Decision
+from common.decision import OTHER
+from pipelines.shard_io import ERRORS_FILE, READ_NAMESPACE  # noqa: F401  (also the steps' names)
+from pipelines.tally import EXAMPLES_PER_REASON, ReasonExamples, Tally, examples_document, resolve_units  # noqa: F401  (the steps' own names)
 
 log = logging.getLogger(__name__)
 
-EXAMPLES_PER_REASON = 5  # _stats.json: examples sampled per counter (the TFDS c4 counters have none; ours, a few to read)
-EXAMPLE_CHARS = 400  # _stats.json: characters kept of each example
 EXAMPLES_FILE = "examples.json"  # staged under the output's _temporary/ until the job commits
 UNIT_METRIC_PREFIX = "unit:"  # string-set metric "unit:<counter>" in the counter's namespace: {its unit}
 
 
-class ReasonExamples:
-    """Up to ``n`` examples per counter name, the ones with the smallest CRC-32: the same
-    sample whatever the bundling, so _stats.json is reproducible."""
-
-    def __init__(self, n: int = EXAMPLES_PER_REASON):
-        self.n = n
-        self.heaps: dict[str, list] = {}
-
-    def add(self, reason: str, text: str) -> None:
-        excerpt = text[:EXAMPLE_CHARS]
-        item = (-zlib.crc32(excerpt.encode("utf-8", "surrogatepass")), excerpt)
-        heap = self.heaps.setdefault(reason, [])
-        if len(heap) < self.n:
-            heapq.heappush(heap, item)
-        elif item > heap[0]:
-            heapq.heapreplace(heap, item)
-
-    def items(self):
-        for reason, heap in self.heaps.items():
-            for negative_crc, excerpt in heap:
-                yield reason, (-negative_crc, excerpt)
-
-
-class Tally:
-    """One bundle's decisions for one stage: counts, declared units, sampled drops."""
-
-    def __init__(self):
-        self.counts: Counter = Counter()
-        self.examples = ReasonExamples()
-        self.units: dict[str, str] = {}
-        self._last_units = None
-
-    def add(self, decision: Decision) -> None:
-        counts = self.counts
-        for name, n in decision.counts:
-            counts[name] += n
-        for reason, text in decision.dropped:
-            self.examples.add(reason, text)
-        units = decision.units
-        if units is not self._last_units:  # rules return constant unit tuples: one update per change
-            self.units.update(units)
-            self._last_units = units
-
-    def flush(self, namespaces: tuple[str, ...], windowed: bool = True):
-        """``flush_counts`` of this tally (examples as TaggedOutputs)."""
-        return flush_counts(namespaces, self.counts, self.examples, windowed, units=self.units)
+def flush_tally(tally: Tally, namespaces: tuple[str, ...], windowed: bool = True):
+    """``flush_counts`` of a ``Tally`` (examples as TaggedOutputs)."""
+    return flush_counts(namespaces, tally.counts, tally.examples, windowed, units=tally.units)
 
 
 def flush_counts(namespaces, counts: Counter, examples: ReasonExamples, windowed: bool = True, *, units=None):
@@ -155,7 +110,7 @@ class _StepFn(beam.DoFn):
             yield decision.record
 
     def finish_bundle(self):
-        yield from self.tally.flush(self.namespaces)
+        yield from flush_tally(self.tally, self.namespaces)
 
 
 class _KeyedStepFn(_StepFn):
@@ -230,16 +185,6 @@ def _write_examples(rows, out_dir: str) -> None:
     storage.write_atomically(storage.staging_path(out_dir, EXAMPLES_FILE), json.dumps(examples_document(rows), indent=2, ensure_ascii=False) + "\n")
 
 
-def examples_document(rows) -> dict[str, dict[str, list[str]]]:
-    """_stats.json's ``examples`` from ``("<namespace>/<reason>", [(crc, excerpt), ...])``
-    rows, each list the ``EXAMPLES_PER_REASON`` smallest: the same document on every engine."""
-    examples: dict[str, dict[str, list[str]]] = {}
-    for key, items in sorted(rows):
-        namespace, reason = key.split("/", 1)
-        examples.setdefault(namespace, {})[reason] = [excerpt for _, excerpt in items]
-    return examples
-
-
 def collect_examples(out_dir: str) -> dict:
     """Read the examples file a finished pipeline staged (the job's commit removes it)."""
     path = storage.staging_path(out_dir, EXAMPLES_FILE)
@@ -260,18 +205,6 @@ def units_of(result) -> dict[str, dict[str, str]]:
         values = metric.committed if metric.committed is not None else metric.attempted
         declared.setdefault(namespace, {}).setdefault(name[len(UNIT_METRIC_PREFIX):], set()).update(values or ())
     return resolve_units(declared)
-
-
-def resolve_units(declared: dict[str, dict[str, set]]) -> dict[str, dict[str, str]]:
-    """``{namespace: {counter: unit}}`` from every unit each counter was declared with
-    (``{namespace: {counter: {units}}}``), whichever engine gathered them."""
-    units: dict[str, dict[str, str]] = {}
-    for namespace, names in sorted(declared.items()):
-        for name, found in sorted(names.items()):
-            if len(found) > 1:
-                log.warning("counter %s/%s is declared with units %s: shown without a share", namespace, name, sorted(found))
-            units.setdefault(namespace, {})[name] = found.pop() if len(found) == 1 else OTHER
-    return units
 
 
 def format_counter_table(title: str, counters: dict, stages, units: dict | None = None) -> str:
@@ -297,10 +230,6 @@ def format_counter_table(title: str, counters: dict, stages, units: dict | None 
     return "\n".join(rows)
 
 
-READ_NAMESPACE = "read-archive"  # the archive reader's counters (records, errors by reason)
-# A job's input problems, one JSON line each (file, offset, reason); "_" so that readers of the
-# output folder (Spark, pyarrow.dataset, ...) take it for bookkeeping, not data.
-ERRORS_FILE = "_errors/errors.jsonl"
 
 
 def format_read_errors(counters: dict) -> str:

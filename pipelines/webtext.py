@@ -43,7 +43,7 @@ from pipelines.dedupe import DedupeText
 from pipelines.options import spark_engine, stage_setup_file
 from pipelines.jobs import begin_job, counters_of, finish_job, read_status
 from pipelines.sources import ReadCrawlFiles, WriteErrors, WriteShards
-from pipelines.steps import Steps, Tally, collect_examples, count, format_counter_table, format_read_errors, keyed_step, units_of
+from pipelines.steps import Steps, Tally, collect_examples, count, flush_tally, format_counter_table, format_read_errors, keyed_step, units_of
 from pipelines.webtext_options import EXTRA_OPTIONS, add_arguments  # noqa: F401  (the job contract: pipelines.cli)
 
 log = logging.getLogger(__name__)
@@ -274,7 +274,7 @@ class _MergeRunsFn(beam.DoFn):
         yield beam.pvalue.TaggedOutput("files", storage.file_info(path, name))
 
     def finish_bundle(self):
-        yield from self.tally.flush((LINK_KARMA,))
+        yield from flush_tally(self.tally, (LINK_KARMA,))
 
 
 class _KeptLinkWriters:
@@ -387,7 +387,7 @@ class _JoinShardFn(beam.DoFn):
                 yield decision.record
 
     def finish_bundle(self):
-        yield from self.tally.flush((CRAWL_JOIN,))
+        yield from flush_tally(self.tally, (CRAWL_JOIN,))
 
 
 def write_link_shard(keyed, out_dir, count):
@@ -504,7 +504,7 @@ class _ExtractFn(beam.DoFn):
             yield decision.record
 
     def finish_bundle(self):
-        yield from self.tally.flush((EXTRACT,))
+        yield from flush_tally(self.tally, (EXTRACT,))
 
 
 class NearDuplicates(beam.PTransform):

@@ -15,7 +15,7 @@ from xdist.scheduler import LoadFileScheduling
 
 from corpus.sentences import PunktMissingError, require_punkt
 from pipelines.cli import run_job
-from pipelines.options import missing_java
+from pipelines.options import SHORT_RUN_JVM_OPTIONS, missing_java
 from samplecrawl.crawl import write_sample_crawl
 
 DATA_ENV = "CORPUSFORGE_TEST_DATA"
@@ -210,6 +210,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         rank[unit] = min(rank.get(unit, len(START_ORDER)), _start_rank(item))
     items.sort(key=lambda item: (-UNIT_SECONDS.get(unit_of[item], 0.0), rank[unit_of[item]], first[unit_of[item]],
                                  _start_rank(item)))
+
+
+def pytest_configure(config) -> None:
+    """Every JVM the suite starts (a Spark session here, in an xdist worker or in a subprocess,
+    which inherit the environment) takes ``SHORT_RUN_JVM_OPTIONS`` unless ``SPARK_SUBMIT_OPTS`` is
+    set: each runs small jobs, where the JVM's start is most of the cost (docs/architecture.md)."""
+    os.environ.setdefault("SPARK_SUBMIT_OPTS", SHORT_RUN_JVM_OPTIONS)
 
 
 @pytest.hookimpl(trylast=True)

@@ -12,8 +12,9 @@ from corpus.records import Document
 from corpus.urls import url_digest
 from corpus.warc import read_archive
 from dedup.lines import keep_smallest_claims
+from dedup.text import dedupe_rule
 from pipelines import dedupe
-from pipelines.dedupe import DedupeText, dedupe_rule, owned_keys_by_file
+from pipelines.dedupe import DedupeText, owned_keys_by_file
 
 pytestmark = pytest.mark.pipeline  # runs Beam jobs: not in `make test-fast`
 

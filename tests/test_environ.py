@@ -1,4 +1,5 @@
-"""common.environ: variables set for a block, then exactly as they were."""
+"""common.environ: variables set for a block, then exactly as they were; and its use for a short
+Spark run's JVM flags (``pipelines.options.short_run_jvm``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import os
 import pytest
 
 from common.environ import environment_with, prepended
+from pipelines.options import SHORT_RUN_JVM_OPTIONS, short_run_jvm
 
 
 def test_a_block_sees_the_values_and_after_it_every_variable_is_as_before(monkeypatch):
@@ -27,3 +29,14 @@ def test_prepended_puts_a_path_first_once(monkeypatch):
     assert prepended("CF_PATHS", "/a") == os.pathsep.join(["/a", "/b", "/c"])
     monkeypatch.setenv("CF_PATHS", os.pathsep.join(["/b", "/a"]))
     assert prepended("CF_PATHS", "/a") == os.pathsep.join(["/b", "/a"])  # already there: left as it is
+
+
+def test_a_short_runs_jvm_flags_are_set_for_the_block_unless_the_user_set_their_own(monkeypatch):
+    monkeypatch.delenv("SPARK_SUBMIT_OPTS", raising=False)
+    with short_run_jvm():
+        assert os.environ["SPARK_SUBMIT_OPTS"] == SHORT_RUN_JVM_OPTIONS
+    assert "SPARK_SUBMIT_OPTS" not in os.environ
+    monkeypatch.setenv("SPARK_SUBMIT_OPTS", "-Xmx2g")
+    with short_run_jvm():
+        assert os.environ["SPARK_SUBMIT_OPTS"] == "-Xmx2g"  # the user's flags win
+    assert os.environ["SPARK_SUBMIT_OPTS"] == "-Xmx2g"

@@ -10,6 +10,9 @@ line (``pipelines.cli``) and nothing else outside its layer.
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -27,6 +30,9 @@ ALLOWED = {
 }
 PACKAGES = set(ALLOWED)
 BEAM_FREE = {"corpus", "dedup"}  # plain functions over plain records: never apache_beam
+# What a Spark Python worker imports to run the read and C4 jobs (the modules of the functions it
+# unpickles): without Beam, which a worker would load for a second of CPU and never use.
+SPARK_WORKER_MODULES = ("pipelines.spark.engine", "pipelines.spark.read", "pipelines.spark.c4", "pipelines.spark.dedupe")
 MAIN_BLOCK_MAY_IMPORT = {"pipelines.cli"}  # ``python -m corpus.fetch`` is ``corpusforge fetch``
 
 # Violations known and not fixed yet, (module file, imported module); a fixed one leaves this list.
@@ -148,3 +154,12 @@ def test_a_dedup_module_may_use_corpus_but_corpus_may_not_use_dedup(tmp_path):
     (tmp_path / "corpus" / "rules.py").write_text("from dedup.lines import dedupe_lines\n")
     (tmp_path / "model" / "train.py").write_text("import torch\nfrom dedup import bloom\nfrom pipelines import cli\n")
     assert violations(tmp_path) == {("corpus/rules.py", "dedup.lines"), ("model/train.py", "pipelines")}
+
+
+def test_a_spark_worker_runs_read_and_c4_without_loading_beam():
+    pytest.importorskip("pyspark", reason="the spark extra is not installed: pip install 'corpusforge[spark]'")
+    probe = f"import sys, {', '.join(SPARK_WORKER_MODULES)}; print(sorted(m for m in sys.modules if m.split('.')[0] == 'apache_beam'))"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]", done.stdout[:2000]

@@ -15,7 +15,7 @@ from corpus import shards
 from corpus.records import Document
 from corpus.shards import (FORMATS, ShardWriter, find_shards, open_dataset, read_documents, shard_index, shard_name, write_shard,
                            write_shards)
-from pipelines import sources
+from pipelines import shard_io, sources
 
 TIMESTAMP = "2019-04-25T12:57:54Z"
 
@@ -357,7 +357,7 @@ def test_beam_shards_are_the_bytes_of_the_plain_writer(tmp_path, monkeypatch, so
     result.wait_until_finish()
     staged = {c.key.metric.name: c.committed for c in result.metrics().query()["counters"] if c.key.metric.namespace == sources.WRITE_NAMESPACE}
     assert staged[{"runs": "runs", "shuffle": "parts"}[sort]] >= (num_shards if run_bytes is None and part_bytes is None else 2 * num_shards)
-    ordered = sorted(docs, key=lambda d: sources._sort_key(shards.document_row(d)))
+    ordered = sorted(docs, key=lambda d: shard_io.sort_key(shards.document_row(d)))
     for fmt in FORMATS:
         for index in range(num_shards):
             name = shard_name("c4", "train", index, num_shards, fmt)
@@ -370,7 +370,7 @@ def test_beam_shards_are_the_bytes_of_the_plain_writer(tmp_path, monkeypatch, so
 def test_a_staged_line_is_the_c4json_line_and_gives_the_row_back():
     for doc in staged_documents()[:-100]:
         row = shards.document_row(doc)
-        _, _, _, staged = sources.encode_row(doc, 1)
-        assert staged.count(sources.STAGED_SEPARATOR) == 1 and b"\n" not in staged
-        assert staged.split(sources.STAGED_SEPARATOR)[0] == shards.json_line(row, "c4json")
-        assert sources._decode_row(staged) == row
+        _, _, _, staged = shard_io.encode_row(doc, 1)
+        assert staged.count(shard_io.STAGED_SEPARATOR) == 1 and b"\n" not in staged
+        assert staged.split(shard_io.STAGED_SEPARATOR)[0] == shards.json_line(row, "c4json")
+        assert shard_io.decode_row(staged) == row

@@ -24,8 +24,8 @@ from common import storage
 from corpus.inputs import InputError
 from pipelines import c4 as c4_pipeline, read as read_pipeline
 from pipelines.jobs import STATS_FILE
-from pipelines.options import MASTER_FORMS, SPARK_JAVA_HINT, check_spark_master
-from pipelines.sources import ERRORS_FILE, WRITE_NAMESPACE
+from pipelines.options import MASTER_FORMS, SHORT_RUN_JVM_OPTIONS, SPARK_JAVA_HINT, check_spark_master
+from pipelines.shard_io import ERRORS_FILE, WRITE_NAMESPACE
 from samplecrawl.crawl import write_sample_crawl
 from test_object_store import BUCKET, closed_port, s3, upload  # noqa: F401  (the moto S3 server fixture)
 
@@ -94,6 +94,14 @@ def assert_same_output(beam_out: str, spark_out: str, beam_stats: dict, spark_st
     written = json.loads(storage.read_text(storage.join(spark_out, STATS_FILE)))
     assert without_engine_work(written) == without_engine_work(json.loads(storage.read_text(storage.join(beam_out, STATS_FILE))))
     assert set(spark_stats["counters"][WRITE_NAMESPACE]) == {"parts"}
+
+
+def test_the_test_sessions_jvm_runs_with_the_short_run_flags(spark):
+    # tests/conftest.py sets SPARK_SUBMIT_OPTS (unless the environment has its own) before any JVM starts
+    if os.environ["SPARK_SUBMIT_OPTS"] != SHORT_RUN_JVM_OPTIONS:
+        pytest.skip(f"SPARK_SUBMIT_OPTS is the environment's own: {os.environ['SPARK_SUBMIT_OPTS']}")
+    flags = list(spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+    assert set(SHORT_RUN_JVM_OPTIONS.split()) <= set(flags), flags
 
 
 def test_c4_on_real_wet_and_warc_files_is_byte_identical(spark, real_data, real_inputs, tmp_path):

@@ -25,7 +25,7 @@ from corpus.shards import shard_relpath
 from corpus.warc import read_archive
 from pipelines import cli, spark_main, tokenize as tokenize_pipeline, webtext as webtext_pipeline
 from pipelines.jobs import STATS_FILE
-from pipelines.sources import ERRORS_FILE
+from pipelines.shard_io import ERRORS_FILE
 from test_spark_engine import assert_same_output
 from test_webtext_pipeline import article, paragraphs, submission, write_warc
 

@@ -1,7 +1,7 @@
 """The C4 recipe on Spark: ``pipelines.c4``'s chain, step for step, as RDD operations.
 
 The rules, namespaces and readers are the Beam wiring's own (``corpus.c4``, ``dedup/``,
-``pipelines.c4.C4PageReader``, ``pipelines.dedupe.dedupe_rule``); only the plumbing is
+``pipelines.c4_pages.C4PageReader``, ``dedup.text.dedupe_rule``); only the plumbing is
 Spark's: ``mapPartitions`` for every per-page rule, ``combineByKey`` for URL dedup (the
 newest capture per normalised URL), ``reduceByKey(min)`` for line/span claims (the
 smallest md5(url) owns a key) joined back to the pages with ``cogroup``
@@ -18,11 +18,11 @@ from common.decision import OTHER
 from corpus import c4, langid
 from corpus.sentences import count_line_sentences
 from corpus.warc import ReadStats
-from pipelines.c4 import BADWORDS_NAMESPACES, EXTRACT_NAMESPACE, LANGDETECT, C4PageReader, registered_domain_parts
-from pipelines.sources import READ_NAMESPACE, write_errors
+from pipelines.c4_pages import BADWORDS_NAMESPACES, EXTRACT_NAMESPACE, LANGDETECT, C4PageReader, registered_domain_parts
+from pipelines.shard_io import READ_NAMESPACE, write_errors
 from pipelines.spark.dedupe import dedupe_text
 from pipelines.spark.engine import SparkJob, add_tally, on_worker, tally_of
-from pipelines.steps import Tally
+from pipelines.tally import Tally
 
 
 def _read_pages(input_kind, extract_timeout, max_record_bytes, verify_digest, tallies, errors, beam_args):

@@ -1,6 +1,6 @@
 """C4's text dedup on Spark, shared by the C4 and WebText wirings as ``pipelines.dedupe``
 is by their Beam twins: line dedup (``lines``) or the T5 paper's 3-sentence span dedup
-(``spans``), the same rules (``dedupe_rule``: ``dedup.lines`` / ``dedup.spans``).
+(``spans``), the same rules (``dedup.text.dedupe_rule``: ``dedup.lines`` / ``dedup.spans``).
 
 Pages are numbered (``zipWithUniqueId``) and stored once (``SparkJob.once``); each page
 claims its keys with ``(md5(url), its number)``, ``reduceByKey(min)`` gives each key to
@@ -11,7 +11,7 @@ all its lines are duplicates) to the rule.
 from __future__ import annotations
 
 from dedup.lines import key_claims
-from pipelines.dedupe import dedupe_rule
+from dedup.text import dedupe_rule
 
 
 def dedupe_text(job, pages, mode: str, min_num_sentences: int):

@@ -10,9 +10,9 @@
   after the job as Beam's ``counters_of``, ``units_of`` and ``collect_examples`` read a
   pipeline result, so _stats.json is the same document.
 - ``SparkJob.write_shards``: documents keyed by split -> one Spark partition per shard,
-  sorted in the shard's order (``sources.encode_row``: md5(url), url, timestamp,
+  sorted in the shard's order (``shard_io.encode_row``: md5(url), url, timestamp,
   md5(text)) by ``repartitionAndSortWithinPartitions`` (which spills to disk), written by
-  ``sources.write_shard``, the Beam writer's last step: the same bytes.
+  ``shard_io.write_shard``, the Beam writer's last step: the same bytes.
 
 Spark applies an accumulator update made in a transformation once per task attempt that
 succeeds, so a task that fails and is retried is counted once; a stage recomputed after
@@ -36,8 +36,8 @@ from common import storage
 from common.environ import environment_with, prepended
 from common.decision import OTHER
 from pipelines.options import SPARK_JAVA_HINT, SparkStartError, java_for_spark
-from pipelines.sources import WRITE_NAMESPACE, WRITTEN_PARTS, encode_row, write_shard
-from pipelines.steps import EXAMPLES_PER_REASON, Tally, examples_document, resolve_units
+from pipelines.shard_io import WRITE_NAMESPACE, WRITTEN_PARTS, encode_row, write_shard
+from pipelines.tally import EXAMPLES_PER_REASON, Tally, examples_document, resolve_units
 
 APP_NAME = "corpusforge"
 # The session's settings: offline (loopback driver, no UI), quiet, Python workers reused.

@@ -1,5 +1,5 @@
 """``corpusforge read`` on Spark: crawl files -> document shards, as ``pipelines.read``
-wires it for Beam: one partition per file read by ``sources.crawl_records``, the reader's
+wires it for Beam: one partition per file read by ``shard_io.crawl_records``, the reader's
 tallies counted in ``read-archive``, bad input to the errors file, shards by
 ``SparkJob.write_shards``. ``read_crawl_files`` is every Spark job's crawl reader (the
 twin of ``sources.ReadCrawlFiles``)."""
@@ -9,7 +9,7 @@ from __future__ import annotations
 from common.decision import OTHER
 from corpus.records import Document, ReadError
 from corpus.warc import MAX_RECORD_BYTES, ReadStats
-from pipelines.sources import READ_NAMESPACE, crawl_records, write_errors
+from pipelines.shard_io import READ_NAMESPACE, crawl_records, write_errors
 from pipelines.spark.engine import SparkJob, on_worker, tally_of
 
 

@@ -1,0 +1,87 @@
+"""A stage's decisions added up, for every engine: ``Tally`` (counts, declared units, sampled
+drops of one bundle or partition), ``examples_document`` (_stats.json's ``examples``) and
+``resolve_units`` (each counter's unit). Beam's steps flush a tally to Beam metrics
+(``pipelines.steps``), Spark's to an accumulator (``pipelines.spark.engine``).
+
+Beam-free: a Spark worker loads this, not Beam (``pipelines.spark``). Tests: ``tests/test_steps.py``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import zlib
+from collections import Counter
+
+from common.decision import OTHER, Decision
+
+log = logging.getLogger(__name__)
+
+EXAMPLES_PER_REASON = 5  # _stats.json: examples sampled per counter (the TFDS c4 counters have none; ours, a few to read)
+EXAMPLE_CHARS = 400  # _stats.json: characters kept of each example
+
+
+class ReasonExamples:
+    """Up to ``n`` examples per counter name, the ones with the smallest CRC-32: the same
+    sample whatever the bundling, so _stats.json is reproducible."""
+
+    def __init__(self, n: int = EXAMPLES_PER_REASON):
+        self.n = n
+        self.heaps: dict[str, list] = {}
+
+    def add(self, reason: str, text: str) -> None:
+        excerpt = text[:EXAMPLE_CHARS]
+        item = (-zlib.crc32(excerpt.encode("utf-8", "surrogatepass")), excerpt)
+        heap = self.heaps.setdefault(reason, [])
+        if len(heap) < self.n:
+            heapq.heappush(heap, item)
+        elif item > heap[0]:
+            heapq.heapreplace(heap, item)
+
+    def items(self):
+        for reason, heap in self.heaps.items():
+            for negative_crc, excerpt in heap:
+                yield reason, (-negative_crc, excerpt)
+
+
+class Tally:
+    """One bundle's decisions for one stage: counts, declared units, sampled drops."""
+
+    def __init__(self):
+        self.counts: Counter = Counter()
+        self.examples = ReasonExamples()
+        self.units: dict[str, str] = {}
+        self._last_units = None
+
+    def add(self, decision: Decision) -> None:
+        counts = self.counts
+        for name, n in decision.counts:
+            counts[name] += n
+        for reason, text in decision.dropped:
+            self.examples.add(reason, text)
+        units = decision.units
+        if units is not self._last_units:  # rules return constant unit tuples: one update per change
+            self.units.update(units)
+            self._last_units = units
+
+
+def examples_document(rows) -> dict[str, dict[str, list[str]]]:
+    """_stats.json's ``examples`` from ``("<namespace>/<reason>", [(crc, excerpt), ...])``
+    rows, each list the ``EXAMPLES_PER_REASON`` smallest: the same document on every engine."""
+    examples: dict[str, dict[str, list[str]]] = {}
+    for key, items in sorted(rows):
+        namespace, reason = key.split("/", 1)
+        examples.setdefault(namespace, {})[reason] = [excerpt for _, excerpt in items]
+    return examples
+
+
+def resolve_units(declared: dict[str, dict[str, set]]) -> dict[str, dict[str, str]]:
+    """``{namespace: {counter: unit}}`` from every unit each counter was declared with
+    (``{namespace: {counter: {units}}}``), whichever engine gathered them."""
+    units: dict[str, dict[str, str]] = {}
+    for namespace, names in sorted(declared.items()):
+        for name, found in sorted(names.items()):
+            if len(found) > 1:
+                log.warning("counter %s/%s is declared with units %s: shown without a share", namespace, name, sorted(found))
+            units.setdefault(namespace, {})[name] = found.pop() if len(found) == 1 else OTHER
+    return units
