@@ -26,7 +26,8 @@ staged artifacts are for container-based runners: Dataflow, Flink, Spark).
 which asks the job server to cancel) stops before its next bundle and ends CANCELLED; its
 workers are stopped and nothing is committed. The pool reaps every worker that ends (no
 zombies), and one that dies while its job runs (killed, out of memory) is reported in one
-line with what to do. Each job's staged artifacts are removed when it ends, and a service
+line with what to do; the job fails at once (``AbortingControlConnection``) instead of
+waiting for an answer the dead worker will never send. Each job's staged artifacts are removed when it ends, and a service
 stopped with SIGTERM or Ctrl-C removes its own temporary folders.
 """
 
@@ -48,10 +49,12 @@ from apache_beam.options.pipeline_options import DirectOptions
 from apache_beam.portability.api import beam_job_api_pb2, beam_provision_api_pb2, beam_provision_api_pb2_grpc
 from apache_beam.runners.runner import PipelineState
 from apache_beam.runners.portability import local_job_service
-from apache_beam.runners.portability.fn_api_runner import fn_runner
+from apache_beam.runners.portability.fn_api_runner import fn_runner, worker_handlers
 from apache_beam.runners.worker import sdk_worker_main
 from apache_beam.runners.worker.worker_pool_main import BeamFnExternalWorkerPoolServicer
 from google.protobuf import json_format
+
+from pipelines.options import LOST_WORKER
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +124,49 @@ def worker_pool(port: int) -> None:
         _serve_forever(server)
 
 
+class AbortingControlConnection(worker_handlers.ControlConnection):
+    """Beam's runner side of one worker's control stream, failing the job's instructions to a
+    worker that is gone. Beam's reader thread ends with the stream (an error, or a plain end
+    when the worker is killed) and leaves every unanswered instruction pending, and the runner
+    goes on sending that worker bundles: a worker killed while no data of a bundle was in
+    flight left the job waiting forever (the FnApiRunner notices a dead worker only through a
+    broken data channel). Here a stream that ends before the runner closes it fails every
+    pending instruction and every later one at once, with an error naming ``LOST_WORKER``, so
+    the launcher reports it in one line."""
+
+    def __init__(self):
+        super().__init__()
+        self._lost: RuntimeError | None = None
+        self._closing = False
+
+    def _read(self) -> None:
+        try:
+            super()._read()
+            if self._closing:
+                return
+            how = "it ended"
+        except Exception as exc:  # grpc.RpcError: the worker's end of the stream is gone
+            how = type(exc).__name__
+        self._lost = RuntimeError(f"{LOST_WORKER}: an SDK worker's control stream broke ({how}) "
+                                  f"with {len(self._futures_by_id)} instruction(s) unanswered")
+        log.error("%s: the job fails", self._lost)  # names LOST_WORKER: a launcher shows it only with -v (pipelines.cli)
+        self.abort(self._lost)
+
+    def push(self, req):
+        future = super().push(req)  # registered before ``_lost`` is read: either this or ``abort`` fails it
+        if future is not None and self._lost is not None:
+            future.abort(self._lost)
+        return future
+
+    def close(self) -> None:
+        self._closing = True  # the stream's end that follows is the runner's doing
+        super().close()
+
+    def abort(self, exn: Exception) -> None:
+        for future in list(self._futures_by_id.values()):  # a copy: ``push`` may add one meanwhile
+            future.abort(exn)
+
+
 class JobCancelled(Exception):
     """The job's launcher asked the job server to cancel it."""
 
@@ -171,6 +217,9 @@ class ParallelBeamJob(local_job_service.BeamJob):
 
 
 def job_server(port: int) -> None:
+    # Beam's control servicer makes a connection per worker from this module-level name when it
+    # is first asked for one; this process is a job server only, so every job gets the aborting one.
+    worker_handlers.ControlConnection = AbortingControlConnection
     servicer = local_job_service.LocalJobServicer(beam_job_type=ParallelBeamJob)
     bound = servicer.start_grpc_server(port)
     log.info("corpusforge job server listening at localhost:%d (pid %d; jobs' artifacts staged under %s)",

@@ -1,6 +1,7 @@
 """The PortableRunner's job server and worker pool (``pipelines.portable``) as real processes:
 the pool reaps the workers of a finished job, a launcher stopped with SIGTERM cancels its job
-in the job server, and a worker killed under a running job is reported in one line.
+in the job server, and a worker killed under a running job is reported in one line, whatever
+it was doing (its control stream broken with an instruction unanswered fails the job at once).
 
 Each test starts its own job server and worker pool (separate processes on free ports) and
 runs ``corpusforge c4`` as a separate launcher process against them.
@@ -14,8 +15,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import grpc
 import pytest
+from apache_beam.portability.api import beam_fn_api_pb2
+from apache_beam.runners.portability.fn_api_runner.worker_handlers import BeamFnControlServicer, ControlConnection
 
+from pipelines.options import LOST_WORKER
+from pipelines.portable import AbortingControlConnection
 from samplecrawl.crawl import write_sample_crawl
 from test_object_store import bound_port, start_service, stop, wait_for
 
@@ -136,3 +142,53 @@ def test_a_worker_killed_under_a_running_job_is_reported_in_one_line(services, c
              "the pool's report", timeout=30)
     assert not (out / "_SUCCESS").exists()
     assert victim not in children(pool)
+
+
+class _StreamBroke(grpc.RpcError):
+    """What gRPC raises on the runner's side when a worker's end of the control stream is gone."""
+
+
+def _lost_worker_stream(answer_first: str, breaks: bool):
+    """A worker's control stream that answers one instruction, then breaks (an error) or ends
+    (what the runner sees of some killed workers)."""
+    yield beam_fn_api_pb2.InstructionResponse(instruction_id=answer_first)
+    if breaks:
+        raise _StreamBroke()
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # Beam's reader thread dies with the stream
+@pytest.mark.parametrize("breaks", [True, False], ids=["stream-error", "stream-end"])
+@pytest.mark.parametrize("connection, fails_fast", [(AbortingControlConnection, True), (ControlConnection, False)], ids=["ours", "beams"])
+def test_a_lost_workers_control_stream_fails_its_unanswered_and_later_instructions_at_once(connection, fails_fast, breaks):
+    # The hang the job server guards against: Beam's own connection leaves the unanswered
+    # instruction, and any sent after the worker died, pending for good.
+    conn = connection()
+    answered = conn.push(beam_fn_api_pb2.InstructionRequest(instruction_id="bundle-1"))
+    pending = conn.push(beam_fn_api_pb2.InstructionRequest(instruction_id="bundle-2"))
+    conn.set_input(_lost_worker_stream("bundle-1", breaks))
+    conn._read_thread.join(timeout=30)
+    assert not conn._read_thread.is_alive()
+    later = conn.push(beam_fn_api_pb2.InstructionRequest(instruction_id="bundle-3"))
+    assert answered.get(timeout=1).instruction_id == "bundle-1"
+    if fails_fast:
+        for future in (pending, later):
+            with pytest.raises(RuntimeError, match=LOST_WORKER) as lost:
+                future.get(timeout=1)
+        assert "1 instruction(s) unanswered" in str(lost.value)
+        assert ("_StreamBroke" if breaks else "it ended") in str(lost.value)
+    else:
+        assert not any(f.is_done() or f._exception for f in (pending, later))
+
+
+def test_a_control_stream_the_runner_closes_fails_nothing():
+    conn = AbortingControlConnection()
+
+    def worker():  # answers every instruction until the runner's done marker, then ends the stream
+        while (request := conn.get_req()) is not BeamFnControlServicer._DONE_MARKER:
+            yield beam_fn_api_pb2.InstructionResponse(instruction_id=request.instruction_id)
+
+    conn.set_input(worker())
+    answered = conn.push(beam_fn_api_pb2.InstructionRequest(instruction_id="bundle-1"))
+    assert answered.get(timeout=30).instruction_id == "bundle-1"
+    conn.close()
+    assert not conn._read_thread.is_alive() and conn._lost is None
