@@ -17,7 +17,7 @@ from collections import Counter
 from common.decision import DOCUMENTS, OTHER
 from corpus.shards import nonempty_text
 from model.tokenizer import BPETokenizer
-from pipelines.sources import write_errors
+from pipelines.shard_io import write_errors
 from pipelines.spark.engine import SparkJob, on_worker, tally_of
 from pipelines.tokenize import (NAMESPACE, SHARDS_WRITTEN, document_digest, encode_document, file_texts, last_val_digest, plan_and_record,
                                 write_part, write_planned_shard)

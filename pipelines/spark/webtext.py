@@ -28,11 +28,11 @@ from corpus.urls import url_key
 from corpus.webtext import capture_of_link, clean_webtext, doc_id, extract_document, text_hash, webtext_extractor
 from dedup import minhash
 from pipelines import progress
-from pipelines.sources import write_errors
+from pipelines.shard_io import write_errors
 from pipelines.spark.dedupe import dedupe_text
 from pipelines.spark.engine import SparkJob, add_tally, on_worker, tally_of
 from pipelines.spark.read import read_crawl_files
-from pipelines.steps import Tally
+from pipelines.tally import Tally
 from pipelines.webtext import (CLEAN, CRAWL_JOIN, CRAWL_TEXT_MODE, EXACT_DEDUP, EXTRACT, LINK_KARMA, LINK_TABLE, NEAR_DEDUP, PAGES_EXTRACTED,
                                SHARD_NAME, SHARD_SPLIT, SPAN_DEDUP_MODE, SUBMISSIONS, band_claims, carry_shingles, dump_error_counts, dump_lines,
                                with_span_deduped_text, write_link_shard)
