@@ -23,6 +23,8 @@ import importlib
 import logging
 import os
 import sys
+import threading
+import time
 from types import ModuleType
 
 from common import storage
@@ -165,6 +167,7 @@ class _QuietBeamLines(logging.Filter):
 
 
 def main(argv: list[str] | None = None) -> int:
+    global _exit_promptly
     argv = list(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for handler in logging.getLogger().handlers:
@@ -181,10 +184,44 @@ def main(argv: list[str] | None = None) -> int:
     except RuntimeError as exc:  # Beam wraps an interrupt in its worker as RuntimeError("KeyboardInterrupt [while ...]")
         if getattr(exc, "one_line", False):  # e.g. pipelines.progress.WorkerLostError
             log.error("%s", exc, exc_info="-v" in argv or "--verbose" in argv)
+            _exit_promptly = _exit_promptly or getattr(exc, "exit_promptly", False)
             return 1
         if not str(exc).startswith("KeyboardInterrupt"):
             raise
         return _interrupted()
+
+
+# A failed job's client threads that may never end: the process ends this long after the command
+# has said why it failed, whatever is still waiting (see program()).
+EXIT_GRACE_S = 30.0
+_exit_promptly = False
+
+
+def program() -> None:
+    """The ``corpusforge`` command: ``main()``, then the process ends with its status.
+
+    After a job whose worker died (``WorkerLostError``), Beam's threads that wait on the dead
+    job can keep the interpreter from ending after the one-line error; such an exit is
+    finished by ``exit_within`` once ``EXIT_GRACE_S`` has passed. Every other exit is the
+    interpreter's own, so a thread still writing output is always waited for."""
+    code = main()
+    if _exit_promptly:
+        exit_within(code, EXIT_GRACE_S)
+    sys.exit(code)
+
+
+def exit_within(code: int, seconds: float) -> None:
+    """Ends the process with ``code`` ``seconds`` from now unless it has ended by then: a
+    daemon thread, which runs on while the interpreter waits for its other threads at exit."""
+
+    def finish() -> None:
+        time.sleep(seconds)
+        print(f"corpusforge: threads of the failed job still waited after {seconds:g} s; exiting with status {code}",
+              file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(code)
+
+    threading.Thread(target=finish, name="corpusforge-exit", daemon=True).start()
 
 
 def _interrupted() -> int:
@@ -248,4 +285,4 @@ def _written_path(argv: list[str]) -> str | None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    program()

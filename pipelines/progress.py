@@ -187,9 +187,14 @@ def run_pipeline(pipeline, desc: str, files: int | None = None, unit: str = "fil
 
 
 class WorkerLostError(RuntimeError):
-    """An SDK worker died under a running job; the message is the one line the command prints."""
+    """An SDK worker died under a running job; the message is the one line the command prints.
+
+    Beam's client threads for the dead job (its state and message streams, the portable
+    runner's executors) can be left waiting on the job server after the error: the command
+    ends its process within ``pipelines.cli.EXIT_GRACE_S`` of printing it (``exit_promptly``)."""
 
     one_line = True
+    exit_promptly = True
 
 
 class _Stopper:
