@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     except RuntimeError as exc:  # Beam wraps an interrupt in its worker as RuntimeError("KeyboardInterrupt [while ...]")
         if getattr(exc, "one_line", False):  # e.g. pipelines.progress.WorkerLostError
             log.error("%s", exc, exc_info="-v" in argv or "--verbose" in argv)
-            _exit_promptly = _exit_promptly or getattr(exc, "exit_promptly", False)
+            _exit_promptly = getattr(exc, "exit_promptly", False)
             return 1
         if not str(exc).startswith("KeyboardInterrupt"):
             raise
