@@ -38,14 +38,15 @@ import string
 from collections import Counter
 from typing import Sequence
 
-from rouge_score import rouge_scorer
 from sacrebleu.metrics import BLEU
 
 from common.errors import InputError
-from corpus.sentences import split_sentences
+from corpus.sentences import import_with_nltk, split_sentences
 from dedup.benchmark_sets import COQA_IN_DOMAIN, BenchmarkSet, Example
 from model.eval_decoding import Decoding, StopRule, answer_logprob, generate_texts
 from model.eval_metrics import BLEU_ORDER, ExampleScore
+
+rouge_scorer = import_with_nltk("rouge_score.rouge_scorer")  # Google's rouge-score (its stemmer is NLTK's Porter)
 
 # GPT-2 section 3.6: "generate 100 tokens with Top-k random sampling (Fan et al., 2018) with k = 2
 # ... use the first 3 generated sentences in these 100 tokens as the summary"

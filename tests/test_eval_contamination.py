@@ -18,7 +18,7 @@ from dedup.ngrams import NgramConfig, ngram_hashes, words
 from model.eval_contamination import (BUCKETS, ContaminationError, bootstrap_ci, bootstrap_replicates, bucket_of,
                                       mark_benchmarks, mark_examples, open_source, summarize_benchmark)
 from model.eval_metrics import ExampleScore, compute_metric
-from pipelines.audit import run_audit
+from pipelines.cli import run_job  # `corpusforge audit` through the registry: Apache Beam loads when the job runs
 
 torch.set_num_threads(1)
 
@@ -149,8 +149,8 @@ def test_audit_folder_is_reused_and_its_bloom_serves_other_benchmarks(lambada, p
     subset = tmp_path / "lambada_subset.jsonl"
     subset.write_text("".join(json.dumps({"text": lambada.examples[i].text}) + "\n" for i in keep), encoding="utf-8")
     audit = tmp_path / "audit"
-    run_audit(["--corpus", str(planted_corpus), "--benchmark", f"lambada:{subset}", "--output", str(audit),
-               "--mode", "both", "--fp_queries", "1000"])
+    run_job("audit", ["--corpus", str(planted_corpus), "--benchmark", f"lambada:{subset}", "--output", str(audit),
+                      "--mode", "both", "--fp_queries", "1000"])
     bench = load_benchmark(f"lambada:{subset}")
     expected = [f"lambada-{keep.index(i)}" for i in PLANTED]
     reused = mark_examples(bench, audit, progress=False)
@@ -295,8 +295,8 @@ def test_the_audit_job_and_mark_benchmarks_share_one_core(lambada, planted_corpu
     subset = tmp_path / "lambada_subset.jsonl"
     subset.write_text("".join(json.dumps({"text": lambada.examples[i].text}) + "\n" for i in keep), encoding="utf-8")
     out = tmp_path / "audit"
-    result = run_audit(["--corpus", str(planted_corpus), "--benchmark", f"lambada:{subset}", "--output", str(out),
-                        "--mode", mode, "--fp_queries", "1000"])
+    result = run_job("audit", ["--corpus", str(planted_corpus), "--benchmark", f"lambada:{subset}", "--output", str(out),
+                               "--mode", mode, "--fp_queries", "1000"])
     [row] = result["rows"]
     bench = load_benchmark(f"lambada:{subset}")
     marks = mark_examples(bench, planted_corpus if mode == "exact" else out / "bloom", fp_queries=1000, progress=False)

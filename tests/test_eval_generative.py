@@ -5,17 +5,21 @@ a training shard, and bad input refused with one line and exit 2 before the mode
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 import random
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import sacrebleu
 import torch
-from rouge_score import rouge_scorer
 
 from corpus.records import Document
+from corpus.sentences import import_with_nltk
 from corpus.shards import write_shards
 from dedup.benchmark_sets import load_benchmark, load_cnn_dm, load_coqa, load_nq, load_wmt14
 from model.eval_generative import (TASK_METRICS, bleu_values, coqa_turn_scores, draw_others, exact_match,
@@ -25,6 +29,7 @@ from model.eval_metrics import ExampleScore, compute_metric
 from pipelines import cli
 from tests.test_finetune import make_base
 
+rouge_scorer = import_with_nltk("rouge_score.rouge_scorer")  # the library itself, as the metric's reference
 torch.set_num_threads(1)
 COQA = Path(__file__).parent / "fixtures" / "coqa" / "coqa-dev-schema.json"
 
@@ -113,6 +118,33 @@ def test_corpus_bleu_from_sentence_statistics_equals_sacrebleu_on_any_subset():
         expected = sacrebleu.corpus_bleu([hyps[i] for i in subset], [[refs[i] for i in subset]], tokenize="13a").score
         assert compute_metric([scores[i] for i in subset], "bleu") == pytest.approx(expected, abs=1e-9)
     assert compute_metric([ExampleScore("x", values=bleu_values(bleu, "zz", "le chat"))], "bleu") == 0.0
+
+
+ROUGE_PROBE = """
+import json, sys
+import model.eval_generative as generative
+scores = generative.rouge_scorer.RougeScorer(["rouge1", "rougeL"], use_stemmer=True).score(*sys.argv[1:3])
+print(json.dumps({"loaded": sorted(m for m in ("nltk", "scipy", "sklearn") if m in sys.modules),
+                  "f": [scores[k].fmeasure for k in ("rouge1", "rougeL")]}))
+"""
+
+
+@pytest.mark.pipeline  # a fresh interpreter, which imports NLTK
+def test_rouge_loads_without_nltks_optional_scipy_and_sklearn_imports():
+    """``model.eval_generative`` loads rouge-score (and NLTK, for its Porter stemmer) without
+    NLTK's optional SciPy/scikit-learn imports, about 1.3 s of every `corpusforge eval`; the
+    scores are the library's own, stemmer included."""
+    if importlib.util.find_spec("scipy") is None or importlib.util.find_spec("sklearn") is None:
+        pytest.skip("SciPy and scikit-learn are not installed here: nothing to keep out")
+    reference, summary = "The cats were running across the fields.", "A cat runs in the field."
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent.parent), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", ROUGE_PROBE, reference, summary], capture_output=True, text=True,
+                          check=True, env=env, timeout=120)
+    probe = json.loads(done.stdout)
+    assert probe["loaded"] == ["nltk"]
+    expected = rouge_scorer.RougeScorer(["rouge1", "rougeL"], use_stemmer=True).score(reference, summary)
+    assert probe["f"] == [expected["rouge1"].fmeasure, expected["rougeL"].fmeasure]
+    assert expected["rouge1"].fmeasure > 0.5  # "cats"/"cat", "running"/"runs", "fields"/"field": stemmed alike
 
 
 def test_confidence_accuracy_takes_the_most_confident_share():

@@ -80,6 +80,10 @@ def gone(pid: int) -> bool:
 
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc to see processes")
+# A test of the extractor's child processes (started, timed out, killed, replaced): the
+# integration tier (pyproject.toml's `pipeline` marker), as every test that starts a fresh
+# Python process is; the plain function and the outcomes' bookkeeping stay unit tests.
+in_child_processes = pytest.mark.pipeline
 
 
 @pytest.fixture(scope="module")
@@ -146,6 +150,7 @@ def gold_texts(gold_pages):
     return [extract_main_text(html, url) for url, html, _, _ in gold_pages]
 
 
+@pytest.mark.slow  # the extractor over all 86 gold pages (as tests/test_webtext.py's sweeps)
 def test_gold_pages_keep_main_text_and_drop_boilerplate(gold_pages, gold_texts):
     found = sum(snippet in text for (_, _, must, _), text in zip(gold_pages, gold_texts) for snippet in must)
     avoided = sum(snippet not in text for (_, _, _, must_not), text in zip(gold_pages, gold_texts) for snippet in must_not)
@@ -159,6 +164,7 @@ def test_gold_pages_keep_main_text_and_drop_boilerplate(gold_pages, gold_texts):
     assert all(gold_texts), "every gold page has main text"
 
 
+@pytest.mark.slow  # reads the sweep above
 def test_gold_extraction_is_deterministic_in_any_order_and_process(gold_pages, gold_texts, extractor):
     # second run: through the child process, pages in reverse order (no state carried between pages);
     # every fourth gold page (22 of 86, other sites each) shows both: the in-process pass read all 86
@@ -206,6 +212,7 @@ def test_default_time_limit():
         MainTextExtractor(timeout_s=0)
 
 
+@in_child_processes
 @linux_only
 def test_slow_page_times_out_its_process_is_killed_and_the_next_page_extracts():
     assert extract_main_text(slow_page(300))  # the same markup, small: ordinary HTML, just slow when big
@@ -220,6 +227,7 @@ def test_slow_page_times_out_its_process_is_killed_and_the_next_page_extracts():
         assert extractor.worker_pid not in (None, first_pid)
 
 
+@in_child_processes
 def test_a_page_that_raises_is_crashed_and_the_next_page_extracts():
     with MainTextExtractor(extract_fn=raise_on_marker) as extractor:
         result = extractor.extract("<html><body><p>BOOM</p></body></html>", None)
@@ -227,6 +235,7 @@ def test_a_page_that_raises_is_crashed_and_the_next_page_extracts():
         assert extractor.extract(ORDINARY_PAGE, None).text.split("\n") == ORDINARY_LINES
 
 
+@in_child_processes
 def test_a_page_that_kills_its_process_is_crashed_and_the_next_page_extracts():
     with MainTextExtractor(extract_fn=die_on_marker) as extractor:
         result = extractor.extract("<html><body><p>DIE</p></body></html>", None)
@@ -234,6 +243,7 @@ def test_a_page_that_kills_its_process_is_crashed_and_the_next_page_extracts():
         assert extractor.extract(ORDINARY_PAGE, None).text.split("\n") == ORDINARY_LINES
 
 
+@in_child_processes
 @linux_only
 def test_a_process_lost_between_pages_is_replaced_without_failing_the_page():
     with MainTextExtractor() as extractor:
@@ -248,6 +258,7 @@ def test_a_process_lost_between_pages_is_replaced_without_failing_the_page():
         assert result.outcome == EXTRACTED and extractor.worker_pid != pid
 
 
+@in_child_processes
 def test_works_from_a_non_main_thread():
     results = {}
 
@@ -263,6 +274,7 @@ def test_works_from_a_non_main_thread():
     assert results["next"].outcome == EXTRACTED and results["next"].text.split("\n") == ORDINARY_LINES
 
 
+@in_child_processes
 def test_threads_sharing_one_extractor_each_get_their_own_page(extractor):
     pages = [ORDINARY_PAGE.replace("Barley in the valley", f"Barley field number {i}") for i in range(8)]
     results = [None] * len(pages)
@@ -278,6 +290,7 @@ def test_threads_sharing_one_extractor_each_get_their_own_page(extractor):
     assert [r.text.split("\n")[0] for r in results] == [f"Barley field number {i}" for i in range(8)]
 
 
+@in_child_processes
 def test_pickled_extractor_starts_its_own_process_and_keeps_its_settings():
     with MainTextExtractor(timeout_s=SHORT_TIMEOUT_S, extract_fn=raise_on_marker) as original:
         assert original.extract(ORDINARY_PAGE, None).outcome == EXTRACTED  # child running
@@ -292,6 +305,7 @@ def test_pickled_extractor_starts_its_own_process_and_keeps_its_settings():
         assert original.extract(ORDINARY_PAGE, None).outcome == EXTRACTED
 
 
+@in_child_processes
 @linux_only
 def test_close_reaps_the_process_and_the_extractor_can_be_used_again():
     extractor = MainTextExtractor()
@@ -331,6 +345,7 @@ def test_page_to_document(extractor):
 # -- memory: the page is measured before the child gets it, the child's heap is capped ------
 
 
+@in_child_processes
 def test_a_page_over_the_html_limit_never_reaches_the_child():
     with MainTextExtractor(extract_fn=die_on_marker, max_html_chars=10_000) as extractor:
         huge = "<html><body><p>DIE</p>" + "<p>filler text</p>" * 2000 + "</body></html>"
@@ -340,6 +355,7 @@ def test_a_page_over_the_html_limit_never_reaches_the_child():
         assert extractor.extract(ORDINARY_PAGE, None).text.split("\n") == ORDINARY_LINES
 
 
+@in_child_processes
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_DATA caps the heap on Linux")
 def test_a_page_past_the_memory_cap_fails_alone_and_the_next_page_extracts():
     with MainTextExtractor(extract_fn=allocate_on_marker, max_memory_bytes=400 << 20) as extractor:

@@ -156,6 +156,7 @@ def test_a_dedup_module_may_use_corpus_but_corpus_may_not_use_dedup(tmp_path):
     assert violations(tmp_path) == {("corpus/rules.py", "dedup.lines"), ("model/train.py", "pipelines")}
 
 
+@pytest.mark.pipeline  # an import probe in a fresh Python process
 def test_a_spark_worker_runs_read_and_c4_without_loading_beam():
     pytest.importorskip("pyspark", reason="the spark extra is not installed: pip install 'corpusforge[spark]'")
     probe = f"import sys, {', '.join(SPARK_WORKER_MODULES)}; print(sorted(m for m in sys.modules if m.split('.')[0] == 'apache_beam'))"

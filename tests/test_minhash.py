@@ -121,6 +121,7 @@ def test_signature_of_a_long_document_spans_several_blocks():
     assert hasher.signature(s).tolist() == hasher.reference_signature(s.tolist()).tolist()
 
 
+@pytest.mark.pipeline  # fresh Python processes
 def test_hashes_are_pinned_and_identical_in_other_processes():
     assert shingles(FOX).tolist() == FOX_SHINGLES
     signature = MinHasher().signature(shingles(FOX))

@@ -145,7 +145,7 @@ def test_ascii_fast_path_equals_the_regex_path(real_data):
     for config in (DEFAULT, NgramConfig(n=2), NgramConfig(n=5, unicode=False)):
         assert ngram_hashes(text, config).tolist() == reference_hashes(text, config)
     lines = (real_data / "lm_benchmarks/wikitext2_raw/wiki.test.raw").read_text(encoding="utf-8").split("\n")
-    ascii_text = "\n".join(line for line in lines[:3000] if line.isascii())
+    ascii_text = "\n".join(line for line in lines[:1200] if line.isascii())  # the first 55k words
     assert ascii_text.isascii() and len(words(ascii_text)) > 50_000
     assert ngram_hashes(ascii_text).tolist() == reference_hashes(ascii_text, DEFAULT)
 
@@ -179,6 +179,7 @@ def test_hashes_are_pinned():
     assert HASH_ID.startswith("ngram-v2:")
 
 
+@pytest.mark.pipeline  # a fresh Python process
 def test_hashes_stable_across_processes():
     code = ("import json; from dedup.ngrams import ngram_hashes, NgramConfig; "
             f"print(json.dumps([ngram_hashes({PINNED_TEXT!r}).tolist(), "

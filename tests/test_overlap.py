@@ -27,6 +27,13 @@ def _lines(path):
     return [line for line in path.read_text(encoding="utf-8").split("\n") if line.strip()]
 
 
+@pytest.fixture(scope="module")
+def ptb(real_data):
+    """PTB's test lines as benchmark examples and their index, built once for the module (read only)."""
+    examples = [(f"ptb{i}", line) for i, line in enumerate(_lines(real_data / "lm_benchmarks/ptb/ptb.test.txt"))]
+    return examples, BenchmarkIndex.build(examples, name="ptb")
+
+
 def _strip_training_docs(report_dict):
     for example in report_dict["examples"]:
         example.pop("training_docs")
@@ -46,9 +53,8 @@ def test_index_structure():
         BenchmarkIndex.build([("a", "x"), ("a", "y")], C3)
 
 
-def test_self_overlap_is_total(real_data):
-    examples = [(f"ptb{i}", line) for i, line in enumerate(_lines(real_data / "lm_benchmarks/ptb/ptb.test.txt"))]
-    index = BenchmarkIndex.build(examples, name="ptb")
+def test_self_overlap_is_total(ptb):
+    examples, index = ptb
     counter = OverlapCounter(index)
     for example_id, text in examples:
         counter.add("train-" + example_id, text)
@@ -72,10 +78,9 @@ def test_unrelated_text_is_zero():
     assert counter.docs_scanned == 1 and counter.docs_with_hits == 0 and counter.ngrams_scanned == 8  # 10 words
 
 
-def test_real_unrelated_pair_is_near_zero(real_data):
+def test_real_unrelated_pair_is_near_zero(real_data, ptb):
     # PTB test (WSJ news) as the benchmark, LAMBADA test (novels) as the training stream: measured 0.
-    examples = [(f"ptb{i}", line) for i, line in enumerate(_lines(real_data / "lm_benchmarks/ptb/ptb.test.txt"))]
-    index = BenchmarkIndex.build(examples, name="ptb")
+    examples, index = ptb
     counter = OverlapCounter(index)
     with open(real_data / "lm_benchmarks/lambada/lambada_test.jsonl", encoding="utf-8") as f:
         for i, line in enumerate(f):

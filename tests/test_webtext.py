@@ -366,6 +366,7 @@ def test_main_text_extractor_runs_each_setting_and_the_name_comes_back(gold_page
     assert again.outcome == EXTRACTED and extractor_of(again.text) == TRAFILATURA and again.text == plain.text
 
 
+@pytest.mark.pipeline  # the extractor's child processes crashed and timed out (as in tests/test_extract.py)
 def test_crashes_and_timeouts_are_still_counted_with_the_webtext_extraction():
     outcomes = Counter()
     with MainTextExtractor(extract_fn=raise_on_marker) as extractor:
