@@ -9,27 +9,26 @@ import argparse
 import functools
 import json
 import logging
-import os
 import sys
 from collections import Counter
 
 import apache_beam as beam
-import numpy as np
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.utils.shared import Shared
 
 from common import storage
-from common.decision import DOCUMENTS, OTHER
+from common.decision import DOCUMENTS
 from corpus.inputs import InputError
-from corpus.records import Document
-from corpus.shards import read_documents, shard_files, shard_split
+from corpus.shards import shard_files, shard_split
 from dedup.audit import benchmark_rows, build_indexes, load_benchmarks, merge_counters, own_train_overlap, scan_documents
-from dedup.bloom import BloomFileError, BloomFilter, ngram_meta, split_by_part
-from dedup.decontaminate import decontaminate, match_documents
-from dedup.ngrams import NgramConfig, ngram_hashes
-from dedup.partitioned import FILTER_MANIFEST, PartitionedBloom, corpus_fingerprint, part_capacity, part_path, write_filter_manifest
+from dedup.bloom import BloomFileError, ngram_meta, split_by_part
+from dedup.decontaminate import decontaminate
+from dedup.ngrams import NgramConfig
+from dedup.partitioned import FILTER_MANIFEST, PartitionedBloom, corpus_fingerprint
 from dedup.report import render_html, render_json, render_markdown
 from pipelines import progress, staging
+from pipelines.audit_shards import (AUDIT, DECONTAMINATE, DOCUMENTS_SCANNED, FILTER_UNITS, REMOVED_FILE, build_part, count_ngrams,
+                                    filter_capacity, finish_filter, matched_documents, shard_hashes, shard_texts, write_removed)
 from pipelines.audit_options import EXTRA_OPTIONS, add_arguments  # noqa: F401  (the job contract: pipelines.cli)
 from pipelines.options import spark_engine, stage_setup_file
 from pipelines.cli import run_job
@@ -39,12 +38,6 @@ from pipelines.steps import Steps, collect_examples, count, units_of
 
 log = logging.getLogger(__name__)
 
-AUDIT = "audit"
-DECONTAMINATE = "decontaminate"
-REMOVED_FILE = "_removed.jsonl"  # decontaminate: one row per document a benchmark matched (bookkeeping, not data)
-# The audit's tallies (namespace AUDIT): documents hashed into the filter, their n-grams, documents scanned exactly.
-DOCUMENTS_HASHED, NGRAMS_HASHED, DOCUMENTS_SCANNED = "documents", "ngrams", "scanned_documents"
-FILTER_UNITS = {DOCUMENTS_HASHED: DOCUMENTS, NGRAMS_HASHED: OTHER}
 # The benchmark indexes reach the workers by reference: written once to a staged file in this
 # folder under <out>/_temporary/stage/, loaded once per worker process. Passed as a DoFn's
 # argument they were pickled and compressed into the job's graph and unpickled for every bundle
@@ -55,15 +48,6 @@ INDEX_STAGE = "benchmark-index"
 # --- shared ------------------------------------------------------------------------------
 def ngram_config(args) -> NgramConfig:
     return NgramConfig(n=args.n, apostrophes=args.apostrophes, unicode=not args.ascii)
-
-
-def _doc_id(path: str, number: int, doc: Document) -> str:
-    return doc.url or f"{os.path.basename(path)}#{number}"
-
-
-def shard_texts(path: str):
-    """``(doc_id, text)`` of every document of a shard file."""
-    return ((_doc_id(path, number, doc), doc.text) for number, doc in enumerate(read_documents(path)))
 
 
 # --- the benchmark indexes, by reference ----------------------------------------------------
@@ -105,54 +89,11 @@ class WithIndexes(beam.DoFn):
 
 
 # --- audit: the Bloom filter -------------------------------------------------------------
-def count_ngrams(path, config) -> int:
-    """The n-grams of a shard file's documents (the filter's capacity, summed over shards)."""
-    total = 0
-    for doc in read_documents(path):
-        total += len(ngram_hashes(doc.text, config))
-    progress.tally("files")
-    return total
-
-
-def shard_hashes(path, config) -> tuple[dict, np.ndarray]:
-    """A shard file -> (its ``FILTER_UNITS`` tallies, the n-gram hashes of all its documents)."""
-    chunks, docs = [], 0
-    for doc in read_documents(path):
-        docs += 1
-        chunks.append(ngram_hashes(doc.text, config))
-    keys = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.uint64)
-    progress.tally("files")
-    return {DOCUMENTS_HASHED: docs, NGRAMS_HASHED: len(keys)}, keys
-
-
 def _hashes_by_part(path, config, parts):
     counts, keys = shard_hashes(path, config)
     count(AUDIT, counts, FILTER_UNITS)
     for index, part_keys in enumerate(split_by_part(keys, parts)):
         yield index, part_keys
-
-
-def build_part(keyed, *, capacity, parts, error_rate, seed, meta, folder):
-    """``(part index, arrays of its keys)`` -> the part's filter, saved; returns its path."""
-    index, arrays = keyed
-    bloom = BloomFilter(part_capacity(capacity, parts), error_rate, seed, dict(meta, part=index, parts=parts))
-    for keys in arrays:
-        if keys is not None and len(keys):
-            bloom.add(keys)
-    path = part_path(folder, index, parts)
-    bloom.save(path)
-    return path
-
-
-def filter_capacity(args, count_corpus) -> int:
-    """``--capacity``, else the corpus's n-grams as ``count_corpus()`` counts them (at least 1)."""
-    return args.capacity if args.capacity is not None else max(1, count_corpus())
-
-
-def finish_filter(files, config, parts: int, folder: str, capacity: int, counters: dict) -> dict:
-    """The filter's manifest (``bloom.json``) once every part is saved; audit.json's ``filter``."""
-    write_filter_manifest(folder, parts, ngram_meta(config), corpus_fingerprint(files))
-    return {"capacity": capacity, "parts": parts, "counters": counters}
 
 
 def build_filter(files, config, args, folder, beam_args) -> dict:
@@ -307,12 +248,6 @@ format_summary = format_audit
 
 
 # --- decontamination -----------------------------------------------------------------------
-def matched_documents(path, indexes):
-    """A shard file -> every document with where the benchmarks matched it (``dedup.decontaminate.match_documents``)."""
-    yield from match_documents(indexes, ((_doc_id(path, number, doc), doc) for number, doc in enumerate(read_documents(path))))
-    progress.tally("files")
-
-
 def decontaminate_shards(args: argparse.Namespace) -> dict:
     """``corpusforge decontaminate``: the shards without the benchmarks' overlaps, in ``--output``."""
     beam_args = args.beam_args
@@ -369,11 +304,6 @@ def files_by_split(files: list[str]) -> dict[str, list[str]]:
     for path in files:
         groups.setdefault(shard_split(path) or "train", []).append(path)
     return dict(sorted(groups.items()))
-
-
-def write_removed(rows, path):
-    rows = sorted(rows, key=lambda r: (r["url"], r["reason"]))
-    storage.write_atomically(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
 
 
 def format_decontaminate(stats: dict) -> str:

@@ -13,7 +13,8 @@ import json
 import logging
 
 from common import storage
-from pipelines.steps import ERRORS_FILE, EXAMPLES_PER_REASON, read_nothing
+from pipelines.shard_io import ERRORS_FILE, read_nothing
+from pipelines.tally import EXAMPLES_PER_REASON
 
 log = logging.getLogger("corpusforge")
 

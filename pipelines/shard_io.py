@@ -6,7 +6,8 @@ write the same bytes.
 - ``encode_row``: a document as the line staged for its shard, with its shard and sort key
   (md5(url), url, timestamp, md5(text)); ``decode_row`` reads it back.
 - ``write_shard``: one shard in every format from its staged lines, in shard order.
-- ``write_errors``: the error rows of a run (``ERRORS_FILE``).
+- ``write_errors``: the error rows of a run (``ERRORS_FILE``); ``read_nothing``: whether a run
+  read not one record.
 
 Beam-free: a Spark worker loads this, not Beam. Tests: ``tests/test_shards.py``.
 """
@@ -119,3 +120,10 @@ def write_errors(rows: list[dict], out_dir: str) -> str:
     ordered = sorted(rows, key=lambda r: (r["source"], r["offset"], r["reason"]))
     storage.write_atomically(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in ordered))
     return path
+
+
+def read_nothing(counters: dict) -> bool:
+    """Whether the run found input problems and not a single WARC record."""
+    read = counters.get(READ_NAMESPACE, {})
+    records = sum(v for k, v in read.items() if k.startswith("records:"))
+    return records == 0 and any(k.startswith("error:") for k in read)

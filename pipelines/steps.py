@@ -55,7 +55,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from common import storage
 from common.decision import OTHER
-from pipelines.shard_io import ERRORS_FILE, READ_NAMESPACE  # noqa: F401  (also the steps' names)
+from pipelines.shard_io import ERRORS_FILE, READ_NAMESPACE, read_nothing  # noqa: F401  (also the steps' names)
 from pipelines.tally import EXAMPLES_PER_REASON, ReasonExamples, Tally, examples_document, resolve_units  # noqa: F401  (the steps' own names)
 
 log = logging.getLogger(__name__)
@@ -241,10 +241,3 @@ def format_read_errors(counters: dict) -> str:
     if read_nothing(counters):
         rows.append(f"no record could be read from any input file: see {ERRORS_FILE}")
     return "\n".join(rows)
-
-
-def read_nothing(counters: dict) -> bool:
-    """Whether the run found input problems and not a single WARC record."""
-    read = counters.get(READ_NAMESPACE, {})
-    records = sum(v for k, v in read.items() if k.startswith("records:"))
-    return records == 0 and any(k.startswith("error:") for k in read)

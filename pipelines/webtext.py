@@ -16,7 +16,6 @@ import pickle
 import sys
 import tempfile
 from collections.abc import Iterator
-from dataclasses import replace
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -30,7 +29,7 @@ from corpus import c4
 from corpus.fetch import OK, FetchConfig, fetch_links, read_fetch_log
 from corpus.inputs import SUBMISSION_DUMPS, InputError, expand_inputs
 from corpus.records import HtmlPage
-from corpus.reddit import LINK_ROW_GROUP_ROWS, DumpReadError, LinkFilter, LinkTableWriter, filter_submission, iter_dump_lines, merge_link, write_link_table
+from corpus.reddit import LINK_ROW_GROUP_ROWS, LinkFilter, LinkTableWriter, filter_submission, merge_link
 from corpus.sentences import require_punkt
 from corpus.shards import shard_index
 from corpus.urls import url_key
@@ -44,26 +43,13 @@ from pipelines.options import spark_engine, stage_setup_file
 from pipelines.jobs import begin_job, counters_of, finish_job, read_status
 from pipelines.sources import ReadCrawlFiles, WriteErrors, WriteShards
 from pipelines.steps import Steps, Tally, collect_examples, count, flush_tally, format_counter_table, format_read_errors, keyed_step, units_of
+from pipelines.webtext_rows import (CLEAN, CRAWL_JOIN, CRAWL_TEXT_MODE, DUMPS_READ, EXACT_DEDUP, EXTRACT, FETCH,
+                                    LINKS_FETCHED, LINK_KARMA, LINK_TABLE, NEAR_DEDUP, PAGES_EXTRACTED, SHARD_NAME,
+                                    SHARD_SPLIT, SPAN_DEDUP_MODE, SUBMISSIONS, SUMMARY_STAGES, band_claims, carry_shingles,
+                                    dump_error_counts, dump_lines, with_span_deduped_text)
 from pipelines.webtext_options import EXTRA_OPTIONS, add_arguments  # noqa: F401  (the job contract: pipelines.cli)
 
 log = logging.getLogger(__name__)
-
-SUBMISSIONS = "webtext-submissions"  # one decision per submission line (unit: submissions)
-LINK_KARMA = "webtext-karma"  # one decision per merged link
-FETCH = "webtext-fetch"  # one outcome per link (live mode)
-CRAWL_JOIN = "webtext-crawl-join"  # one outcome per link (Common Crawl mode)
-EXTRACT = "webtext-extract"
-CLEAN = "webtext-clean"
-EXACT_DEDUP = "webtext-exact-dedup"
-NEAR_DEDUP = "webtext-near-dedup"
-# The progress line's tallies (pipelines.progress): what each one counts, in its name.
-DUMPS_READ, SUBMISSIONS_READ, LINKS_FETCHED, PAGES_EXTRACTED = "dumps", "submissions read", "links fetched", "pages extracted"
-SUMMARY_STAGES = (SUBMISSIONS, LINK_KARMA, FETCH, CRAWL_JOIN, EXTRACT, CLEAN, EXACT_DEDUP, NEAR_DEDUP, "dedupe-spans")
-# Where the output goes, for every engine: webtext-train.NNNNN-of-MMMMM.<ext>, the link table
-# under links/ (recorded for _SUCCESS as "links"); crawl pages read as written; span dedup's mode.
-SHARD_NAME, SHARD_SPLIT, LINK_TABLE = "webtext", "train", "links"
-CRAWL_TEXT_MODE, SPAN_DEDUP_MODE = "faithful", "spans"
-UNREADABLE_DUMP = "unreadable_dump"  # error reason (counted error:<reason> in webtext-submissions): a dump that stops decompressing part-way
 
 # The link stage's sort (MergeLinks): pickled submission bytes a bundle holds before it
 # writes them as sorted runs, how many runs one merge reads at once, and the read buffer of
@@ -81,29 +67,6 @@ KEPT_LINKS, CRAWL_PAGE_RUNS = "kept-links", "crawl-pages"
 
 
 # --- links -------------------------------------------------------------------------------
-def dump_lines(path):
-    """A dump file -> its lines; a dump that stops decompressing part-way keeps the lines
-    before the damage, then yields its error row (a dict; counted ``dump_error_counts``).
-    The progress line counts dumps and submission lines read. One dump's reading for every engine."""
-    read = 0
-    try:
-        for read, line in enumerate(iter_dump_lines(path), 1):
-            if read % progress.RECORDS_PER_TALLY == 0:
-                progress.tally(SUBMISSIONS_READ, progress.RECORDS_PER_TALLY)
-            yield line
-    except DumpReadError as exc:
-        log.warning("%s: %s (lines before it are kept)", path, exc)
-        yield {"source": path, "offset": 0, "reason": UNREADABLE_DUMP, "detail": str(exc)[:300]}
-    finally:
-        progress.tally(SUBMISSIONS_READ, read % progress.RECORDS_PER_TALLY)
-        progress.tally(DUMPS_READ)
-
-
-def dump_error_counts(row: dict) -> dict[str, int]:
-    """The ``webtext-submissions`` counter of a dump's error row (unit: other)."""
-    return {f"error:{row['reason']}": 1}
-
-
 def _read_dump(path):
     """A dump file -> its lines; an unreadable dump's error row to ``errors``."""
     for item in dump_lines(path):
@@ -390,15 +353,6 @@ class _JoinShardFn(beam.DoFn):
         yield from flush_tally(self.tally, (CRAWL_JOIN,))
 
 
-def write_link_shard(keyed, out_dir, count):
-    """(link shard, its links) -> ``links/links-NNNNN-of-MMMMM.parquet`` (the Spark wiring's link
-    table; ``MergeLinks`` writes the same bytes on Beam)."""
-    index, links = keyed
-    name = f"{LINK_TABLE}/{LINK_TABLE}-{index:05d}-of-{count:05d}.parquet"
-    path = write_link_table([link for link in links if link is not None], storage.join(out_dir, name))
-    return storage.file_info(path, name)
-
-
 # --- pages: live fetching ----------------------------------------------------------------
 def _same_shard(_link, link_shard: int) -> int:
     return link_shard  # crawl mode: the join works per link shard
@@ -543,24 +497,6 @@ class NearDuplicates(beam.PTransform):
         )
         # verified_losers drops nothing (it tallies pairs), so its examples output stays empty
         return verified.pages | "Losers" >> beam.FlatMap(lambda keyed: keyed[1]) | "One per loser" >> beam.Distinct()
-
-
-def band_claims(item, hasher, bands, rows):
-    doc, shingle_set = item
-    return [(key, (doc, None)) for key in minhash.band_keys(hasher.signature(shingle_set), bands, rows)]
-
-
-def carry_shingles(_, groups):
-    first = list(groups["shingles"])
-    for pair in groups["pairs"]:
-        if first:
-            yield pair[1], (pair, first[0])
-
-
-def with_span_deduped_text(_, groups):
-    docs, pages = list(groups["docs"]), list(groups["pages"])
-    if docs and pages:
-        yield replace(docs[0], text=pages[0].text)
 
 
 # --- the pipeline --------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from common import storage
 from corpus.records import Document
 from corpus.shards import read_documents, shard_relpath, write_shard
 from dedup.benchmark_sets import load_benchmark
-from pipelines import audit, read as read_pipeline, spark_main
+from pipelines import audit, audit_shards, read as read_pipeline, spark_main
 from pipelines.jobs import STATS_FILE
 from test_audit_pipeline import benchmark_heads
 from test_object_store import BUCKET, s3  # noqa: F401  (the moto S3 server fixture)
@@ -123,7 +123,7 @@ def test_audit_on_spark_is_byte_identical_to_beam(spark, corpus, beam_audit, tmp
             "bloom/bloom.json"} <= set(manifest(str(out)))
     assert result["filter"] == beam_result["filter"]
     documents = sum(1 for folder in corpus["folders"] for _ in read_documents(str(folder)))
-    assert result["filter"]["counters"][audit.AUDIT][audit.DOCUMENTS_HASHED] == documents
+    assert result["filter"]["counters"][audit_shards.AUDIT][audit_shards.DOCUMENTS_HASHED] == documents
     planted_found(corpus, result["rows"])
 
 

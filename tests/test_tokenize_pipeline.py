@@ -18,7 +18,7 @@ from corpus.inputs import InputError
 from corpus.shards import nonempty_text, read_error, read_texts, shard_files
 from model.token_shards import find_token_shards, read_token_shard
 from model.tokenizer import BPETokenizer
-from pipelines import tokenize
+from pipelines import tokenize, tokenize_shards
 from pipelines.jobs import STATS_FILE
 from pipelines.steps import ERRORS_FILE
 from pipelines.cli import main
@@ -85,12 +85,12 @@ def test_shards_decode_back_to_the_documents(corpus, first_run):
         assert len(stream) == meta["splits"][split]["tokens"]
         texts = [tokenizer.decode(d) for d in documents_of(stream, tokenizer.eot_id)]
         assert len(texts) == meta["splits"][split]["documents"]
-        digests = [tokenize.document_digest(t) for t in texts]
+        digests = [tokenize_shards.document_digest(t) for t in texts]
         assert digests == sorted(digests)  # documents in digest order
         for text in texts:
             seen[text] = split
     assert sorted(seen) == sorted(docs)  # every document once; empty and broken rows left out
-    assert all((seen[d] == "val") == tokenize.in_val_fraction(tokenize.document_digest(d), 0.1) for d in docs)
+    assert all((seen[d] == "val") == tokenize_shards.in_val_fraction(tokenize_shards.document_digest(d), 0.1) for d in docs)
     assert 0 < meta["splits"]["val"]["documents"] < 60
     assert not (out / "toy_train_000999.bin").exists() and not (out / ".parts").exists()
 
@@ -131,7 +131,7 @@ def test_val_docs_takes_the_smallest_digests(tmp_path):
     assert result["meta"]["splits"]["val"]["documents"] == 4
     tokenizer = BPETokenizer.load(out / "tokenizer")
     val = [tokenizer.decode(d) for d in documents_of(read_token_shard(out / "pq_val_000000.bin"), tokenizer.eot_id)]
-    assert val == sorted(docs, key=tokenize.document_digest)[:4]
+    assert val == sorted(docs, key=tokenize_shards.document_digest)[:4]
 
 
 def test_refusals_are_clear(corpus, tmp_path):

@@ -1,7 +1,8 @@
 """``corpusforge audit`` and ``decontaminate`` on Spark: ``pipelines.audit``'s stages as RDD operations.
 
-The per-shard work is the Beam wiring's own (``pipelines.audit.count_ngrams``,
-``shard_hashes``, ``build_part``, ``shard_texts``, ``matched_documents``), the rules and
+The per-shard work is the Beam wiring's own, from the Beam-free ``pipelines.audit_shards``
+(``count_ngrams``, ``shard_hashes``, ``build_part``, ``shard_texts``, ``matched_documents``:
+a Python worker never loads Beam), the rules and
 merges are ``dedup/``'s (``scan_documents``, ``merge_counters``, ``decontaminate``), and the
 driver's part (loading the filter, the reports, ``audit.json``, ``_SUCCESS``) is
 ``pipelines.audit.audit_corpus`` itself; only the plumbing is Spark's:
@@ -26,8 +27,8 @@ from __future__ import annotations
 from common import storage
 from dedup.audit import merge_counters, scan_documents
 from dedup.bloom import ngram_meta, split_by_part
-from pipelines.audit import (AUDIT, DECONTAMINATE, FILTER_UNITS, REMOVED_FILE, build_part, count_ngrams, filter_capacity,
-                             finish_filter, matched_documents, shard_hashes, shard_texts, write_removed)
+from pipelines.audit_shards import (AUDIT, DECONTAMINATE, FILTER_UNITS, REMOVED_FILE, build_part, count_ngrams, filter_capacity,
+                                    finish_filter, matched_documents, shard_hashes, shard_texts, write_removed)
 from pipelines.spark.engine import Rows, SparkJob, on_worker, tally_of
 
 

@@ -1,6 +1,7 @@
 """``corpusforge tokenize`` on Spark: ``pipelines.tokenize``'s chain as RDD operations.
 
-The same functions, names and counters as the Beam wiring (``pipelines.tokenize``):
+The same functions, names and counters as the Beam wiring (``pipelines.tokenize``), from
+the Beam-free ``pipelines.tokenize_shards``, so a Python worker never loads Beam:
 one partition per shard file read by ``file_texts``, ``nonempty_text`` as a step, the
 blake2b-128 digest, ``encode_document`` per partition (one tokenizer per partition),
 ``groupByKey`` by (split, digest range) and ``write_part`` for each range, the plan cut by
@@ -19,8 +20,8 @@ from corpus.shards import nonempty_text
 from model.tokenizer import BPETokenizer
 from pipelines.shard_io import write_errors
 from pipelines.spark.engine import SparkJob, on_worker, tally_of
-from pipelines.tokenize import (NAMESPACE, SHARDS_WRITTEN, document_digest, encode_document, file_texts, last_val_digest, plan_and_record,
-                                write_part, write_planned_shard)
+from pipelines.tokenize_shards import (NAMESPACE, SHARDS_WRITTEN, document_digest, encode_document, file_texts, last_val_digest,
+                                       plan_and_record, write_part, write_planned_shard)
 
 
 def _read_texts(field, tallies, errors, beam_args):

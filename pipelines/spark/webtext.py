@@ -2,7 +2,8 @@
 step, as RDD operations.
 
 The rules, namespaces and helpers are the Beam wiring's own (``corpus.reddit``,
-``corpus.webtext``, ``dedup.minhash``, ``pipelines.webtext``): dump lines by
+``corpus.webtext``, ``dedup.minhash``, and the Beam-free ``pipelines.webtext_rows``, so a
+Python worker never loads Beam): dump lines by
 ``dump_lines`` (one partition per dump), ``filter_submission`` as a step, ``groupByKey``
 by URL key for ``merge_link``, the link table one partition per link shard
 (``partitionBy`` on ``shard_index``), the Common Crawl join a ``cogroup`` of links and
@@ -33,9 +34,9 @@ from pipelines.spark.dedupe import dedupe_text
 from pipelines.spark.engine import SparkJob, add_tally, on_worker, tally_of
 from pipelines.spark.read import read_crawl_files
 from pipelines.tally import Tally
-from pipelines.webtext import (CLEAN, CRAWL_JOIN, CRAWL_TEXT_MODE, EXACT_DEDUP, EXTRACT, LINK_KARMA, LINK_TABLE, NEAR_DEDUP, PAGES_EXTRACTED,
-                               SHARD_NAME, SHARD_SPLIT, SPAN_DEDUP_MODE, SUBMISSIONS, band_claims, carry_shingles, dump_error_counts, dump_lines,
-                               with_span_deduped_text, write_link_shard)
+from pipelines.webtext_rows import (CLEAN, CRAWL_JOIN, CRAWL_TEXT_MODE, EXACT_DEDUP, EXTRACT, LINK_KARMA, LINK_TABLE, NEAR_DEDUP,
+                                    PAGES_EXTRACTED, SHARD_NAME, SHARD_SPLIT, SPAN_DEDUP_MODE, SUBMISSIONS, band_claims, carry_shingles,
+                                    dump_error_counts, dump_lines, with_span_deduped_text, write_link_shard)
 
 
 def _read_dumps(tallies, errors, beam_args):
