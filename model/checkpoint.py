@@ -45,6 +45,7 @@ import torch
 from common.errors import InputError
 from common.storage import DiskFullError, atomic_path, disk_full_cause, local_copy, sync_mirror, write_atomically
 from model.gpt import GPT, GPTConfig
+from model.shapes import meta_gpt
 from model.hf import load_hf_dir
 
 log = logging.getLogger(__name__)
@@ -280,8 +281,7 @@ def model_config_of(config: dict, path: str = "the checkpoint") -> GPTConfig:
 def _expected_shapes(config: GPTConfig) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
     """Every entry of the model's state dict: (shape, dtype), from a model on the meta device
     (shapes only: nothing is allocated, whatever the config says)."""
-    with torch.device("meta"):
-        model = GPT(config)
+    model = meta_gpt(config)
     return {name: (tuple(t.shape), t.dtype) for name, t in model.state_dict().items()}
 
 

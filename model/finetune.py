@@ -62,6 +62,7 @@ from model.finetune_tasks import (IGNORE, SpecialTokens, TaskError, collate, enc
                                   metric_names, split_metrics)
 from model.fused_loss import linear_cross_entropy
 from model.gpt import GPT, INIT_STD, GPTConfig
+from model.shapes import meta_gpt
 from model.optim import LRSchedule, make_optimizer
 from model.run_folder import (LOSS_PLOT, METRICS_FILE, export_hf, keep_metrics_until, plot_task_run, resume_state,
                               resumed_config)
@@ -135,8 +136,7 @@ def add_task_tokens(gpt: GPT, generator: torch.Generator, dropout: float | None 
     grown[:old.vocab_size] = wte[:old.vocab_size]
     grown[old.vocab_size:config.vocab_size] = torch.randn(len(TASK_TOKENS), old.n_embd, generator=generator) * INIT_STD
     state["transformer.wte.weight"] = grown
-    with torch.device("meta"):
-        model = GPT(config)
+    model = meta_gpt(config)
     model.load_state_dict(state, assign=True)
     v = old.vocab_size
     return model, SpecialTokens(v, v + 1, v + 2)
@@ -346,8 +346,7 @@ def finetune(cfg: FinetuneConfig) -> dict:
     generator = torch.Generator().manual_seed(cfg.seed)
     if state is not None:
         gpt_config = GPTConfig.from_dict(dict(state["model_config"]))
-        with torch.device("meta"):
-            gpt = GPT(gpt_config)
+        gpt = meta_gpt(gpt_config)
         gpt.load_state_dict(state["model"], assign=True)
         special = SpecialTokens(**state["special"])
     else:

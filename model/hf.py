@@ -32,6 +32,7 @@ from safetensors.torch import load_file, save_file
 
 from common.errors import InputError
 from model.gpt import GPT, GPTConfig, INIT_STD
+from model.shapes import meta_gpt
 
 CONFIG_NAME = "config.json"  # transformers' file names (transformers.utils.CONFIG_NAME ...)
 SAFETENSORS_NAME = "model.safetensors"
@@ -145,8 +146,7 @@ def from_hf_state_dict(state_dict: Mapping[str, torch.Tensor], config: GPTConfig
     if "lm_head.weight" in state and not torch.equal(state["lm_head.weight"], wte):
         raise HFCheckpointError("lm_head.weight differs from the token embedding: untied output layers are not supported")
 
-    with torch.device("meta"):
-        model = GPT(config)
+    model = meta_gpt(config)
     ours = {}
     own_shapes = {k: tuple(v.shape) for k, v in model.state_dict().items()}
     for our_name, hf_name in names.items():
