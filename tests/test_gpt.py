@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from model.gpt import GPT, GPTConfig
+from model.shapes import meta_gpt
 
 TINY = dict(n_layer=2, n_head=2, n_embd=32, block_size=16, vocab_size=97)
 
@@ -176,8 +177,7 @@ def test_named_sizes_and_parameter_counts(name, aliases, approx):
     config = GPTConfig.named(name)
     for alias in aliases:
         assert GPTConfig.named(alias) == config
-    with torch.device("meta"):
-        model = GPT(config)
+    model = meta_gpt(config)  # shapes only: nothing allocated
     C, L, T, V = config.n_embd, config.n_layer, config.block_size, config.vocab_size
     # per block: 2 layer norms (4C), qkv (3C^2 + 3C), attn proj (C^2 + C), mlp (8C^2 + 5C)
     formula = V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C
@@ -188,8 +188,7 @@ def test_named_sizes_and_parameter_counts(name, aliases, approx):
 
 
 def test_124m_exact_count_and_flops_per_token():
-    with torch.device("meta"):
-        model = GPT(GPTConfig.named("124M"))
+    model = meta_gpt(GPTConfig.named("124M"))
     assert model.num_parameters() == 124_439_808
     # spec: 855 MFLOP/token for 124M at T=1024 (6N + 12LCT with N excluding position embeddings)
     assert model.flops_per_token() == 6 * (124_439_808 - 1024 * 768) + 12 * 12 * 768 * 1024
