@@ -62,10 +62,10 @@ from model.finetune_tasks import (IGNORE, SpecialTokens, TaskError, collate, enc
                                   metric_names, split_metrics)
 from model.fused_loss import linear_cross_entropy
 from model.gpt import GPT, INIT_STD, GPTConfig
-from model.shapes import meta_gpt
 from model.optim import LRSchedule, make_optimizer
 from model.run_folder import (LOSS_PLOT, METRICS_FILE, export_hf, keep_metrics_until, plot_task_run, resume_state,
                               resumed_config)
+from model.shapes import meta_gpt
 from model.tokenizer import BPETokenizer
 from model.train import exit_status, run_in_run_folder  # noqa: F401 (exit_status: the command's exit code, read by pipelines.cli)
 from model.validation import mean_loss
