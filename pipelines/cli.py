@@ -168,6 +168,7 @@ class _QuietBeamLines(logging.Filter):
 
 def main(argv: list[str] | None = None) -> int:
     global _exit_promptly
+    _exit_promptly = False  # set by this run's lost worker only, not by an earlier call in the same process
     argv = list(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for handler in logging.getLogger().handlers:
