@@ -35,6 +35,7 @@ import glob
 import hashlib
 import json
 import logging
+import math
 import os
 import pickle
 import re
@@ -301,10 +302,11 @@ def check_weights(weights: dict, config: GPTConfig, path: str = "the checkpoint"
         if dtype.is_floating_point and tensor.dtype not in WEIGHT_DTYPES:
             raise CheckpointError(f"{path}: {name} is {tensor.dtype}, not a floating-point weight")
         if tensor.dtype.is_floating_point and tensor.numel():
-            if not bool(torch.isfinite(tensor).all()):
+            low, high = (float(v) for v in torch.aminmax(tensor))  # no tensor-sized temporaries; NaN and inf show here
+            if not math.isfinite(low) or not math.isfinite(high):
                 bad = int((~torch.isfinite(tensor)).sum())
                 raise CheckpointError(f"{path}: {name} holds {bad:,} NaN or infinite value(s)")
-            largest = float(tensor.abs().max())
+            largest = max(-low, high)
             if largest > MAX_WEIGHT_ABS:
                 raise CheckpointError(f"{path}: {name} holds a value of magnitude {largest:.3g}, over {MAX_WEIGHT_ABS:.0g}: not trained weights")
 
@@ -424,10 +426,16 @@ def checkpoint_path(path: str | os.PathLike) -> str | None:
 
 
 def model_from_state(state: dict):
-    """A ``GPT`` built from a checkpoint's ``model_config`` with its weights loaded."""
+    """A ``GPT`` built from a checkpoint's ``model_config`` that holds the checkpoint's own
+    tensors (cast to the model's dtypes where they differ): built on the meta device and
+    loaded with ``assign=True``, so no random initial weights are drawn and no second copy
+    of the weights is made (``docs/model.md``, "Loading a checkpoint")."""
     try:
-        model = GPT(GPTConfig.from_dict(dict(state["model_config"])))
-        missing, unexpected = model.load_state_dict(clean_state_dict(state["model"]), strict=False)
+        model = meta_gpt(GPTConfig.from_dict(dict(state["model_config"])))
+        own = {name: t.dtype for name, t in model.state_dict().items()}
+        weights = {name: t.to(own[name]) if name in own and t.is_floating_point() else t
+                   for name, t in clean_state_dict(state["model"]).items()}
+        missing, unexpected = model.load_state_dict(weights, strict=False, assign=True)
     except (RuntimeError, TypeError, ValueError) as exc:  # a tensor of another shape, a bad config value
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise CheckpointError(f"the checkpoint's weights do not fit its model config: {first[:300]}") from None

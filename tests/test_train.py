@@ -365,6 +365,26 @@ def test_compile_and_ddp_prefixes_never_reach_the_file(tmp_path):
     assert torch.equal(restored(idx)[0], model.eval()(idx)[0])
 
 
+def test_a_loaded_model_holds_the_checkpoints_weights_and_draws_no_random_ones(tmp_path):
+    model = GPT(GPTConfig.named("gpt2", n_layer=1, n_head=2, n_embd=16, block_size=8, vocab_size=40))
+    path = tmp_path / "c.pt"
+    half = {k: v.to(torch.bfloat16) for k, v in model.state_dict().items()}  # a checkpoint kept in bf16
+    save_checkpoint(path, {"model": half, "model_config": model.config.to_dict()})
+    before = torch.get_rng_state()
+    restored = load_model(path)
+    assert torch.equal(torch.get_rng_state(), before)  # built on the meta device: no initial draws to overwrite
+    loaded = restored.state_dict()
+    assert set(loaded) == set(half)
+    assert all(t.dtype == torch.float32 and torch.equal(t, half[k].float()) for k, t in loaded.items())
+    # the weight checks see both ends of a tensor: a value far below zero, and -inf
+    for value, what in ((-3e38, "magnitude 3e\\+38"), (float("-inf"), "1 NaN or infinite")):
+        weights = {k: v.clone() for k, v in model.state_dict().items()}
+        weights["transformer.h.0.attn.c_proj.weight"][1, 2] = value
+        save_checkpoint(path, {"model": weights, "model_config": model.config.to_dict()})
+        with pytest.raises(CheckpointError, match=f"c_proj.weight holds .*{what}"):
+            load_model(path)
+
+
 # ---------------------------------------------------------------- the command line, export, sampling
 
 @pytest.mark.pipeline
