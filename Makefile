@@ -59,6 +59,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bloom.py
 	$(PY) benchmarks/tokenizer_speed.py
 	$(PY) benchmarks/train_step.py
+	$(PY) benchmarks/checkpoint_load.py
 	$(PY) benchmarks/eval_speed.py
 	$(PY) benchmarks/contamination_cost.py
 
