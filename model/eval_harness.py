@@ -134,9 +134,9 @@ def table3_reference(name: str, size: str | None) -> dict | None:
 
 
 def _save_scores(out_dir: str, scores) -> str:
-    folder = os.path.join(out_dir, "scores")
-    os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, f"{scores.name}.json")
+    folder = storage.join(out_dir, "scores")
+    storage.makedirs(folder)  # a local folder only: an object store has none to make
+    path = storage.join(folder, f"{scores.name}.json")
     data = {"name": scores.name, "kind": scores.kind, "split": scores.split, "metrics": scores.metrics,
             "meta": scores.meta, "examples": [s.to_dict() for s in scores.examples]}
     write_atomically(path, json.dumps(data, ensure_ascii=False, default=str) + "\n")
@@ -191,7 +191,7 @@ def run_eval(model, benchmarks: Sequence, *, training=None, tokenizer=None, ngra
                          "apostrophes": apostrophes, "unicode": unicode, "max_doc_count": max_doc_count}
     else:
         notes.append("No --training corpus: the examples are not marked clean or dirty, every metric is on all examples.")
-    if report is not None and os.path.exists(report) and not os.path.isdir(report):
+    if report is not None and storage.is_file(os.fspath(report)):
         raise EvalInputError(f"--report {report}: exists and is not a folder")
     scoring, model_info = _load_scoring_model(model, tokenizer, context=context, batch_size=batch_size,
                                               device=device, dtype=dtype)

@@ -34,6 +34,7 @@ import json
 import math
 import os
 
+from common import storage
 from common.storage import write_atomically
 from dedup.report import html_escape, html_table, json_safe
 
@@ -385,9 +386,9 @@ def write_report(document: dict, out_dir: str | os.PathLike) -> dict[str, str]:
     rendered = {"json": json.dumps(json_safe(document), indent=2, sort_keys=True, ensure_ascii=False,
                                    allow_nan=False) + "\n",
                 "markdown": render_markdown(document), "html": render_html(document)}
-    os.makedirs(out_dir, exist_ok=True)
+    storage.makedirs(os.fspath(out_dir))  # a local folder only: an object store has none to make
     paths = {}
     for key, text in rendered.items():
-        paths[key] = os.path.join(os.fspath(out_dir), REPORT_FILES[key])
+        paths[key] = storage.join(os.fspath(out_dir), REPORT_FILES[key])
         write_atomically(paths[key], text)
     return paths

@@ -16,6 +16,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -35,12 +36,19 @@ TINY_GPT = ["--model", "gpt2", "--n_layer", "1", "--n_head", "2", "--n_embd", "3
 
 
 def corpusforge(*args: str) -> subprocess.CompletedProcess:
-    """``corpusforge ARGS`` in a new process, with this checkout first on the path."""
+    """``corpusforge ARGS`` in a new process, with this checkout first on the path, run in an
+    empty working folder that must stay empty: a job whose paths are all absolute or on a
+    store writes nothing where it is started (the eval report's folders once appeared there as
+    ``./s3:/<bucket>/eval/scores``)."""
     env = dict(os.environ, PYTHONPATH=str(ROOT), AWS_EC2_METADATA_DISABLED="true")
     for name in [k for k in env if k.startswith("AWS_") and k != "AWS_EC2_METADATA_DISABLED"]:
         del env[name]  # the store settings come from the command line only
-    return subprocess.run([sys.executable, "-m", "pipelines.cli", *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=HANG_GUARD_S)
+    with tempfile.TemporaryDirectory(prefix="job-cwd-") as workdir:
+        result = subprocess.run([sys.executable, "-m", "pipelines.cli", *args], cwd=workdir, env=env, capture_output=True,
+                                text=True, timeout=HANG_GUARD_S)
+        left = sorted(os.listdir(workdir))
+    assert not left, f"corpusforge {args[0]} left {left} in its working folder"
+    return result
 
 
 def ok(result: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
@@ -148,7 +156,8 @@ def test_sample_and_eval_take_an_s3_model_and_an_s3_training_corpus(s3, run_on_s
                    "--bootstrap", "0", "--report", f"s3://{BUCKET}/eval", "-q", *s3.options))
     report = json.loads(s3.read("eval/report.json"))
     assert len(report["benchmarks"]) == 1 and "lambada" in json.dumps(report["benchmarks"][0])
-    assert {"report.json", "report.md", "report.html"} <= set(s3.keys("eval"))
+    assert {"report.json", "report.md", "report.html", "scores/lambada.json"} <= set(s3.keys("eval"))
+    assert json.loads(s3.read("eval/scores/lambada.json"))["name"] == "lambada"
 
 
 def test_finetune_from_an_s3_model_with_s3_task_files_into_an_s3_run_folder(s3, run_on_s3):
