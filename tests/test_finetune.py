@@ -163,6 +163,21 @@ def test_micro_batches_give_the_gradient_of_the_whole_batch(base, tmp_path):
     assert losses[0] == pytest.approx(losses[1], rel=1e-5)
 
 
+def test_the_same_seed_fine_tunes_a_run_folder_and_its_hugging_face_export_alike(base, tmp_path):
+    # Loading draws no random numbers, whichever form the base model takes: the task head's
+    # initial weights and the dropout masks come from the seed alone (before, a run folder's
+    # model was first built with random weights, which moved the RNG past the head's draws).
+    tokenizer = [str(base / "tokenizer" / name) for name in ("vocab.json", "merges.txt")]
+    save_hf_dir(load_model(base), tmp_path / "hf-base", tokenizer_files=tokenizer)
+    common = ["--max_steps", "2", "--no_hf_export", "--dropout", "0.1"]
+    finetune(config_from_args(tiny_args(base, tmp_path / "from-run", "sst2", "sst2.tsv", *common)))
+    finetune(config_from_args(tiny_args(tmp_path / "hf-base", tmp_path / "from-hf", "sst2", "sst2.tsv", *common)))
+    a, b = (load_checkpoint(tmp_path / d / "ckpt.pt") for d in ("from-run", "from-hf"))
+    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+    assert torch.equal(a["head"]["weight"], b["head"]["weight"])
+    assert _records(tmp_path / "from-run") == _records(tmp_path / "from-hf")
+
+
 def _records(out: Path) -> list[dict]:
     return [{k: v for k, v in r.items() if k != "examples_per_s"} for r in read_metrics(str(out / "metrics.jsonl"))]
 
