@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from corpus.inputs import cache_dir
 from corpus.records import Document, HtmlPage, ReadError
 from corpus.shards import read_documents
 from corpus.warc import read_archive
@@ -145,6 +146,7 @@ print("passed", stats["counters"]["clean-page"]["passed"])
 """
     env = {k: v for k, v in os.environ.items() if k not in ("NLTK_DATA", "CORPUSFORGE_TEST_DATA")}
     env["HOME"] = str(tmp_path)  # no ~/nltk_data
+    env["CORPUSFORGE_CACHE"] = cache_dir()  # the compiled kernels and language tables are found where they are (or built there)
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "the demo trains a punkt model on its sample pages" in result.stderr
