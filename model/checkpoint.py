@@ -45,7 +45,7 @@ import torch
 
 from common.errors import InputError
 from common.storage import DiskFullError, atomic_path, disk_full_cause, local_copy, sync_mirror, write_atomically
-from model.gpt import GPT, GPTConfig
+from model.gpt import GPTConfig
 from model.hf import load_hf_dir
 from model.shapes import meta_gpt
 
