@@ -135,6 +135,41 @@ def _dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     return F.dropout(x, p, training=True) if training and p > 0 else x
 
 
+class _TiedTokenEmbedding(torch.autograd.Function):
+    """The token lookup and the output layer's weight as one autograd node (tied embeddings, CPU training).
+
+    Forward returns the looked-up rows ``[B, T, C]`` and the weight itself (a view) for the
+    output layer. Backward gets both gradients at once and adds the rows' gradients into the
+    output layer's ``[V_padded, C]`` weight gradient in place (``index_add_``). Through
+    ``nn.Embedding`` the lookup's gradient is a zero-filled ``[V_padded, C]`` tensor of its
+    own (154 MB at the 124M shape: fresh pages on every step), which autograd then adds to
+    the output layer's: that fill and that add are what this node saves. Same sum, so the
+    gradient agrees with the two-node form to float rounding (the rows are added in another
+    order).
+    """
+
+    @staticmethod
+    def forward(ctx, weight, idx):
+        ctx.save_for_backward(idx)
+        ctx.set_materialize_grads(False)
+        ctx.weight_meta = weight.shape, weight.dtype
+        return F.embedding(idx, weight), weight.view_as(weight)
+
+    @staticmethod
+    def backward(ctx, grad_rows, grad_weight):
+        if not ctx.needs_input_grad[0]:
+            return None, None
+        (idx,) = ctx.saved_tensors
+        if grad_weight is None:  # the output layer took no part in the loss
+            shape, dtype = ctx.weight_meta
+            grad_weight = torch.zeros(shape, dtype=dtype, device=idx.device)
+        elif not grad_weight.is_contiguous():  # not the fused loss's own buffer: add into a copy
+            grad_weight = grad_weight.contiguous()
+        if grad_rows is not None:
+            grad_weight.index_add_(0, idx.reshape(-1), grad_rows.reshape(-1, grad_rows.shape[-1]).to(grad_weight.dtype))
+        return grad_weight, None
+
+
 class CausalSelfAttention(nn.Module):
     def __init__(self, config: GPTConfig):
         super().__init__()
@@ -190,6 +225,9 @@ class GPT(nn.Module):
     # Vp padded rows (aligned matmul), cut to the real vocabulary, then F.cross_entropy: under
     # torch.compile the slice, the cast and the loss fuse into the compiler's own kernels.
     loss_impl = "chunked"
+    # CPU training with the chunked loss: the tied token embedding's two gradients summed in
+    # one node (_TiedTokenEmbedding); False: nn.Embedding's own backward (a lever to compare)
+    tied_grad_in_place = True
 
     def __init__(self, config: GPTConfig):
         super().__init__()
@@ -230,6 +268,11 @@ class GPT(nn.Module):
 
     def hidden_states(self, idx: torch.Tensor) -> torch.Tensor:
         """The final hidden states ``[B, T, C]`` (after ``ln_f`` for GPT-2) for token ids ``[B, T]``."""
+        return self._hidden_states(idx)
+
+    def _hidden_states(self, idx: torch.Tensor, tied: bool = False) -> tuple | torch.Tensor:
+        """``hidden_states(idx)``; with ``tied``, ``(hidden states, the output layer's weight)``
+        through ``_TiedTokenEmbedding``, whose backward sums the two uses' gradients in place."""
         if idx.dim() != 2:
             raise ValueError(f"idx must be a [batch, time] tensor of token ids, got shape {tuple(idx.shape)}")
         B, T = idx.shape
@@ -244,14 +287,17 @@ class GPT(nn.Module):
             if lo < 0 or hi >= self.config.vocab_size:
                 raise ValueError(f"token ids must lie in 0..{self.config.vocab_size - 1}, got {lo}..{hi}")
         pos = torch.arange(T, device=idx.device)  # (T,)
-        tok_emb = self.transformer.wte(idx)  # (B, T, C)
+        if tied:
+            tok_emb, output_weight = _TiedTokenEmbedding.apply(self.transformer.wte.weight, idx)  # (B, T, C), (Vp, C)
+        else:
+            tok_emb = self.transformer.wte(idx)  # (B, T, C)
         pos_emb = self.transformer.wpe(pos)  # (T, C), broadcast over the batch
         x = _dropout(tok_emb + pos_emb, self.config.dropout, self.training)  # (B, T, C)
         for block in self.transformer.h:
             x = block(x)  # (B, T, C)
         if "ln_f" in self.transformer:
             x = self.transformer.ln_f(x)
-        return x
+        return (x, output_weight) if tied else x
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, ignore_index: int = -1,
                 return_logits: bool = True) -> tuple[torch.Tensor | None, torch.Tensor | None]:
@@ -261,7 +307,12 @@ class GPT(nn.Module):
         targets, the logits are not formed (``None``): the loss comes from the fused chunked
         projection + cross-entropy, the fast and memory-light way to train.
         """
-        x = self.hidden_states(idx)  # (B, T, C)
+        # CPU training through the fused loss: the token lookup and the output layer as one
+        # node, so the tied weight's two gradients are summed without a dense one of the lookup's
+        tied = (self.tied_grad_in_place and targets is not None and not return_logits and self.loss_impl == "chunked"
+                and idx.device.type == "cpu" and torch.is_grad_enabled() and self.transformer.wte.weight.requires_grad
+                and not torch.compiler.is_compiling())
+        x, output_weight = self._hidden_states(idx, tied=True) if tied else (self.hidden_states(idx), None)
         loss = None
         if targets is not None:
             if targets.shape != idx.shape:
@@ -273,7 +324,8 @@ class GPT(nn.Module):
                 return None, loss
             if not return_logits:
                 # (B*T, C) x (Vp, C) against (B*T,), chunk by chunk: no (B*T, V) logits
-                loss = linear_cross_entropy(x.reshape(-1, x.shape[-1]), self.transformer.wte.weight, targets.reshape(-1),
+                weight = self.transformer.wte.weight if output_weight is None else output_weight
+                loss = linear_cross_entropy(x.reshape(-1, x.shape[-1]), weight, targets.reshape(-1),
                                             ignore_index=ignore_index, vocab_size=self.config.vocab_size)
                 return None, loss
         logits = F.linear(x, self.output_weight).float()  # (B, T, C) x (V, C)^T -> (B, T, V)

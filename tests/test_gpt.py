@@ -156,6 +156,68 @@ def test_loss_paths_agree_and_never_score_padding_rows(impl):
     assert grad.shape[0] == 128 and not grad[97:].any()  # the padding rows are never predicted
 
 
+def test_the_tied_embeddings_gradients_are_summed_in_place_without_a_dense_one_of_the_lookups(monkeypatch):
+    """CPU training through the fused loss: the token lookup's rows go into the output layer's
+    weight gradient (``_TiedTokenEmbedding``), the same sum as nn.Embedding's own backward, with
+    no zero-filled ``[V_padded, C]`` gradient of the lookup's, across accumulated micro-steps too."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.manual_seed(2)
+    model = GPT(GPTConfig(n_layer=2, n_head=2, n_embd=32, block_size=16, vocab_size=300))  # 320 rows
+    batches = [(torch.randint(0, 300, (2, 16)), torch.randint(0, 300, (2, 16))) for _ in range(2)]
+    batches[0][0][0, :4] = 7  # a token looked up several times: its rows are summed
+
+    def grads(in_place: bool) -> dict:
+        monkeypatch.setattr(GPT, "tied_grad_in_place", in_place)
+        model.zero_grad(set_to_none=True)
+        for idx, y in batches:  # two micro-steps into the same .grad
+            model(idx, y, return_logits=False)[1].backward()
+        return {name: p.grad.clone() for name, p in model.named_parameters()}
+
+    two_nodes, tied = grads(False), grads(True)
+    for name in two_nodes:
+        torch.testing.assert_close(tied[name], two_nodes[name], atol=1e-7, rtol=1e-6, msg=name)
+    assert tied["transformer.wte.weight"][7].abs().sum() > 0 and not tied["transformer.wte.weight"][300:].any()
+
+    def zero_filled_shapes(in_place: bool) -> list:
+        monkeypatch.setattr(GPT, "tied_grad_in_place", in_place)
+        loss = model(*batches[0], return_logits=False)[1]
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+            loss.backward()
+        return [e.input_shapes[0] for e in prof.events() if e.name in ("aten::fill_", "aten::zero_")]
+
+    assert [320, 32] in zero_filled_shapes(False)  # nn.Embedding's backward: a dense zero gradient
+    assert [320, 32] not in zero_filled_shapes(True)
+
+
+def test_the_tied_lookup_node_alone_gives_each_outputs_gradient():
+    from model.gpt import _TiedTokenEmbedding
+
+    weight = torch.randn(10, 4, requires_grad=True)
+    idx = torch.tensor([[1, 3, 3, 9]])
+    rows, out_weight = _TiedTokenEmbedding.apply(weight, idx)
+    torch.testing.assert_close(rows, F.embedding(idx, weight))
+    assert out_weight.data_ptr() == weight.data_ptr()
+    (rows * 2).sum().backward()  # the output weight unused: the lookup's rows alone
+    expected = torch.zeros(10, 4)
+    expected[1], expected[3], expected[9] = 2, 4, 2
+    torch.testing.assert_close(weight.grad, expected)
+    weight.grad = None
+    rows, out_weight = _TiedTokenEmbedding.apply(weight, idx)
+    (out_weight[::2] * 3).sum().backward()  # the lookup unused
+    expected = torch.zeros(10, 4)
+    expected[::2] = 3
+    torch.testing.assert_close(weight.grad, expected)
+    weight.grad = None
+    rows, out_weight = _TiedTokenEmbedding.apply(weight, idx)
+    (out_weight.sum() + rows.sum()).backward()  # an expanded (stride 0) gradient: added into a copy
+    expected = torch.ones(10, 4)
+    expected[1] += 1
+    expected[3] += 2
+    expected[9] += 1
+    torch.testing.assert_close(weight.grad, expected)
+
+
 def test_bf16_autocast_loss_matches_standard_path():
     model = tiny()
     x, y = tokens(), tokens(seed=2)
