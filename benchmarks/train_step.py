@@ -183,6 +183,9 @@ def main(argv=None) -> int:
     p.add_argument("--compile", action="store_true", help="torch.compile both models")
     p.add_argument("--compile-mode", default="default", choices=COMPILE_MODES + ("reduce-overhead",), help="torch.compile mode (ours and baseline)")
     p.add_argument("--loss", default=GPT.loss_impl, choices=LOSS_IMPLS, help="our training loss path (GPT.loss_impl)")
+    p.add_argument("--tied-grad", choices=["in-place", "two-nodes"], default="in-place",
+                   help="our tied token embedding on CPU: its two gradients summed in one node (GPT.tied_grad_in_place) "
+                        "or nn.Embedding's own backward (a dense zero-filled gradient, then autograd's add)")
     p.add_argument("--pad-vocab-multiple", type=int, default=GPTConfig.pad_vocab_multiple,
                    help="our embedding rows rounded up to this multiple (1 = unpadded)")
     p.add_argument("--ours-only", action="store_true", help="time our model alone (a lever run: no baseline)")
@@ -229,6 +232,7 @@ def main(argv=None) -> int:
     T = config.block_size
     ours = GPT(config).to(device)
     ours.loss_impl = args.loss
+    ours.tied_grad_in_place = args.tied_grad == "in-place"
     hf_cfg = {k: v for k, v in hf_config_dict(config).items()
               if k not in ("architectures", "model_type", "dtype", "activation_function")}
     activations = BASELINE_ACTIVATIONS if args.baseline_activation == "both" else (args.baseline_activation,)
@@ -311,7 +315,8 @@ def main(argv=None) -> int:
     print(f"optimizer: ours {opt}({'fused' if fused else 'foreach'}, betas {BETAS}, weight decay {WEIGHT_DECAY}); "
           f"baseline {base_desc}; {args.warmup} warmup steps, {args.rounds} alternating rounds of {args.steps} steps")
     print(f"ours: loss path {args.loss}, embedding rows {config.padded_vocab_size} (pad multiple "
-          f"{config.pad_vocab_multiple}); compile mode {args.compile_mode if args.compile else 'eager'}")
+          f"{config.pad_vocab_multiple}); tied embedding gradients {args.tied_grad}; "
+          f"compile mode {args.compile_mode if args.compile else 'eager'}")
     print(f"inductor config: {', '.join(inductor_applied) or 'defaults'}"
           f"{'' if args.compile or not inductor_applied else ' (set, but no --compile)'}")
     print(f"attention: sdpa on both sides (baseline attn_implementation={baseline.config._attn_implementation!r}); "
