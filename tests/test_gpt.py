@@ -8,8 +8,9 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.profiler import ProfilerActivity, profile
 
-from model.gpt import GPT, GPTConfig
+from model.gpt import GPT, GPTConfig, _TiedTokenEmbedding
 from model.shapes import meta_gpt
 
 TINY = dict(n_layer=2, n_head=2, n_embd=32, block_size=16, vocab_size=97)
@@ -160,8 +161,6 @@ def test_the_tied_embeddings_gradients_are_summed_in_place_without_a_dense_one_o
     """CPU training through the fused loss: the token lookup's rows go into the output layer's
     weight gradient (``_TiedTokenEmbedding``), the same sum as nn.Embedding's own backward, with
     no zero-filled ``[V_padded, C]`` gradient of the lookup's, across accumulated micro-steps too."""
-    from torch.profiler import ProfilerActivity, profile
-
     torch.manual_seed(2)
     model = GPT(GPTConfig(n_layer=2, n_head=2, n_embd=32, block_size=16, vocab_size=300))  # 320 rows
     batches = [(torch.randint(0, 300, (2, 16)), torch.randint(0, 300, (2, 16))) for _ in range(2)]
@@ -191,8 +190,6 @@ def test_the_tied_embeddings_gradients_are_summed_in_place_without_a_dense_one_o
 
 
 def test_the_tied_lookup_node_alone_gives_each_outputs_gradient():
-    from model.gpt import _TiedTokenEmbedding
-
     weight = torch.randn(10, 4, requires_grad=True)
     idx = torch.tensor([[1, 3, 3, 9]])
     rows, out_weight = _TiedTokenEmbedding.apply(weight, idx)
