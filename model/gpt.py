@@ -268,10 +268,10 @@ class GPT(nn.Module):
 
     def hidden_states(self, idx: torch.Tensor) -> torch.Tensor:
         """The final hidden states ``[B, T, C]`` (after ``ln_f`` for GPT-2) for token ids ``[B, T]``."""
-        return self._hidden_states(idx)
+        return self._hidden_states(idx, tied=False)[0]
 
-    def _hidden_states(self, idx: torch.Tensor, tied: bool = False) -> tuple | torch.Tensor:
-        """``hidden_states(idx)``; with ``tied``, ``(hidden states, the output layer's weight)``
+    def _hidden_states(self, idx: torch.Tensor, tied: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``(hidden states, None)``; with ``tied``, ``(hidden states, the output layer's weight)``
         through ``_TiedTokenEmbedding``, whose backward sums the two uses' gradients in place."""
         if idx.dim() != 2:
             raise ValueError(f"idx must be a [batch, time] tensor of token ids, got shape {tuple(idx.shape)}")
@@ -290,14 +290,14 @@ class GPT(nn.Module):
         if tied:
             tok_emb, output_weight = _TiedTokenEmbedding.apply(self.transformer.wte.weight, idx)  # (B, T, C), (Vp, C)
         else:
-            tok_emb = self.transformer.wte(idx)  # (B, T, C)
+            tok_emb, output_weight = self.transformer.wte(idx), None  # (B, T, C)
         pos_emb = self.transformer.wpe(pos)  # (T, C), broadcast over the batch
         x = _dropout(tok_emb + pos_emb, self.config.dropout, self.training)  # (B, T, C)
         for block in self.transformer.h:
             x = block(x)  # (B, T, C)
         if "ln_f" in self.transformer:
             x = self.transformer.ln_f(x)
-        return (x, output_weight) if tied else x
+        return x, output_weight
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, ignore_index: int = -1,
                 return_logits: bool = True) -> tuple[torch.Tensor | None, torch.Tensor | None]:
@@ -312,7 +312,7 @@ class GPT(nn.Module):
         tied = (self.tied_grad_in_place and targets is not None and not return_logits and self.loss_impl == "chunked"
                 and idx.device.type == "cpu" and torch.is_grad_enabled() and self.transformer.wte.weight.requires_grad
                 and not torch.compiler.is_compiling())
-        x, output_weight = self._hidden_states(idx, tied=True) if tied else (self.hidden_states(idx), None)
+        x, output_weight = self._hidden_states(idx, tied)  # (B, T, C); (Vp, C) when tied
         loss = None
         if targets is not None:
             if targets.shape != idx.shape:
