@@ -85,5 +85,5 @@ setuptools.setup(
     package_data={name: ["data/*"] for name in PACKAGES},
     install_requires=install_requires(),
     extras_require=EXTRAS,
-    python_requires=">=3.10",
+    python_requires=">=3.11",
 )

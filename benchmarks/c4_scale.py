@@ -417,10 +417,10 @@ def _cmdline(pid: int) -> str:
 def role_of(cmdline: str) -> str:
     if cmdline.startswith(("/bin/sh ", "sh ")):
         return "shell"
+    if "SdkHarness" in cmdline or "--corpusforge_pool_worker" in cmdline or "worker_boot.py" in cmdline:
+        return "sdk worker (pool)"  # pipelines/worker_boot.py, then the sdk_worker_main it becomes
     if "sdk_worker_main" in cmdline:
         return "sdk worker (multi_processing)"
-    if "SdkHarness" in cmdline or "pipelines.portable --boot" in cmdline:
-        return "sdk worker (pool)"
     if "worker_pool_main" in cmdline or "pipelines.portable worker-pool" in cmdline:
         return "worker pool"
     if "pipelines.portable job-server" in cmdline:

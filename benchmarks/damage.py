@@ -52,7 +52,10 @@ Then what a job writes and later reads back (``--outputs N`` variants each, 0 sk
   checkpoint  a real training checkpoint rewritten with a matching .sha256: NaN / Inf /
               3e38 weights, wrong shape, missing, int dtype, block_size 1e7..2^40,
               n_layer 1e4..2^20, a short RNG state, scheduler/step of the wrong type, an
-              AdamW moment of the wrong shape; resumed by `corpusforge train` (pipelines.cli.main) in-process
+              AdamW moment of the wrong shape, a data cursor field that is no count or out of
+              range, metrics that are not numbers, a world_size the RNG states do not match,
+              betas out of [0, 1), a version that is no whole number; resumed by
+              `corpusforge train` (pipelines.cli.main) in-process
   claim       six processes claiming one output folder at once (common.storage)
 
 Reported: variants, refused in one line, accepted, exceptions other than the refusal,

@@ -1,8 +1,18 @@
 """C4 on every engine: Beam's DirectRunner (1 worker; 2 multi-processing workers), Beam's
-PortableRunner (job server + worker pool, 2 workers) and the native Spark engine
-(``local[2]``), same input, same command otherwise; output checked identical.
+PortableRunner (job server + worker pool, 2 workers), the native Spark engine (``local[2]``)
+and the native Spark engine on a standalone cluster (a Master and two one-core Workers on
+127.0.0.1, each its own JVM with a clean environment, executors on a Python without the
+project, which the job ships), same input, same command otherwise; output checked identical.
 
-    CORPUSFORGE_TEST_DATA=../shared/data .venv/bin/python benchmarks/engines.py [--pages 5000 20000] [--engines ...]
+    CORPUSFORGE_TEST_DATA=../shared/data .venv/bin/python benchmarks/engines.py [--pages 5000 20000] [--engines ...] [--breakdown]
+
+The cluster row counts the job's processes (driver JVM included) and everything the Workers
+ran for it (executor JVMs, their Python workers), plus what the Master and Workers spent while
+the job ran; the daemons' own start, before the job, is not counted: a cluster is up before its
+jobs. ``--breakdown`` prints where Spark's CPU goes: a session's start and stop (the JVM), the
+Python workers' imports, the rules themselves (the engine-free chain over the same files,
+``c4_throughput.ours``), and what is left (serialisation across the JVM boundary, shuffles,
+the JVM's own work).
 
 The input is ``benchmarks/c4_scale.py``'s Common Crawl-shaped WET set (real prose, URL and
 line duplicates, cached). Each run is ``python -m pipelines.cli c4 ... --num_shards 4
@@ -22,8 +32,10 @@ import argparse
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -38,8 +50,65 @@ ENGINES = {  # name -> c4_scale runner
     "beam-direct-2mp": "multiprocess",
     "beam-portable-2": "portable",
     "spark-local2": "spark",
+    "spark-cluster2": "spark-cluster",
 }
+SPARK_ENGINES = ("spark-local2", "spark-cluster2")
 BASELINE = "beam-direct-1"
+JVM_ROLE = "spark JVM (driver + executors)"
+PYTHON_WORKER_ROLES = ("spark python daemon", "spark python worker")
+EMPTY_SESSION = ("from pipelines.spark import engine\n"
+                 "spark, _ = engine.session('local[2]')\n"
+                 "spark.sparkContext.parallelize(range(2), 2).map(lambda x: x).count()\n"
+                 "spark.stop()\n")
+WORKER_IMPORTS = "import pipelines.spark.c4, pipelines.spark.dedupe, pipelines.c4_pages, corpus.c4, corpus.langid, corpus.sentences, dedup.text"
+
+
+def measured(argv: list[str], env: dict) -> dict:
+    """CPU of a child process and everything below it (sampled tree, or the kernel's count of reaped children if larger)."""
+    started = time.perf_counter()
+    child = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    sampler = c4_scale.TreeSampler({"job": child.pid})
+    sampler.start()
+    status, cpu, _ = c4_scale.wait_with_rusage(child)
+    sampler.stop()
+    roles: dict[str, float] = {}
+    for process in sampler.per_pid.values():
+        roles[process["role"]] = roles.get(process["role"], 0.0) + process["cpu"]
+    return {"status": status, "wall": time.perf_counter() - started, "cpu": max(cpu, sum(roles.values())), "roles": roles}
+
+
+def role_cpu(run: dict) -> dict[str, float]:
+    """CPU seconds of a run by process role (a cluster's daemons less what they had spent before the job)."""
+    before, daemons = run.get("daemons_before", {}), run.get("daemon_pids", {})
+    roles: dict[str, float] = {}
+    for process in run["processes"]:
+        cpu = process["cpu"] - (before[process["tree"]] if daemons.get(process["tree"]) == process["pid"] else 0.0)
+        role = JVM_ROLE if "spark" in process["cmd"] and process["role"] in ("bash", "shell") else process["role"]  # first seen before its exec of java
+        roles[role] = roles.get(role, 0.0) + cpu
+    return roles
+
+
+def print_breakdown(name: str, run: dict, base: dict, env: dict, files: list[str], badwords: str) -> None:
+    """Where a Spark run's CPU went, against the DirectRunner's total."""
+    import c4_throughput  # noqa: PLC0415  (the engine-free chain)
+
+    roles = role_cpu(run)
+    python_roles = (*PYTHON_WORKER_ROLES, "job (pipelines.cli c4)")
+    jvm = run["cpu"] - sum(cpu for role, cpu in roles.items() if role in python_roles)  # everything else is a JVM (or the C compiler)
+    workers = [p for p in run["processes"] if p["role"] in PYTHON_WORKER_ROLES]
+    python_workers = sum(roles.get(role, 0.0) for role in PYTHON_WORKER_ROLES)
+    launcher = roles.get("job (pipelines.cli c4)", 0.0)
+    session = measured([sys.executable, "-c", EMPTY_SESSION], env)
+    imports = measured([sys.executable, "-c", WORKER_IMPORTS], env)["cpu"]
+    rules = c4_throughput.run_side("ours", files, badwords)["cpu"]
+    session_jvm = sum(cpu for role, cpu in session["roles"].items() if role in (JVM_ROLE, "bash", "shell"))
+    print(f"       where {name}'s {run['cpu']:.1f} CPU-s went (the DirectRunner: {base['cpu']:.1f}):")
+    print(f"         JVMs (driver, executors{', Master and Workers during the job' if 'daemons_before' in run else ''}) {jvm:7.1f}  "
+          f"of which a local[2] session's start, one tiny job and stop: {session_jvm:.1f} (the whole empty job: {session['cpu']:.1f})")
+    print(f"         Python workers ({len(workers)} processes)       {python_workers:7.1f}  of which imports {len(workers)} x {imports:.2f} = "
+          f"{len(workers) * imports:.1f}, the rules (engine-free chain, one process) {rules:.1f}, "
+          f"left for serialisation and PySpark's worker loop {python_workers - len(workers) * imports - rules:.1f}")
+    print(f"         the launcher (driver's Python: plan, _SUCCESS) {launcher:5.1f}")
 
 
 def shard_entries(out_dir: Path) -> list[dict]:
@@ -49,11 +118,58 @@ def shard_entries(out_dir: Path) -> list[dict]:
     return [entry for entry in json.loads(success.read_text())["files"] if entry["name"] != STATS_FILE]
 
 
+def run_on_cluster(args, wet_dir: Path, out_dir: Path, env: dict, logs: Path, label: str) -> dict:
+    """The C4 job with ``--spark_master spark://...`` on a fresh standalone cluster (two Workers)."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from spark_cluster import SHORT_JVM, Cluster, hidden_project_python  # noqa: PLC0415  (the test bed: tests/spark_cluster.py)
+
+    folder = Path(tempfile.mkdtemp(prefix=f"{label}-", dir=logs))
+    bed = Cluster(folder)
+    try:
+        bed.start()
+        bed.add_worker()
+        bed.add_worker()
+        python = hidden_project_python(folder / "executor-venv")
+        daemons = {"master": bed.master.pid, **{f"worker{i}": worker.pid for i, worker in enumerate(bed.workers)}}
+        before = {name: c4_scale._cpu_seconds(pid) for name, pid in daemons.items()}
+        command = [sys.executable, "-m", "pipelines.cli", "c4", "--input", str(wet_dir), "--output", str(out_dir),
+                   "--badwords", str(args.data / "badwords" / "en"), "--num_shards", "4", "--num_validation_shards", "1",
+                   "--engine", "spark", "--spark_master", bed.master_url, "--spark_conf", "spark.executor.memory=1g"]
+        if os.environ.get("SPARK_SUBMIT_OPTS") is not None:  # the same JVM flags for the executors as for the driver
+            command += ["--spark_conf", f"spark.executor.extraJavaOptions={os.environ['SPARK_SUBMIT_OPTS'] or SHORT_JVM}"]
+        job_env = {**env, "PYSPARK_PYTHON": python, "SPARK_LOCAL_IP": "127.0.0.1", "CORPUSFORGE_CACHE": str(folder / "cache")}
+        log_path = logs / f"{label}-job.log"
+        with open(log_path, "wb") as log:
+            started = time.perf_counter()
+            job = subprocess.Popen(command, cwd=REPO, env=job_env, stdout=log, stderr=subprocess.STDOUT)
+            sampler = c4_scale.TreeSampler({"job": job.pid, **daemons})
+            sampler.start()
+            status, cpu, _ = c4_scale.wait_with_rusage(job, timeout=args.timeout)
+            wall = time.perf_counter() - started
+            time.sleep(1.0)  # the Workers stop the job's executors after the driver leaves
+            sampler.stop()
+        sampled = {tree: sum(p["cpu"] for p in sampler.per_pid.values() if p["tree"] == tree) for tree in ("job", *daemons)}
+        cpu = max(cpu, sampled["job"]) + sum(sampled[name] - before[name] for name in daemons)
+        main = sampler.per_pid.get(job.pid, {"peak": 0, "hwm": 0})
+        single = max((max(p["peak"], p["hwm"]) for p in sampler.per_pid.values()), default=0)
+        run = {"command": command, "status": status, "wall": wall, "cpu": cpu, "main_peak": max(main["peak"], main["hwm"]),
+               "tree_peak": max(sampler.peak_sum, single), "processes": sorted(sampler.per_pid.values(), key=lambda p: (p["tree"], p["pid"])),
+               "log": str(log_path), "daemons_before": before, "daemon_pids": daemons}
+        if status != 0:
+            run["log_tail"] = log_path.read_text(errors="replace")[-3000:]
+        return run
+    finally:
+        bed.stop()
+
+
 def run_engine(name: str, args, wet_dir: Path, work: Path, env: dict, logs: Path, pages: int) -> dict:
     options = argparse.Namespace(runner=ENGINES[name], data=args.data, timeout=args.timeout)
     label = f"{name}-{pages}"
     out_dir = work / label
-    run = c4_scale.run_job(options, wet_dir, out_dir, env, REPO, logs, label)
+    if ENGINES[name] == "spark-cluster":
+        run = run_on_cluster(options, wet_dir, out_dir, env, logs, label)
+    else:
+        run = c4_scale.run_job(options, wet_dir, out_dir, env, REPO, logs, label)
     run["entries"] = shard_entries(out_dir)
     run["single_peak"] = max((max(p["peak"], p["hwm"]) for p in run["processes"]), default=0)
     roles = {}
@@ -73,6 +189,7 @@ def main(argv=None) -> int:
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "corpusforge-c4-scale")
     parser.add_argument("--timeout", type=float, default=1800)
     parser.add_argument("--keep", action="store_true", help="keep outputs and logs")
+    parser.add_argument("--breakdown", action="store_true", help="after each Spark row, where its CPU went")
     args = parser.parse_args(argv)
     args.data = args.data.resolve()
     engines = [BASELINE] + [e for e in args.engines if e != BASELINE]
@@ -104,6 +221,8 @@ def main(argv=None) -> int:
             print("       peak RSS by process role: " + ", ".join(f"{role} x{n} {peak / 1e6:.0f} MB" for role, (n, peak) in run["roles"].items()))
             if run["status"] != 0:
                 print(run.get("log_tail", ""))
+            elif args.breakdown and name in SPARK_ENGINES:
+                print_breakdown(name, run, base, env, sorted(str(p) for p in wet_dir.iterdir()), str(args.data / "badwords" / "en"))
     print(c4_scale.load_line("after"))
     if args.keep:
         print(f"outputs and logs: {work}")

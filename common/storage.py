@@ -964,6 +964,39 @@ def _take_over(folder: str, stale: dict) -> None:
         delete([path])
 
 
+def _is_leftover(name: str, recorded: set[str]) -> bool:
+    """Whether ``name`` (relative to the output folder) is a file a corpusforge job writes
+    there on its way to a commit: bookkeeping (``_stats.json``, ``_errors/...``: a ``_``
+    name), a hidden temporary (``.<name>.tmp-<random>``), a shard of a set, or a file the
+    job recorded under ``_temporary/written-*.json``."""
+    parts = name.split("/")
+    return (name in recorded or any(part.startswith("_") for part in parts)
+            or (parts[-1].startswith(".") and ".tmp-" in parts[-1]) or bool(_SHARD_NAME.search(name)))
+
+
+def failed_job_claim(folder: str) -> dict | None:
+    """The claim of a job that ended without a commit into a folder that held nothing when
+    it started (its ``job.json`` says ``fresh``): killed, out of disk space, or failed.
+    Whatever such a folder holds, that job wrote (or something wrote after it), and no
+    committed set is there (no ``_SUCCESS``): its rerun may reclaim the folder without
+    ``--overwrite``. None for any other folder."""
+    if is_file(join(folder, SUCCESS_FILE)):
+        return None
+    claim = read_claim(folder)
+    if not claim or claim.get("fresh") is not True or not claim.get("id") or not _claim_holder_gone(claim):
+        return None
+    return claim
+
+
+def _recorded_names(folder: str) -> set[str]:
+    """The file names a job recorded under ``_temporary/written-*.json`` (unreadable records aside)."""
+    names = set()
+    for path in glob(staging_path(folder, "written-*.json")):
+        with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
+            names.update(str(info["name"]) for info in json.loads(read_text(path)))
+    return names
+
+
 def begin_output(folder: str, job: str, *, overwrite: bool = False, keep: tuple[str, ...] = ()) -> str:
     """Claim ``folder`` for ``job`` and mark it as being written: returns the job id.
 
@@ -977,16 +1010,26 @@ def begin_output(folder: str, job: str, *, overwrite: bool = False, keep: tuple[
     A folder that already holds files (other than ``_temporary/`` and ``keep``, e.g. the
     fetch logs a WebText rerun resumes from) is refused with ``OutputExistsError`` unless
     ``overwrite``: then the old files stay until ``commit_output``, which removes the
-    shard files the new manifest does not list, so old and new sets never mix.
+    shard files the new manifest does not list, so old and new sets never mix. The one
+    exception is the rerun of a failed job (``failed_job_claim``: no ``_SUCCESS``, and the
+    claim of a job that is gone and found the folder empty): it goes on without
+    ``overwrite``, and removes that job's leftovers (``_is_leftover``) once it holds the
+    claim, so what it commits equals a run into an empty folder.
     """
     found = existing_output(folder, keep)
-    if found and not overwrite:
+    failed = failed_job_claim(folder) if found else None
+    if found and not overwrite and failed is None:
         raise OutputExistsError(f"{folder} already holds {len(found)} file(s) ({found[0]}{', ...' if len(found) > 1 else ''}): "
                                 f"pass --overwrite to replace them with this {job} job's output, or choose another --output")
+    recorded = _recorded_names(folder) if failed else set()
+    leftovers = [name for name in found if _is_leftover(name, recorded)] if failed else []
     makedirs(folder)
     job_id = uuid.uuid4().hex
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    body = json.dumps({"job": job, "id": job_id, "host": socket.gethostname(), "pid": os.getpid(), "started": started}) + "\n"
+    # "fresh": nothing here but a failed job's leftovers, so this job's own failure leaves a folder its rerun reclaims
+    body = json.dumps({"job": job, "id": job_id, "host": socket.gethostname(), "pid": os.getpid(), "started": started,
+                       "fresh": not found or failed is not None}) + "\n"
+    taken = None
     for attempt in range(2):
         if _try_claim(folder, body):
             break
@@ -998,10 +1041,22 @@ def begin_output(folder: str, job: str, *, overwrite: bool = False, keep: tuple[
         log.warning("%s: taking over the claim of a %s job that is no longer running (pid %s, started %s)",
                     folder, claim.get("job", "corpusforge"), claim.get("pid"), claim.get("started"))
         _take_over(folder, claim)
+        taken = claim
+    if failed is not None and (taken or {}).get("id") != failed["id"]:
+        # The failed job's claim went between the look and the claim (another job took the folder
+        # over, and may have committed into it): what was judged its leftovers may not be.
+        if read_claim(folder) == json.loads(body):
+            delete([staging_path(folder, JOB_FILE)])
+        raise OutputClaimError(f"{folder}: another job claimed the folder while this {job} job took over the failed "
+                               f"{failed.get('job', 'corpusforge')} job's claim: nothing was changed; run it again")
     _CLAIMS[folder] = job_id
+    if leftovers:
+        log.info("%s: removing %d file(s) that a %s job left when it failed (started %s, pid %s): %s%s", folder,
+                    len(leftovers), failed.get("job", "corpusforge"), failed.get("started"), failed.get("pid"),
+                    leftovers[0], ", ..." if len(leftovers) > 1 else "")
     # What a dead job staged goes; claims other jobs are writing now (``.job.json.tmp-*``) stay.
     staged = [p for p in _sizes_under(staging_path(folder)) if not basename(p).startswith((JOB_FILE, "." + JOB_FILE))]
-    delete([join(folder, SUCCESS_FILE)] + staged)
+    delete([join(folder, SUCCESS_FILE)] + [join(folder, *name.split("/")) for name in leftovers] + staged)
     return job_id
 
 

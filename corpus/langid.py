@@ -82,7 +82,7 @@ Assumptions that exactness rests on (the langdetect version; how ``random`` draw
 one fails, ``detect_langs`` logs a warning and uses ``reference_detect_langs``, so the
 answer stays exact (whether ``np.add.accumulate`` is ``sum`` is checked then too). The
 global ``random`` module is never touched. Profiles are read lazily, once per process,
-from the installed langdetect package's ``profiles`` folder into ~14 MB of arrays
+from the installed langdetect package's ``profiles`` (``importlib.resources``) into ~14 MB of arrays
 (langdetect's own dictionary of lists takes several times that).
 ``detect_langs`` keeps no mutable state between calls except a memo of Gaussian draws and
 the grown word stream, and is safe to call from several threads.
@@ -102,6 +102,8 @@ import random
 import re
 import threading
 from dataclasses import dataclass
+from importlib import resources
+from importlib.resources.abc import Traversable
 from typing import Callable
 
 import numpy as np
@@ -236,32 +238,31 @@ class _Model:
     vi_re: re.Pattern
 
 
-def _langdetect_dir() -> str:
-    import langdetect
-
-    return os.path.dirname(os.path.abspath(langdetect.__file__))
+def _langdetect_data() -> Traversable:
+    """langdetect's package folder, through ``importlib.resources`` as every data file here.
+    (langdetect itself opens ``messages.properties`` by path when it is imported, so it loads
+    only where pip installed it, never from a zip: executors need it from requirements.txt.)"""
+    return resources.files("langdetect")
 
 
 def _read_messages() -> dict[str, str]:
     """langdetect's ``utils/messages.properties``: ``key=value`` lines, ``\\uXXXX`` escapes."""
     table = {}
-    with open(os.path.join(_langdetect_dir(), "utils", "messages.properties"), encoding="ascii") as f:
-        for line in f:
-            key, _, value = line.strip().partition("=")
-            table[key] = codecs.decode(value, "unicode_escape")
+    for line in _langdetect_data().joinpath("utils", "messages.properties").read_text(encoding="ascii").splitlines():
+        key, _, value = line.strip().partition("=")
+        table[key] = codecs.decode(value, "unicode_escape")
     return table
 
 
 def _read_profiles() -> tuple[list[str], list[dict[str, float]]]:
-    """Every profile, in the order langdetect's factory loads them (``os.listdir`` order)."""
-    folder = os.path.join(_langdetect_dir(), "profiles")
+    """Every profile, in the order langdetect's factory loads them: ``os.listdir`` order, which
+    is the order a folder's ``iterdir`` gives."""
+    folder = _langdetect_data() / "profiles"
     langs, probs = [], []
-    for name in os.listdir(folder):
-        path = os.path.join(folder, name)
-        if name.startswith(".") or not os.path.isfile(path):
+    for path in folder.iterdir():
+        if path.name.startswith(".") or not path.is_file():
             continue
-        with open(path, encoding="utf-8") as f:
-            profile = json.load(f)
+        profile = json.loads(path.read_bytes().decode("utf-8"))
         n_words = profile["n_words"]
         # Same expression as the factory, so the same rounding: 1.0 * count / n_words[len - 1].
         probs.append({gram: 1.0 * count / n_words[len(gram) - 1] for gram, count in profile["freq"].items() if 1 <= len(gram) <= 3})
@@ -688,7 +689,7 @@ def _cached_model() -> _Model:
     Beam worker. The copy lives in ``corpus.inputs.cache_dir()`` under a name made from
     langdetect's version and this module's source, so a change to either builds afresh; a
     copy that cannot be read is rebuilt."""
-    source = __loader__.get_data(__file__)  # a file, or a member of a zip on sys.path (spark-submit --py-files)
+    source = (resources.files(__package__) / "langid.py").read_bytes()  # a file, or a zip member (--py-files)
     digest = hashlib.sha256(source + LANGDETECT_VERSION.encode() + np.__version__.encode()).hexdigest()[:16]
     path = os.path.join(cache_dir(), f"langid-model-{digest}.pickle")
     try:

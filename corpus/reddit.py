@@ -37,7 +37,8 @@ import urllib.parse
 import zlib
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
+from importlib import resources
+from importlib.resources.abc import Traversable
 from typing import BinaryIO, Iterable, Iterator
 
 import pyarrow as pa
@@ -105,7 +106,9 @@ REDDIT_HOSTS = frozenset({"reddit.com", "redd.it", "redditmedia.com", "redditupl
 WEBTEXT_MIN_SCORE = 3
 SCORE_MODES = ("max", "sum")
 
-DATA_DIR = Path(__file__).resolve().with_name("data")
+# The bundled lists, package resources (``importlib.resources``): a file in a checkout or an
+# installed package, a member when the project is imported from a zip (``--py-files corpusforge.zip``).
+DATA_DIR = resources.files(__package__) / "data"
 # Image/video/audio/file hosts (rationale at the top of the file).
 DEFAULT_DOMAIN_BLOCKLIST_PATH = DATA_DIR / "webtext_domain_blocklist.txt"
 # Media, archive, executable, document, font and disk-image extensions.
@@ -471,25 +474,29 @@ def _reddit_domain(url: str) -> str:
 
 # --- the filter -------------------------------------------------------------------------
 
-def load_blocklist(path: str | os.PathLike) -> frozenset[str]:
-    """The entries of a one-per-line list; ``#`` starts a comment, blank lines are skipped."""
-    with open_input(os.fspath(path)) as f:
-        text = f.read().decode("utf-8")
+def load_blocklist(path: str | os.PathLike | Traversable) -> frozenset[str]:
+    """The entries of a one-per-line list; ``#`` starts a comment, blank lines are skipped.
+    ``path`` is a file or URL (``open_input``), or a package resource (``DEFAULT_*_PATH``)."""
+    if isinstance(path, (str, os.PathLike)):
+        with open_input(os.fspath(path)) as f:
+            text = f.read().decode("utf-8")
+    else:
+        text = path.read_bytes().decode("utf-8")
     entries = (line.split("#", 1)[0].strip() for line in text.splitlines())
     return frozenset(entry for entry in entries if entry)
 
 
 @functools.lru_cache(maxsize=None)
-def _default_list(path: str) -> frozenset[str]:
-    return load_blocklist(path)
+def _default_list(name: str) -> frozenset[str]:
+    return load_blocklist(DATA_DIR / name)
 
 
 def default_domain_blocklist() -> frozenset[str]:
-    return _default_list(str(DEFAULT_DOMAIN_BLOCKLIST_PATH))
+    return _default_list(DEFAULT_DOMAIN_BLOCKLIST_PATH.name)
 
 
 def default_extension_blocklist() -> frozenset[str]:
-    return _default_list(str(DEFAULT_EXTENSION_BLOCKLIST_PATH))
+    return _default_list(DEFAULT_EXTENSION_BLOCKLIST_PATH.name)
 
 
 @dataclass(frozen=True)
@@ -528,9 +535,9 @@ class LinkFilter:
     @classmethod
     def from_files(
         cls,
-        domain_blocklist: str | os.PathLike | None = DEFAULT_DOMAIN_BLOCKLIST_PATH,
-        extension_blocklist: str | os.PathLike | None = DEFAULT_EXTENSION_BLOCKLIST_PATH,
-        subreddit_blocklist: str | os.PathLike | None = None,
+        domain_blocklist: str | os.PathLike | Traversable | None = DEFAULT_DOMAIN_BLOCKLIST_PATH,
+        extension_blocklist: str | os.PathLike | Traversable | None = DEFAULT_EXTENSION_BLOCKLIST_PATH,
+        subreddit_blocklist: str | os.PathLike | Traversable | None = None,
         **options,
     ) -> "LinkFilter":
         """A filter whose blocklists come from files (``None``: an empty list)."""

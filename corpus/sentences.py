@@ -5,6 +5,13 @@ C4 counts punkt sentences per kept line (``clean_page``) and per deduplicated pa
 ships the model as ``punkt_tab``; ``require_punkt()`` checks for it before a pipeline
 reads any input and says how to install it when it is missing.
 
+Workers need no NLTK data of their own: a job takes the launcher's model with it
+(``shipped_punkt()``: a ``PunktModel``, the model's files as bytes, pickled into every rule
+that splits sentences). A worker that unpickles a rule bound to the model's methods
+(``PunktModel.count_line_sentences``, ``has_sentences``, ``split_sentences``) loads the
+tokenizer from those bytes, whatever its own ``NLTK_DATA`` holds, so every worker splits as
+the launcher does (Dataflow's workers, Spark executors on a clean cluster).
+
 Punkt decides each candidate break (a ``.``, ``?`` or ``!`` with what follows it) from a
 short context string alone: the word before, the mark, and the token after. With the
 model's parameters fixed, that decision is a pure function of the string, and the same
@@ -17,12 +24,15 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import importlib
 import itertools
 import os
 import shlex
 import sys
+import tempfile
 import threading
+import zlib
 from typing import Iterable
 
 from common.environ import environment_with, prepended
@@ -44,6 +54,8 @@ NLTK_OPTIONAL_IMPORTS = ("scipy", "sklearn")
 
 _lock = threading.Lock()
 _tokenizer = None
+_tokenizer_digest: str | None = None  # the sha256 of the model files the process's tokenizer was loaded from
+PUNKT_RESOURCE = f"tokenizers/punkt_tab/{PUNKT_LANGUAGE}/"  # where NLTK keeps the English model under a data root
 
 
 @contextlib.contextmanager
@@ -86,17 +98,138 @@ class PunktMissingError(RuntimeError):
 
 
 def punkt_tokenizer():
-    """The process-wide English punkt tokenizer (loaded on first use, thread-safe)."""
-    global _tokenizer
+    """The process-wide English punkt tokenizer (loaded on first use, thread-safe): the
+    shipped model where a job brought one (``PunktModel``), else NLTK's data roots'."""
+    global _tokenizer, _tokenizer_digest
     if _tokenizer is None:
         with _lock:
             if _tokenizer is None:
-                punkt = import_punkt()
-                try:
-                    _tokenizer = remember_break_decisions(punkt.PunktTokenizer(PUNKT_LANGUAGE))
-                except LookupError as exc:
-                    raise PunktMissingError(PUNKT_INSTALL_HINT) from exc
+                model = PunktModel.from_nltk_data()
+                _tokenizer, _tokenizer_digest = _load_tokenizer(model.model_dir()), model.digest
     return _tokenizer
+
+
+def _load_tokenizer(data_root: str):
+    """A punkt tokenizer from ``data_root/tokenizers/punkt_tab/english/`` (NLTK's own loader,
+    that folder put first on NLTK's data path while it loads)."""
+    punkt = import_punkt()
+    data_path = sys.modules["nltk.data"].path
+    data_path.insert(0, data_root)
+    try:
+        return remember_break_decisions(punkt.PunktTokenizer(PUNKT_LANGUAGE))
+    finally:
+        data_path.remove(data_root)
+
+
+class PunktModel:
+    """NLTK's English punkt model as the job takes it to its workers: the model folder's
+    files (``name -> bytes``), read once from the launcher's NLTK data.
+
+    Pickled, it is its files zlib-compressed (the English model: 252 KB, about 90 KB
+    packed). Its methods are the sentence functions a rule binds
+    (``functools.partial(c4.clean_page, count_line_sentences=model.count_line_sentences)``):
+    on a worker the first call loads the process's tokenizer from these files (written once
+    under the temporary folder), so the worker needs no NLTK data and splits exactly as the
+    launcher does. In the launcher, whose tokenizer came from the same files, nothing reloads.
+    """
+
+    def __init__(self, files: dict[str, bytes], root: str | None = None):
+        self.files = dict(sorted(files.items()))
+        self.digest = hashlib.sha256(b"".join(name.encode() + b"\0" + data + b"\0" for name, data in self.files.items())).hexdigest()
+        self._root = root  # an NLTK data root that holds exactly these files (the launcher's), if known
+        self._ready = False
+
+    @classmethod
+    def from_nltk_data(cls) -> PunktModel:
+        """The model NLTK finds on this process's data path; ``PunktMissingError`` (with
+        install instructions) when there is none."""
+        nltk_data = import_punkt() and sys.modules["nltk.data"]
+        try:
+            found = nltk_data.find(PUNKT_RESOURCE)
+        except LookupError as exc:
+            raise PunktMissingError(PUNKT_INSTALL_HINT) from exc
+        folder = str(found.path) if hasattr(found, "path") else str(found)
+        if not os.path.isdir(folder):  # a zipped data root: NLTK's pointer reads its members
+            raise PunktMissingError(f"NLTK's punkt model at {folder} is not a folder; unzip it under an NLTK data root. {PUNKT_INSTALL_HINT}")
+        files = {}
+        for name in sorted(os.listdir(folder)):
+            if os.path.isfile(os.path.join(folder, name)):
+                with open(os.path.join(folder, name), "rb") as f:
+                    files[name] = f.read()
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.normpath(folder))))
+        return cls(files, root)
+
+    def __getstate__(self):
+        packed = b"".join(len(name.encode()).to_bytes(4, "big") + name.encode() + len(data).to_bytes(4, "big") + data
+                          for name, data in self.files.items())
+        return {"packed": zlib.compress(packed, 9), "digest": self.digest}
+
+    def __setstate__(self, state):
+        packed, files, at = zlib.decompress(state["packed"]), {}, 0
+        while at < len(packed):
+            size = int.from_bytes(packed[at:at + 4], "big")
+            name = packed[at + 4:at + 4 + size].decode()
+            at += 4 + size
+            size = int.from_bytes(packed[at:at + 4], "big")
+            files[name] = packed[at + 4:at + 4 + size]
+            at += 4 + size
+        self.__init__(files)
+        if self.digest != state["digest"]:
+            raise PunktMissingError("the punkt model shipped with the job arrived damaged (its sha256 differs); rerun the job")
+
+    def model_dir(self) -> str:
+        """An NLTK data root holding these files as ``tokenizers/punkt_tab/english/``: the
+        launcher's own, or one written once per model under the temporary folder."""
+        if self._root is not None:
+            return self._root
+        root = os.path.join(tempfile.gettempdir(), f"corpusforge-punkt-{self.digest[:16]}")
+        if not os.path.isdir(os.path.join(root, PUNKT_RESOURCE)):
+            staging = tempfile.mkdtemp(prefix=f"corpusforge-punkt-{self.digest[:16]}-", dir=tempfile.gettempdir())
+            folder = os.path.join(staging, PUNKT_RESOURCE)
+            os.makedirs(folder)
+            for name, data in self.files.items():
+                with open(os.path.join(folder, name), "wb") as f:
+                    f.write(data)
+            try:
+                os.rename(staging, root)
+            except OSError:  # another worker of this machine wrote it first
+                import shutil  # noqa: PLC0415
+                shutil.rmtree(staging, ignore_errors=True)
+        self._root = root
+        return root
+
+    def install(self) -> None:
+        """Make this model the process's punkt tokenizer (a no-op where it already is)."""
+        global _tokenizer, _tokenizer_digest
+        with _lock:
+            if _tokenizer_digest != self.digest:
+                _tokenizer, _tokenizer_digest = _load_tokenizer(self.model_dir()), self.digest
+                _cached_count.cache_clear()
+        self._ready = True
+
+    def count_line_sentences(self, line: str) -> int:
+        if not self._ready:
+            self.install()
+        return count_line_sentences(line)
+
+    def has_sentences(self, text: str, minimum: int) -> bool:
+        if not self._ready:
+            self.install()
+        return has_sentences(text, minimum)
+
+    def split_sentences(self, text: str) -> list[str]:
+        if not self._ready:
+            self.install()
+        return split_sentences(text)
+
+
+def shipped_punkt() -> PunktModel:
+    """The launcher's punkt model, checked and ready to travel with a job (``PunktModel``);
+    ``PunktMissingError`` with install instructions when NLTK has none. Also loads the
+    launcher's tokenizer, so a missing or broken model stops the job before any input is read."""
+    model = PunktModel.from_nltk_data()
+    model.install()
+    return model
 
 
 def remember_break_decisions(tokenizer):
@@ -119,7 +252,7 @@ def use_trained_punkt(texts: Iterable[str], data_dir: str) -> str:
     C4 made them. Saved, the same model reaches processes started later (Spark's Python
     workers, Beam's worker processes) through ``NLTK_DATA`` (``punkt_data_environment``), and
     this process loads it back from the files, so every process splits alike."""
-    global _tokenizer
+    global _tokenizer, _tokenizer_digest
     punkt = import_punkt()
     trainer = punkt.PunktTrainer()
     trainer.INCLUDE_ALL_COLLOCS = True
@@ -132,8 +265,9 @@ def use_trained_punkt(texts: Iterable[str], data_dir: str) -> str:
     if os.path.abspath(data_dir) not in data_path:
         data_path.insert(0, os.path.abspath(data_dir))
     punkt.save_punkt_params(trainer.get_params(), dir=model_dir)
+    model = PunktModel.from_nltk_data()  # as a worker loads it: from the files
     with _lock:
-        _tokenizer = remember_break_decisions(punkt.PunktTokenizer(PUNKT_LANGUAGE))  # as a worker loads it: from the files
+        _tokenizer, _tokenizer_digest = _load_tokenizer(model.model_dir()), model.digest
     _cached_count.cache_clear()
     return data_dir
 

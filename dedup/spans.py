@@ -35,8 +35,9 @@ SPAN_DEDUP_UNITS = (("span-passed", SPANS), ("span-filtered:global_duplicate", S
                     ("sentence-removed", OTHER), (PASSED, PAGES), (EMPTY, PAGES), (TOO_FEW_SENTENCES, PAGES))
 
 
-def split_line(line: str) -> list[str]:
-    """The punkt sentences of one line (none for a blank line)."""
+def split_line(line: str, split_sentences: Callable[[str], list[str]] = split_sentences) -> list[str]:
+    """The punkt sentences of one line (none for a blank line); ``split_sentences`` is the
+    process's punkt by default, or a shipped model's (``corpus.sentences.PunktModel``)."""
     return split_sentences(line) if line.strip() else []
 
 
@@ -56,7 +57,7 @@ def page_span_keys(text: str, split_line: Callable[[str], list[str]]) -> set[byt
     return {span_key(sentences[i:i + SPAN_SENTENCES]) for i in range(len(sentences) - SPAN_SENTENCES + 1)}
 
 
-def span_claims(page) -> tuple[bytes, set[bytes]]:
+def span_claims(page, split_line: Callable[[str], list[str]] = split_line) -> tuple[bytes, set[bytes]]:
     """What a page (anything with ``url`` and ``text``) claims: (md5 of its URL, its span
     keys); claims are resolved as in line dedup (``dedup.lines.key_claims``)."""
     return url_digest(page.url), page_span_keys(page.text, split_line)

@@ -48,6 +48,7 @@ from common.storage import DiskFullError, atomic_path, disk_full_cause, local_co
 from model.gpt import GPTConfig
 from model.hf import load_hf_dir
 from model.shapes import meta_gpt
+from model.token_loader import cursor_problem
 
 log = logging.getLogger(__name__)
 CHECKSUM_SUFFIX = ".sha256"
@@ -253,7 +254,9 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         what = f"a {type(state).__name__}" if not isinstance(state, dict) else "a dict without the checkpoint format mark"
         raise CheckpointError(f"{path}: not a corpusforge checkpoint ({what}); for Hugging Face weights pass the folder")
-    if int(state.get("version", -1)) > VERSION:
+    if "version" in state and not (_is_int(state["version"]) and state["version"] >= 1):
+        raise CheckpointError(f"{path}: the checkpoint's 'version' is {excerpt_value(state.get('version'))}, not a format version")
+    if state.get("version", VERSION) > VERSION:
         raise CheckpointError(f"{path}: checkpoint version {state['version']} is newer than this code reads ({VERSION})")
     for key in ("model", "model_config", *required):
         if key not in state:
@@ -327,31 +330,61 @@ def _rng_problem(rng) -> str | None:
     if cuda is not None and (not isinstance(cuda, torch.Tensor) or cuda.dtype != torch.uint8 or cuda.dim() != 1):
         return "'cuda' is not a uint8 tensor"
     numpy_state = rng.get("numpy")
+    keys = numpy_state.get("keys") if isinstance(numpy_state, dict) else None
     if (not isinstance(numpy_state, dict) or numpy_state.get("name") != "MT19937"
-            or not isinstance(numpy_state.get("keys"), torch.Tensor) or tuple(numpy_state["keys"].shape) != (624,)
+            or not isinstance(keys, torch.Tensor) or tuple(keys.shape) != (624,)
+            or keys.dtype.is_floating_point or keys.dtype.is_complex or keys.dtype == torch.bool
+            or int(keys.min()) < 0 or int(keys.max()) >= 1 << 32
             or not _is_int(numpy_state.get("pos")) or not 0 <= numpy_state["pos"] <= 624
-            or not _is_int(numpy_state.get("has_gauss")) or not isinstance(numpy_state.get("cached_gaussian"), (int, float))):
+            or numpy_state.get("has_gauss") not in (0, 1) or isinstance(numpy_state.get("has_gauss"), bool)
+            or not _is_number(numpy_state.get("cached_gaussian"))):
         return "'numpy' is not an MT19937 state"
     python_state = rng.get("python")
-    if (not isinstance(python_state, (tuple, list)) or len(python_state) != 3 or not _is_int(python_state[0])
+    # random.getstate(): (3, 624 words and the index 0..624, the cached gauss): setstate refuses anything else
+    if (not isinstance(python_state, (tuple, list)) or len(python_state) != 3 or python_state[0] != 3 or not _is_int(python_state[0])
             or not isinstance(python_state[1], (tuple, list)) or len(python_state[1]) != 625
-            or not all(_is_int(v) and 0 <= v < 1 << 32 for v in python_state[1][:624]) or not _is_int(python_state[1][624])
-            or not (python_state[2] is None or isinstance(python_state[2], float))):
+            or not all(_is_int(v) and 0 <= v < 1 << 32 for v in python_state[1][:624])
+            or not _is_int(python_state[1][624]) or not 0 <= python_state[1][624] <= 624
+            or not (python_state[2] is None or (isinstance(python_state[2], float) and math.isfinite(python_state[2])))):
         return "'python' is not a random.getstate() state"
     return None
 
 
+def _is_number(value) -> bool:
+    """A finite int or float (not a bool)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def check_resume_entries(state: dict, path: str = "the checkpoint") -> None:
-    """The types of what a resume puts back (step, scheduler, RNG states, data cursor), when present."""
+    """What a resume puts back (step, scheduler, RNG states, data cursor, metrics, optimizer),
+    when present: each of its type and range, and consistent with the others (the schedule's
+    step is the step; one RNG state per process of ``world_size``). What depends on the run
+    that resumes (its data, its number of processes) is checked by that run
+    (``model.train.check_resumed_state``)."""
     if "step" in state and not (_is_int(state["step"]) and state["step"] >= 0):
         raise CheckpointError(f"{path}: 'step' is {excerpt_value(state['step'])}, not a count")
     scheduler = state.get("scheduler")
     if "scheduler" in state and not (isinstance(scheduler, dict) and _is_int(scheduler.get("step")) and scheduler["step"] >= 0):
         raise CheckpointError(f"{path}: 'scheduler' is {excerpt_value(scheduler)}, not a schedule state with an integer step")
-    if "data" in state and not isinstance(state["data"], dict):
-        raise CheckpointError(f"{path}: 'data' is {excerpt_value(state['data'])}, not a data cursor")
+    if "scheduler" in state and "step" in state and scheduler["step"] != state["step"]:
+        raise CheckpointError(f"{path}: the schedule is at step {scheduler['step']}, the checkpoint at step {state['step']}")
+    if "data" in state:
+        problem = cursor_problem(state["data"])
+        if problem:
+            raise CheckpointError(f"{path}: the data cursor ('data') is unusable: {problem}")
+    for key in ("model_config", "train_config", "finetune_config"):
+        if key in state and not isinstance(state[key], dict):
+            raise CheckpointError(f"{path}: {key!r} is {excerpt_value(state[key])}, not a dict of settings")
+    if "metrics" in state and not (state["metrics"] is None or isinstance(state["metrics"], dict)):
+        raise CheckpointError(f"{path}: 'metrics' is {excerpt_value(state['metrics'])}, not a dict")
+    if "world_size" in state and not (_is_int(state["world_size"]) and state["world_size"] >= 1):
+        raise CheckpointError(f"{path}: 'world_size' is {excerpt_value(state['world_size'])}, not a number of processes")
     if "rng" in state:
         ranks = state["rng"] if isinstance(state["rng"], (list, tuple)) else [state["rng"]]
+        if not ranks:
+            raise CheckpointError(f"{path}: 'rng' holds no RNG state")
+        if "world_size" in state and len(ranks) != state["world_size"]:
+            raise CheckpointError(f"{path}: 'rng' holds {len(ranks)} RNG state(s) for a run of {state['world_size']} process(es)")
         for rank, rng in enumerate(ranks):
             problem = _rng_problem(rng)
             if problem:
@@ -383,14 +416,23 @@ def check_optimizer_state(saved: dict, optimizer: torch.optim.Optimizer, path: s
             raise CheckpointError(f"{path}: optimizer group {index} holds {len(group['params'])} parameter(s), the model {len(live['params'])}")
         for key, param in zip(group["params"], live["params"]):
             by_id[key] = param
+        for name, mine in live.items():
+            if name != "params" and name in group:
+                problem = _setting_problem(name, group[name], mine)
+                if problem:
+                    raise CheckpointError(f"{path}: optimizer group {index}: {name!r} is {excerpt_value(group[name])}, {problem}")
     for key, entry in saved["state"].items():
         if key not in by_id or not isinstance(entry, dict):
             raise CheckpointError(f"{path}: the optimizer state names parameter {excerpt_value(key)}, which the model has not")
         param = by_id[key]
         for name, value in entry.items():
             if name == "step":
-                if not isinstance(value, (torch.Tensor, int, float)) or (isinstance(value, torch.Tensor) and value.numel() != 1):
+                if (not isinstance(value, (torch.Tensor, int, float)) or isinstance(value, bool)
+                        or (isinstance(value, torch.Tensor) and (value.numel() != 1 or value.dtype == torch.bool))):
                     raise CheckpointError(f"{path}: optimizer parameter {key}: 'step' is not a number")
+                count = float(value)
+                if not math.isfinite(count) or count < 0 or count != int(count):
+                    raise CheckpointError(f"{path}: optimizer parameter {key}: 'step' is {count}, not a count of steps")
                 continue
             if not isinstance(value, torch.Tensor):
                 raise CheckpointError(f"{path}: optimizer parameter {key}: {name!r} is not a tensor")
@@ -399,6 +441,26 @@ def check_optimizer_state(saved: dict, optimizer: torch.optim.Optimizer, path: s
                                       f"the model's parameter is {tuple(param.shape)}")
             if not bool(torch.isfinite(value).all()):
                 raise CheckpointError(f"{path}: optimizer parameter {key}: {name!r} holds NaN or infinite values")
+
+
+def _setting_problem(name: str, saved, mine) -> str | None:
+    """What makes a saved optimizer-group setting unusable where the live group holds ``mine``
+    (``load_state_dict`` takes the saved one): another kind of value, or one out of range."""
+    if isinstance(mine, bool) or mine is None:
+        return None if saved is None or isinstance(saved, bool) else "not a flag"
+    if isinstance(mine, (int, float)):
+        if not _is_number(saved):
+            return "not a finite number"
+        if name in ("lr", "eps", "weight_decay") and saved < 0:
+            return "below 0"
+        return None
+    if isinstance(mine, (tuple, list)):
+        if not isinstance(saved, (tuple, list)) or len(saved) != len(mine) or not all(_is_number(v) for v in saved):
+            return f"not {len(mine)} finite numbers"
+        if name == "betas" and not all(0 <= v < 1 for v in saved):
+            return "not in [0, 1)"
+        return None
+    return None if isinstance(saved, type(mine)) else f"not a {type(mine).__name__}"
 
 
 def is_hf_folder(path: str | os.PathLike) -> bool:

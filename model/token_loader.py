@@ -126,6 +126,38 @@ class Cursor:
     position: int = 0
 
 
+CURSOR_FIELDS = ("epoch", "position", "seed", "windows", "step_size")  # WindowSampler.state_dict()
+
+
+def cursor_problem(state) -> str | None:
+    """What makes a saved data cursor (``WindowSampler.state_dict``) unusable in itself, or
+    None: a missing field, one that is not a whole number, or a position that no run reaches
+    (negative, past the epoch's last whole micro-batch, or not on a micro-batch boundary)."""
+    if not isinstance(state, dict):
+        return f"a {type(state).__name__}, not a dict"
+    for key in CURSOR_FIELDS:
+        if key not in state:
+            return f"it has no {key!r}"
+        value = state[key]
+        if not isinstance(value, int) or isinstance(value, bool):
+            text = repr(value)
+            return f"{key!r} is {text if len(text) <= 40 else text[:37] + '...'}, not a whole number"
+    epoch, position, windows, step_size = state["epoch"], state["position"], state["windows"], state["step_size"]
+    if state["seed"] < 0:
+        return f"'seed' is {state['seed']}, below 0"
+    if windows < 1 or step_size < 1 or windows < step_size:
+        return f"'windows' is {windows} and 'step_size' {step_size}: not one micro-batch of windows fits in an epoch"
+    if epoch < 0 or not 0 <= position <= windows // step_size * step_size or position % step_size:
+        return (f"epoch {epoch}, position {position} is not a place in the epochs of {windows} windows read "
+                f"{step_size} at a time")
+    return None
+
+
+def consumed_batches(state: dict) -> int:
+    """Micro-batches (of all ranks) a valid cursor (``cursor_problem`` None) has read since the start."""
+    return state["epoch"] * (state["windows"] // state["step_size"]) + state["position"] // state["step_size"]
+
+
 class WindowSampler:
     """Seeded permutations of window indices, without replacement, split across DDP ranks."""
 
@@ -161,11 +193,14 @@ class WindowSampler:
                 "windows": self.n_windows, "step_size": self.step_size}
 
     def load_state_dict(self, state: dict) -> None:
+        problem = cursor_problem(state)
+        if problem:
+            raise DataError(f"cannot resume the data cursor: {problem}")
         for key, mine in (("windows", self.n_windows), ("seed", self.seed), ("step_size", self.step_size)):
-            if int(state[key]) != mine:
+            if state[key] != mine:
                 raise DataError(f"cannot resume the data cursor: the checkpoint's {key} is {state[key]} but this run's "
                                 f"is {mine} (different data, seed, micro-batch or number of processes)")
-        self.cursor = Cursor(int(state["epoch"]), int(state["position"]))
+        self.cursor = Cursor(state["epoch"], state["position"])
 
 
 class TokenLoader:

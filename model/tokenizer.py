@@ -34,10 +34,13 @@ the ``tokenizers`` BPE model piece by piece.
 from __future__ import annotations
 
 import codecs
+import importlib
 import json
 import logging
 import os
+import platform
 import re
+import sys
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -63,6 +66,40 @@ _SURROGATES = re.compile("[\ud800-\udfff]")
 
 class TokenizerFileError(InputError):
     """Vocabulary files that are missing, malformed, or not a byte-level BPE vocabulary."""
+
+
+# What the tokenize job imports on its launcher and on every worker, pinned as in
+# requirements-model.txt (beam_setup.py's `tokenize` extra; tests/test_tokenizer.py checks they agree).
+TOKENIZE_LIBRARIES = {"tokenizers": "0.23.3", "tiktoken": "0.14.0"}
+MISSING_LIBRARY = "the tokenize job needs"  # how MissingLibraryError's line begins
+_MISSING_LINE = re.compile(re.escape(MISSING_LIBRARY) + r" [^\r\n]*")
+
+
+class MissingLibraryError(ImportError):
+    """A tokenizer library this Python cannot import: its name, the machine, and the pip
+    command, in one line."""
+
+
+def require_tokenize_libraries(where: str) -> None:
+    """Import every library of ``TOKENIZE_LIBRARIES``; the first one that does not import
+    raises ``MissingLibraryError``. ``where`` names the process: ``"the launcher"``, ``"a worker"``."""
+    for name in TOKENIZE_LIBRARIES:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            pins = " ".join(f"{n}=={v}" for n, v in TOKENIZE_LIBRARIES.items())
+            cause = " ".join(str(exc).split())
+            raise MissingLibraryError(
+                f"{MISSING_LIBRARY} {name} on the launcher and on every worker, and {where} ({platform.node()}, "
+                f"{sys.executable}) cannot import it ({cause}): pip install {pins} there "
+                "(requirements-model.txt's pins; or pip install 'corpusforge[model]')", name=name) from exc
+
+
+def missing_library_line(error: BaseException | str) -> str | None:
+    """The ``MissingLibraryError`` line inside ``error``'s text (a Spark or Beam job failure
+    that carries a worker's traceback), or ``None``."""
+    found = _MISSING_LINE.search(str(error))
+    return found.group() if found else None
 
 
 def bytes_to_unicode() -> dict[int, str]:

@@ -69,7 +69,8 @@ from model.gpt import GPT, GPT2_VOCAB, LOSS_IMPLS, GPTConfig
 from model.optim import LRSchedule, make_optimizer
 from model.run_folder import (LOSS_PLOT, METRICS_FILE, export_hf, keep_metrics_until, plot_losses, resume_state,
                               resumed_config)
-from model.token_loader import DataError, TokenLoader, TokenWindows, eval_indices, read_meta, split_paths, tokenizer_dir
+from model.token_loader import (DataError, TokenLoader, TokenWindows, consumed_batches, eval_indices, read_meta, split_paths,
+                                tokenizer_dir)
 from model.validation import mean_loss
 
 log = logging.getLogger("corpusforge.train")
@@ -264,6 +265,37 @@ class Run:
         return os.path.join(self.cfg.out, METRICS_FILE)
 
 
+# The last losses and tokens a checkpoint carries (``Run.last``): numbers, printed and saved again.
+METRIC_KEYS = ("step", "train_loss", "val_loss", "tokens")
+
+
+def check_resumed_state(state: dict, loader: TokenLoader, accumulation: int, device: torch.device) -> None:
+    """Before anything is put back: what ``model.checkpoint.check_resume_entries`` cannot check
+    alone, against this run. The data cursor is of this run's data, seed and micro-batch
+    (``DataError`` otherwise), and is where ``step`` optimizer steps of ``accumulation``
+    micro-batches leave it; the RNG states are a list, one per process, and (on CUDA) of this
+    device's size; the metrics are numbers. ``TrainError`` naming the first that is not."""
+    loader.load_state_dict(state["data"])
+    step, data = state["step"], state["data"]
+    if consumed_batches(data) != step * accumulation:
+        raise TrainError(f"--resume: the checkpoint's data cursor (epoch {data['epoch']}, window {data['position']}) has read "
+                         f"{consumed_batches(data):,} micro-batches, but {step} step(s) of {accumulation} read "
+                         f"{step * accumulation:,}: the checkpoint was not written by this run")
+    if not isinstance(state["rng"], (list, tuple)):
+        raise TrainError(f"--resume: the checkpoint's 'rng' is a {type(state['rng']).__name__}, not a list of one RNG state per process")
+    if device.type == "cuda":
+        size = tuple(torch.cuda.get_rng_state(device).shape)
+        for rank, rng in enumerate(state["rng"]):
+            if rng.get("cuda") is not None and tuple(rng["cuda"].shape) != size:
+                raise TrainError(f"--resume: the checkpoint's CUDA RNG state of process {rank} has shape "
+                                 f"{tuple(rng['cuda'].shape)}, this device's {size}")
+    metrics = state.get("metrics") or {}
+    for key in METRIC_KEYS:
+        value = metrics.get(key)
+        if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool) or math.isnan(value)):
+            raise TrainError(f"--resume: the checkpoint's metrics {key!r} is {value!r:.60}, not a number")
+
+
 def restore_state(state: dict, optimizer: torch.optim.Optimizer, schedule: LRSchedule, loader: TokenLoader,
                   cfg: TrainConfig, dist_info: Dist, device: torch.device) -> int:
     """Put the optimizer, schedule, data cursor and this rank's RNG back where ``state`` left them; return its step."""
@@ -307,6 +339,8 @@ def setup_run(cfg: TrainConfig) -> Run:
                if val_windows is not None and len(val_windows) else None)
     loader = TokenLoader(train_windows, cfg.micro_batch, cfg.seed, dist_info.rank, dist_info.world_size, device,
                          vocab_size)
+    if state is not None:
+        check_resumed_state(state, loader, accumulation, device)
 
     seed_everything(cfg.seed)
     raw_model = GPT(model_config)

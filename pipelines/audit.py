@@ -187,7 +187,7 @@ def run(args: argparse.Namespace) -> dict:
         bloom = load_filter(args.filter, config, files)  # a filter that is not this corpus's is refused before work starts
     if args.engine == "spark":
         spark = spark_engine(args)
-        with spark.engine.job_session(args.spark_master) as session:
+        with spark.engine.job_session_for(args) as session:
             return audit_corpus(args, files, sets, indexes, own_train, bloom, beam_args,
                                 functools.partial(spark.audit.build_filter, session), functools.partial(spark.audit.scan_exact, session))
     return audit_corpus(args, files, sets, indexes, own_train, bloom, beam_args, build_filter, scan_exact)
@@ -259,7 +259,7 @@ def decontaminate_shards(args: argparse.Namespace) -> dict:
     rule = functools.partial(decontaminate, **options)
     if args.engine == "spark":
         spark = spark_engine(args)
-        with spark.engine.job_session(args.spark_master) as session:
+        with spark.engine.job_session_for(args) as session:
             begin_job(args.output, "decontaminate", args.overwrite)
             counted = spark.audit.decontaminate(session, by_split, indexes, rule, args, beam_args)
     else:

@@ -16,7 +16,7 @@ from common.decision import OTHER
 from common.errors import UsageError
 from corpus import c4, langid
 from corpus.inputs import InputError, expand_inputs, open_input, read_pinned
-from corpus.sentences import count_line_sentences, require_punkt
+from corpus.sentences import shipped_punkt
 from corpus.warc import MAX_RECORD_BYTES, ReadStats
 from dedup.text import DEDUPE_SPANS
 from pipelines import progress
@@ -124,10 +124,10 @@ def build(pipeline: beam.Pipeline, files: list[str], args: argparse.Namespace, r
         | "3 Pages" >> beam.MapTuple(lambda page, _: page)
     )
     if variant.clean:
-        pages = run_step(pages, "5 clean_page", c4.CLEAN_PAGE, functools.partial(c4.clean_page, count_line_sentences=count_line_sentences))
+        pages = run_step(pages, "5 clean_page", c4.CLEAN_PAGE, functools.partial(c4.clean_page, count_line_sentences=resources["punkt"].count_line_sentences))
     if variant.dedupe:
         floor = c4.MIN_NUM_SENTENCES if variant.clean else 0
-        deduped = pages | f"6 Dedupe {args.dedup}" >> DedupeText(args.dedup, floor, out_dir=args.output)
+        deduped = pages | f"6 Dedupe {args.dedup}" >> DedupeText(args.dedup, floor, out_dir=args.output, punkt=resources["punkt"])
         run_step.add(deduped.examples)
         pages = deduped.pages
     pages = run_step(pages, "7 langdetect en", c4.ENGLISH_FILTER,
@@ -169,7 +169,8 @@ def input_files(args: argparse.Namespace) -> list[str]:
 
 
 def load_resources(args: argparse.Namespace) -> dict:
-    """Everything the workers need that comes from a file, read once on the launcher."""
+    """Everything the workers need that comes from a file, read once on the launcher (and
+    ``run`` adds ``punkt``, the launcher's punkt model, which every sentence split binds)."""
     resources = {}
     variant = c4.VARIANTS[args.variant]
     if variant.badwords:
@@ -197,15 +198,15 @@ def run(args: argparse.Namespace | list[str] | None = None) -> dict:
     beam_args = args.beam_args
     check_source(args)
     try:
-        require_punkt()  # before any input is read
+        punkt = shipped_punkt()  # before any input is read; the workers split with the launcher's model
     except Exception as exc:
         raise InputError(str(exc)) from exc
     files = input_files(args)
-    resources = load_resources(args)
+    resources = {**load_resources(args), "punkt": punkt}
     log.info("C4 %s (%s dedup) over %d file(s) into %s on %s", args.variant, args.dedup, len(files), args.output, args.engine)
     if args.engine == "spark":
         spark = spark_engine(args)
-        with spark.engine.job_session(args.spark_master) as session:
+        with spark.engine.job_session_for(args) as session:
             begin_job(args.output, "c4", args.overwrite)
             counted = spark.c4.run(session, files, args, resources, beam_args)
     else:

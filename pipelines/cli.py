@@ -58,6 +58,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sample": ("model.sample", "generate text from a checkpoint (top-k / top-p / temperature)"),
     "eval": ("model.eval_harness", "zero-shot GPT-2 benchmarks, each reported on all / clean / contaminated examples"),
     "demo": ("pipelines.demo", "generate the bundled sample crawl and run every working job on it"),
+    "spark-package": ("pipelines.spark_package", "write corpusforge.zip and spark_main.py for spark-submit on a cluster, and the line to run"),
 }
 CONTRACT = ("add_arguments", "run", "format_summary")
 # Commands whose module imports Apache Beam or torch keep their options (add_arguments, EXTRA_OPTIONS) and
@@ -74,7 +75,7 @@ OPTIONS_MODULES = {
 }
 
 # Commands that never run a Beam pipeline: they do not pay for importing Beam's progress display.
-NO_BEAM = {"inspect", "stats", "fetch", "train", "finetune", "sample", "eval"}
+NO_BEAM = {"inspect", "stats", "fetch", "train", "finetune", "sample", "eval", "spark-package"}
 
 
 def load_command(name: str) -> ModuleType:
@@ -145,10 +146,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-# Lines Beam logs that say nothing about the job being run: the import-time warning when the
-# optional GCP client libraries are absent, the note that the default runner is used, and
-# the start-up warnings of local worker processes that Beam forwards.
-QUIET_BEAM_LINES = ("apitools not found", "Missing pipeline option (runner)")
+# Lines Beam logs that say nothing about the job being run: the note that the default runner
+# is used, and the start-up warnings of local worker processes that Beam forwards. (Its
+# import-time "apitools not found" is dropped at its source: pipelines.library_notices.)
+QUIET_BEAM_LINES = ("Missing pipeline option (runner)",)
 QUIET_WORKER_WORDS = ("semi_persistent_directory", "Discarding unparseable args")
 
 
@@ -226,8 +227,8 @@ def exit_within(code: int, seconds: float) -> None:
 
 
 def _interrupted() -> int:
-    log.error("interrupted: no output was committed (a webtext fetch keeps what it fetched under fetch/ and resumes "
-              "when the same command runs again; other jobs start over with --overwrite)")
+    log.error("interrupted: no output was committed; run the same command again (a webtext fetch resumes from what "
+              "it kept under fetch/, other jobs start over)")
     return 130
 
 

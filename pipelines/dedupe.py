@@ -74,13 +74,13 @@ class DedupeText(beam.PTransform):
     duplicates). No shuffle carries page text or URLs.
     """
 
-    def __init__(self, mode: str = "lines", min_num_sentences: int = c4.MIN_NUM_SENTENCES, *, out_dir: str):
+    def __init__(self, mode: str = "lines", min_num_sentences: int = c4.MIN_NUM_SENTENCES, *, out_dir: str, punkt=None):
         super().__init__()
-        self.mode, self.min_num_sentences, self.out_dir = mode, min_num_sentences, out_dir
+        self.mode, self.min_num_sentences, self.out_dir, self.punkt = mode, min_num_sentences, out_dir, punkt
 
     def expand(self, pages):
         label = f"dedupe-{self.mode}"
-        claims, namespace, rule = dedupe_rule(self.mode, self.min_num_sentences)
+        claims, namespace, rule = dedupe_rule(self.mode, self.min_num_sentences, self.punkt)
         staged = pages | "Stage pages" >> Stage(self.out_dir, label, claims)
         owned = (
             staged.refs

@@ -15,6 +15,7 @@ worker, adds that extra's pins to what it installs. The extras are listed in bea
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import difflib
 import glob
@@ -162,7 +163,45 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
                              "(pip install 'corpusforge[spark]'; docs/spark.md)")
     parser.add_argument("--spark_master", default=None,
                         help="--engine spark: the Spark master, e.g. local[2], spark://host:7077, yarn "
-                             "(default: spark-submit's, else local[*])")
+                             "(default: spark-submit's, else local[*]). Any master but a local one gets the "
+                             "project shipped as a zip; paths must then be visible to every node (docs/spark.md)")
+    parser.add_argument("--spark_conf", action="append", default=[], type=spark_setting, metavar="KEY=VALUE",
+                        help="--engine spark: a Spark setting for the session the job starts (repeatable), "
+                             "e.g. spark.executor.memory=4g; it wins over the job's own local-mode settings")
+    parser.add_argument("--spark_no_executor_timeout_s", type=float, default=120.0, metavar="S",
+                        help="--engine spark on a cluster: end the job, in one line and with nothing committed, once "
+                             "the cluster has had no executor for S seconds (lost workers); 0: wait as Spark does "
+                             "(default: 120)")
+
+
+def spark_setting(text: str) -> tuple[str, str]:
+    """``KEY=VALUE`` of ``--spark_conf``."""
+    key, equals, value = text.partition("=")
+    if not equals or not key.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE (e.g. spark.executor.memory=4g)")
+    return key.strip(), value
+
+
+# The options that name paths the executors read or write (the output, the crawl files, the
+# shards): with a cluster master, a relative local path is made absolute on the driver, as the
+# executors, which run in their own working folders, must find the same files.
+SPARK_PATH_OPTIONS = ("output", "input", "corpus", "warc", "submissions")
+
+
+def absolute_paths_for_cluster(args: argparse.Namespace) -> None:
+    """Each relative local path of ``SPARK_PATH_OPTIONS`` made absolute (the driver's working
+    folder): a cluster's executors resolve paths in their own folders. Such a path must be on
+    storage every node sees (a shared mount); object stores are left as they are."""
+    for name in SPARK_PATH_OPTIONS:
+        value = getattr(args, name, None)
+        if isinstance(value, str):
+            setattr(args, name, _absolute(value))
+        elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+            setattr(args, name, [_absolute(v) for v in value])
+
+
+def _absolute(path: str) -> str:
+    return path if "://" in path or os.path.isabs(path) else os.path.abspath(path)
 
 
 class SparkStartError(InputError):
@@ -216,12 +255,16 @@ def spark_engine(args: argparse.Namespace):
         raise InputError("--engine spark needs pyspark, the spark extra: pip install 'corpusforge[spark]'") from None
     from pipelines import spark  # noqa: PLC0415  (imports pyspark)
 
-    if spark.engine.running_session() is None:
+    running = spark.engine.running_session()
+    if running is None:
         why = missing_java()
         if why:
             raise InputError(f"--engine spark needs Java: {why}")
         check_spark_master(getattr(args, "spark_master", None))
         check_worker_python(getattr(args, "spark_master", None))
+    master = running.sparkContext.master if running is not None else getattr(args, "spark_master", None)
+    if not spark.engine.is_local(master):
+        absolute_paths_for_cluster(args)
     return spark
 
 
@@ -293,25 +336,76 @@ STAGED_FILES = ("requirements.txt", "requirements-model.txt", "README.md")
 WORKER_EXTRAS_FILE = "worker-extras.txt"  # read by beam_setup.py on the worker
 MANIFEST = (f"include {' '.join(STAGED_FILES)} {WORKER_EXTRAS_FILE}\n"
             + "".join(f"recursive-include {p}/data *\n" for p in PACKAGES))
+# ``--setup_file corpusforge``: the workers' sdist built from the installed package itself (its
+# packages, the beam_setup.py it ships as pipelines/data/beam_setup.py, its pinned requirements).
+INSTALLED_PACKAGE = "corpusforge"
+SHIPPED_SETUP_FILE = os.path.join("pipelines", "data", "beam_setup.py")
+# requirements-model.txt is the `model` extra (pyproject.toml): the installed package's metadata gives both back.
+REQUIREMENT_FILES = {"requirements.txt": None, "requirements-model.txt": "model"}
+
+
+def installed_requirements(distribution: str = INSTALLED_PACKAGE) -> dict[str, str]:
+    """``REQUIREMENT_FILES`` written back from an installed distribution's metadata (its
+    ``Requires-Dist``, the pins of requirements.txt and of each extra's file): file name -> text."""
+    import importlib.metadata  # noqa: PLC0415  (only --setup_file corpusforge reads the metadata)
+
+    requires = importlib.metadata.requires(distribution) or []
+    files = {name: [] for name in REQUIREMENT_FILES}
+    for requirement in requires:
+        spec, _, marker = (part.strip() for part in requirement.partition(";"))
+        extra = re.fullmatch(r"""extra\s*==\s*["']([^"']+)["']""", marker)
+        for name, wanted in REQUIREMENT_FILES.items():
+            if (wanted is None and not marker) or (extra and extra.group(1) == wanted):
+                files[name].append(spec)
+    return {name: "".join(f"{line}\n" for line in lines) for name, lines in files.items()}
+
+
+def worker_package_source(setup_file: str) -> tuple[str, str, dict[str, str] | None]:
+    """Where the workers' sdist comes from: (the setup file, the folder holding the packages,
+    the requirement files' texts or ``None`` to copy them from that folder).
+
+    ``--setup_file corpusforge`` names the installed package: in a source checkout (an
+    editable install) that is the checkout's ``beam_setup.py``; from a wheel, the copy the
+    package ships and the pins of its metadata. Any other value is a setup file's path."""
+    if setup_file != INSTALLED_PACKAGE:
+        if not os.path.isfile(setup_file):
+            raise FileNotFoundError(f"--setup_file {setup_file}: no such file (or pass --setup_file {INSTALLED_PACKAGE}: "
+                                    "the installed package)")
+        return setup_file, os.path.dirname(os.path.abspath(setup_file)), None
+    import pipelines  # noqa: PLC0415  (this package: where it is installed)
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(pipelines.__file__)))
+    checkout = os.path.join(root, "beam_setup.py")
+    if os.path.isfile(checkout) and os.path.isfile(os.path.join(root, "requirements.txt")):
+        return checkout, root, None
+    shipped = os.path.join(root, SHIPPED_SETUP_FILE)
+    if not os.path.isfile(shipped):
+        raise FileNotFoundError(f"--setup_file {INSTALLED_PACKAGE}: the installed package at {root} has no {SHIPPED_SETUP_FILE}; "
+                                "reinstall corpusforge, or pass the path of a checkout's beam_setup.py")
+    return shipped, root, installed_requirements()
 
 
 def build_worker_package(setup_file: str, dist_dir: str, extras: Sequence[str] = ()) -> str:
-    """Build the sdist a worker installs from ``setup_file``; returns the tarball's path.
+    """Build the sdist a worker installs from ``setup_file`` (a path, or ``corpusforge``: the
+    installed package, ``worker_package_source``); returns the tarball's path.
 
     The build runs in a clean copy holding only the packages, the requirement files and the
     setup file as setup.py, so nothing else in the checkout (pyproject.toml, tests,
     caches) changes what workers get. ``extras`` (e.g. ``("tokenize",)``) are recorded in
     the sdist's ``worker-extras.txt``: workers then install their requirements too.
     """
-    root = os.path.dirname(os.path.abspath(setup_file))
+    setup_path, root, requirement_texts = worker_package_source(setup_file)
     os.makedirs(dist_dir, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="corpusforge-sdist-") as stage:
         for package in PACKAGES:
             shutil.copytree(os.path.join(root, package), os.path.join(stage, package), ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         for name in STAGED_FILES:
-            if os.path.exists(os.path.join(root, name)):
+            if requirement_texts is not None and name in requirement_texts:
+                with open(os.path.join(stage, name), "w", encoding="utf-8") as f:
+                    f.write(requirement_texts[name])
+            elif os.path.exists(os.path.join(root, name)):
                 shutil.copy(os.path.join(root, name), stage)
-        shutil.copy(setup_file, os.path.join(stage, "setup.py"))
+        shutil.copy(setup_path, os.path.join(stage, "setup.py"))
         with open(os.path.join(stage, WORKER_EXTRAS_FILE), "w", encoding="utf-8") as f:
             f.write("# extras whose requirements workers install with this sdist (beam_setup.py reads this file)\n")
             f.writelines(f"{name}\n" for name in sorted(set(extras)))
@@ -376,20 +470,34 @@ def stage_setup_file(beam_args: list[str], extras: Sequence[str] = ()) -> list[s
     parser.add_argument("--setup_file")
     known, rest = parser.parse_known_args(beam_args)
     setup_file = known.setup_file
-    if not setup_file or os.path.basename(setup_file) in ("setup.py", "pyproject.toml"):
+    if not setup_file or (setup_file != INSTALLED_PACKAGE and os.path.basename(setup_file) in ("setup.py", "pyproject.toml")):
         return construction_check_options(beam_args)
-    if not os.path.isfile(setup_file):
-        raise FileNotFoundError(f"--setup_file {setup_file}: no such file")
+    tarball = _staged_worker_package(setup_file, tuple(sorted(set(extras))))
+    return construction_check_options(rest + ["--extra_package", tarball])
+
+
+_WORKER_PACKAGES: dict[tuple[str, tuple[str, ...]], str] = {}
+
+
+def _staged_worker_package(setup_file: str, extras: tuple[str, ...]) -> str:
+    """The workers' sdist for ``setup_file`` and ``extras``, built once per process (the audit
+    runs two pipelines) in a temporary folder removed when the process ends."""
+    key = (os.path.abspath(setup_file) if setup_file != INSTALLED_PACKAGE else setup_file, extras)
+    if key in _WORKER_PACKAGES and os.path.isfile(_WORKER_PACKAGES[key]):
+        return _WORKER_PACKAGES[key]
     dist_dir = tempfile.mkdtemp(prefix="corpusforge-worker-package-")
+    atexit.register(shutil.rmtree, dist_dir, True)
     tarball = build_worker_package(setup_file, dist_dir, extras)
     log.info("staging %s (built from %s%s) for the workers", tarball, setup_file,
              f", with extras {', '.join(extras)}" if extras else "")
-    return construction_check_options(rest + ["--extra_package", tarball])
+    _WORKER_PACKAGES[key] = tarball
+    return tarball
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Build the sdist Beam workers install, from beam_setup.py.")
-    parser.add_argument("--setup_file", default="beam_setup.py")
+    parser.add_argument("--setup_file", default="beam_setup.py",
+                        help=f"a beam_setup.py, or {INSTALLED_PACKAGE}: the installed package's own (default: beam_setup.py)")
     parser.add_argument("--dist-dir", default="dist")
     parser.add_argument("--extras", nargs="*", default=[], help="extras workers install too (beam_setup.py: tokenize, model)")
     args = parser.parse_args(argv)

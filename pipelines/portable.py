@@ -16,11 +16,20 @@ worker, whatever the options say. This one runs a job with ``--direct_num_worker
 worker as ``SdkHarness(...)`` directly, which never hands the job's pipeline options to
 Beam's ``FileSystems``: a worker then cannot reach an S3 endpoint, credentials or a GCP
 project given as options. This pool starts each worker the way Beam's container boot
-program does: it asks the runner's provision service for the job's options, puts them in
-the environment (``PIPELINE_OPTIONS``, the control and logging endpoints) and runs
+program does (``pipelines/worker_boot.py``): it asks the runner's provision service for the
+job's options and staged artifacts, fetches the artifacts through the artifact service,
+``pip install --no-deps`` the job's packages (``--setup_file``'s sdist, ``--extra_package``)
+into a folder put first on that worker's ``PYTHONPATH``, puts the options in the
+environment (``PIPELINE_OPTIONS``, the control and logging endpoints) and runs
 ``apache_beam.runners.worker.sdk_worker_main``, which configures FileSystems from them.
-Workers run this Python, so corpusforge must be installed in it (``--setup_file`` and
-staged artifacts are for container-based runners: Dataflow, Flink, Spark).
+Workers run ``--worker_python`` (default: the pool's own Python), which must hold the
+requirements (``requirements.txt``) and need not hold corpusforge when the job stages it:
+
+    python -m pipelines.portable worker-pool --port 50000 --worker_python /opt/workers/bin/python &
+    corpusforge c4 ... --runner PortableRunner ... --setup_file corpusforge
+
+A worker runs in the pool's working folder with the pool's environment: start the pool
+where it should be (not in a checkout, whose packages a worker would import first).
 
 **Hygiene.** A job cancelled by its launcher (Ctrl-C or SIGTERM of ``corpusforge ...``,
 which asks the job server to cancel) stops before its next bundle and ends CANCELLED; its
@@ -36,6 +45,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shlex
 import shutil
 import signal
 import stat
@@ -46,41 +56,28 @@ import time
 
 import grpc
 from apache_beam.options.pipeline_options import DirectOptions
-from apache_beam.portability.api import beam_job_api_pb2, beam_provision_api_pb2, beam_provision_api_pb2_grpc
+from apache_beam.portability.api import beam_job_api_pb2
 from apache_beam.runners.runner import PipelineState
 from apache_beam.runners.portability import local_job_service
 from apache_beam.runners.portability.fn_api_runner import fn_runner, worker_handlers
-from apache_beam.runners.worker import sdk_worker_main
 from apache_beam.runners.worker.worker_pool_main import BeamFnExternalWorkerPoolServicer
-from google.protobuf import json_format
 
 from pipelines.options import LOST_WORKER
 
 log = logging.getLogger(__name__)
 
 
-def boot(argv: list[str]) -> None:
-    """One worker: the container contract's flags in, ``sdk_worker_main`` with the job's options out."""
-    parser = argparse.ArgumentParser()
-    for flag in ("id", "logging_endpoint", "artifact_endpoint", "provision_endpoint", "control_endpoint"):
-        parser.add_argument(f"--{flag}", default="")
-    args, _ = parser.parse_known_args(argv)
-    with grpc.insecure_channel(args.provision_endpoint) as channel:
-        stub = beam_provision_api_pb2_grpc.ProvisionServiceStub(channel)
-        info = stub.GetProvisionInfo(beam_provision_api_pb2.GetProvisionInfoRequest(),
-                                     metadata=[("worker_id", args.id)]).info
-    os.environ["WORKER_ID"] = args.id
-    os.environ["PIPELINE_OPTIONS"] = json_format.MessageToJson(info.pipeline_options)
-    os.environ["CONTROL_API_SERVICE_DESCRIPTOR"] = f'url: "{args.control_endpoint}"'
-    os.environ["LOGGING_API_SERVICE_DESCRIPTOR"] = f'url: "{args.logging_endpoint}"'
-    sdk_worker_main.main(sys.argv)
+WORKER_BOOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker_boot.py")
 
 
-def _boot_script(folder: str) -> str:
-    """The executable the pool runs per worker: this Python, this module's ``boot``."""
+def _boot_script(folder: str, worker_python: str) -> str:
+    """The executable the pool runs per worker: ``worker_python`` running a copy of
+    ``worker_boot.py`` (which imports no corpusforge), installing jobs' packages under ``folder``."""
+    boot = shutil.copy(WORKER_BOOT, os.path.join(folder, "worker_boot.py"))
     path = os.path.join(folder, "corpusforge-worker-boot")
     with open(path, "w", encoding="utf-8") as f:
-        f.write(f'#!/bin/sh\nexec "{sys.executable}" -m pipelines.portable --boot "$@"\n')
+        f.write(f'#!/bin/sh\nexec {shlex.quote(worker_python)} {shlex.quote(boot)} '
+                f'--install_root {shlex.quote(os.path.join(folder, "packages"))} "$@"\n')
     os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return path
 
@@ -116,11 +113,12 @@ class ReapingWorkerPool(BeamFnExternalWorkerPoolServicer):
                       "pool's log, then rerun the job with --overwrite", worker_id, process.pid, how)
 
 
-def worker_pool(port: int) -> None:
+def worker_pool(port: int, worker_python: str = sys.executable) -> None:
     with tempfile.TemporaryDirectory(prefix="corpusforge-worker-pool-") as folder:
         address, server = ReapingWorkerPool.start(
-            port=port, use_process=True, container_executable=_boot_script(folder))
-        log.info("corpusforge worker pool listening at %s (pid %d; boot script under %s)", address, os.getpid(), folder)
+            port=port, use_process=True, container_executable=_boot_script(folder, worker_python))
+        log.info("corpusforge worker pool listening at %s (pid %d; boot script under %s; workers run %s)",
+                 address, os.getpid(), folder, worker_python)
         _serve_forever(server)
 
 
@@ -245,18 +243,23 @@ def _serve_forever(server) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["--boot"]:
-        boot(argv[1:])
-        return 0
     parser = argparse.ArgumentParser(prog="python -m pipelines.portable", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("service", choices=("worker-pool", "job-server"))
     parser.add_argument("--port", type=int, required=True, help="port to listen on")
+    parser.add_argument("--worker_python", default=sys.executable, metavar="PATH",
+                        help="worker-pool: the Python its SDK workers run (default: this one). It must hold the "
+                             "requirements; it need not hold corpusforge when jobs stage it (--setup_file)")
     args = parser.parse_args(argv)
+    if args.service == "worker-pool" and not (os.path.isfile(args.worker_python) and os.access(args.worker_python, os.X_OK)):
+        parser.error(f"--worker_python {args.worker_python}: not an executable file")
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
     log.setLevel(logging.INFO)  # Beam's import may have set the root logger to WARNING first
     signal.signal(signal.SIGTERM, _stop_on_sigterm)  # stopped by a service manager: clean up as on Ctrl-C
-    (worker_pool if args.service == "worker-pool" else job_server)(args.port)
+    if args.service == "worker-pool":
+        worker_pool(args.port, os.path.abspath(args.worker_python))
+    else:
+        job_server(args.port)
     return 0
 
 

@@ -36,7 +36,7 @@ def run(args: argparse.Namespace | list[str] | None = None) -> dict:
     log.info("reading %d file(s) into %s on %s", len(files), args.output, args.engine)
     if args.engine == "spark":
         spark = spark_engine(args)
-        with spark.engine.job_session(args.spark_master) as session:
+        with spark.engine.job_session_for(args) as session:
             begin_job(args.output, "read", args.overwrite)
             counters = spark.read.run(session, files, args, beam_args)
     else:

@@ -5,6 +5,7 @@ the same bytes). Its steps, conventions, options and ``--help``: ``pipelines.tok
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import math
@@ -21,7 +22,8 @@ from common.decision import DOCUMENTS, OTHER
 from corpus.inputs import InputError
 from corpus.shards import first_texts, nonempty_text, shard_files
 from model.token_shards import MAX_TOKEN_ID, find_token_shards
-from model.tokenizer import BPETokenizer, TokenizerFileError, train_tokenizer
+from model.tokenizer import (BPETokenizer, MissingLibraryError, TokenizerFileError, missing_library_line, require_tokenize_libraries,
+                             train_tokenizer)
 from pipelines import progress
 from pipelines.cli import run_job
 from pipelines.options import spark_engine, stage_setup_file
@@ -29,7 +31,7 @@ from pipelines.jobs import begin_job, counters_of, error_examples, finish_job, w
 from pipelines.sources import WriteErrors
 from pipelines.steps import ERRORS_FILE, Steps, collect_examples, count, units_of
 from pipelines.tokenize_shards import (NAMESPACE, SHARDS_WRITTEN, SPLITS, document_digest, encode_document, file_texts,
-                                       last_val_digest, plan_and_record, write_part, write_planned_shard)
+                                       last_val_digest, plan_and_record, worker_tokenizer, write_part, write_planned_shard)
 from pipelines.tokenize_options import DEFAULT_VAL_FRACTION, EXTRA_OPTIONS, add_arguments  # noqa: F401  (the job contract: pipelines.cli)
 
 log = logging.getLogger(__name__)
@@ -60,7 +62,7 @@ class _EncodeFn(beam.DoFn):
         self.tokenizer = None
 
     def setup(self):
-        self.tokenizer = BPETokenizer(self.vocab, self.merges)
+        self.tokenizer = worker_tokenizer(self.vocab, self.merges)
 
     def start_bundle(self):
         self.documents, self.tokens = Counter(), Counter()
@@ -157,17 +159,23 @@ def run(args: argparse.Namespace | list[str] | None = None) -> dict:
         return run_job("tokenize", sys.argv[1:] if args is None else args)
     beam_args = args.beam_args
     check_arguments(args)
+    try:  # before any work: the launcher trains or loads the tokenizer with them
+        require_tokenize_libraries("the launcher")
+    except MissingLibraryError as exc:
+        raise InputError(str(exc)) from exc
     files = shard_files(args.input)
     parts_dir = storage.staging_path(args.output, PARTS_FOLDER)
     plan_path = storage.staging_path(args.output, PLAN_FILE)
     if args.engine == "spark":
         spark = spark_engine(args)
-        with spark.engine.job_session(args.spark_master) as session:
+        with spark.engine.job_session_for(args) as session, _missing_worker_library_in_one_line():
+            spark.tokenize.check_workers(session)  # before the output is claimed
             tokenizer = _begin(args, files)
             counted = spark.tokenize.run(session, files, tokenizer, args, parts_dir, plan_path, beam_args)
     else:
         tokenizer = _begin(args, files)
-        with progress.pipeline(PipelineOptions(stage_setup_file(beam_args, extras=("tokenize",))), "tokenize", len(files)) as p:
+        with (_missing_worker_library_in_one_line(),
+              progress.pipeline(PipelineOptions(stage_setup_file(beam_args, extras=("tokenize",))), "tokenize", len(files)) as p):
             build(p, files, tokenizer, args, parts_dir, plan_path)
         counted = {"counters": counters_of(p.result), "units": units_of(p.result), "examples": collect_examples(args.output)}
     counters = counted["counters"].get(NAMESPACE, {})
@@ -197,6 +205,19 @@ def run(args: argparse.Namespace | list[str] | None = None) -> dict:
     if splits["train"]["files"]:
         find_token_shards(args.output, "train")  # the shards are where readers look
     return {"meta": meta, "stats": stats, "output": args.output}
+
+
+@contextlib.contextmanager
+def _missing_worker_library_in_one_line():
+    """A job that failed because a worker cannot import a tokenizer library (its task's
+    ``MissingLibraryError``, inside Spark's or Beam's report) ends in that error's one line."""
+    try:
+        yield
+    except Exception as exc:
+        line = None if isinstance(exc, InputError) else missing_library_line(exc)
+        if line is None:
+            raise
+        raise InputError(line) from exc
 
 
 def _begin(args, files: list[str]):

@@ -2,6 +2,7 @@
 planned shard, for every engine: Beam's steps (``pipelines.tokenize``) and Spark's
 (``pipelines.spark.tokenize``) call the same functions, so both write the same bytes.
 
+- ``worker_tokenizer``: the tokenizer on a worker, or one line naming the library it lacks.
 - ``file_texts``: a shard file's texts, each unreadable row as its error row.
 - ``document_digest`` / ``encode_document``: the blake2b-128 digest that orders and splits the
   documents, and a document's EOT + token ids with its (split, digest range).
@@ -23,7 +24,7 @@ import numpy as np
 from common import storage
 from corpus.shards import read_texts
 from model.token_shards import shard_name, write_token_shard
-from model.tokenizer import text_bytes
+from model.tokenizer import BPETokenizer, require_tokenize_libraries, text_bytes
 from pipelines import progress
 from pipelines.jobs import write_json
 
@@ -31,6 +32,15 @@ NAMESPACE = "tokenize"
 SPLITS = ("val", "train")  # val first: it holds the smallest digests
 DIGEST_BYTES = 16  # blake2b-128 of the text's UTF-8 (surrogatepass) bytes
 SHARDS_WRITTEN = "shards_written"  # counter: token shards written (unit: other)
+
+
+# --- the tokenizer on a worker ---------------------------------------------------------------
+def worker_tokenizer(vocab: dict, merges: list) -> BPETokenizer:
+    """The job's tokenizer, built on a worker from its vocabulary and merges. A worker that
+    cannot import a tokenizer library fails here, before it encodes: its task's error is
+    ``model.tokenizer.MissingLibraryError``, the library and the pip command in one line."""
+    require_tokenize_libraries("a worker")
+    return BPETokenizer(vocab, merges)
 
 
 # --- documents ----------------------------------------------------------------------------

@@ -29,8 +29,9 @@ from corpus import c4
 from corpus.fetch import OK, FetchConfig, fetch_links, read_fetch_log
 from corpus.inputs import SUBMISSION_DUMPS, InputError, expand_inputs
 from corpus.records import HtmlPage
-from corpus.reddit import LINK_ROW_GROUP_ROWS, LinkFilter, LinkTableWriter, filter_submission, merge_link
-from corpus.sentences import require_punkt
+from corpus.reddit import (DEFAULT_DOMAIN_BLOCKLIST_PATH, DEFAULT_EXTENSION_BLOCKLIST_PATH, LINK_ROW_GROUP_ROWS, LinkFilter,
+                           LinkTableWriter, filter_submission, merge_link)
+from corpus.sentences import shipped_punkt
 from corpus.shards import shard_index
 from corpus.urls import url_key
 from corpus.warc import read_archive
@@ -549,7 +550,7 @@ def build(pipeline: beam.Pipeline, dumps: list[str], crawl_files: list[str], arg
     docs = run_step.keyed(joined_losers, "Drop near duplicates", NEAR_DEDUP, minhash.drop_near_duplicate) | "Kept" >> beam.Values()
     if args.span_dedup:
         as_pages = docs | "As pages" >> beam.Map(lambda d: c4.C4Page(url=d.url, text=d.text, timestamp=d.timestamp))
-        deduped = as_pages | "Span dedup" >> DedupeText(SPAN_DEDUP_MODE, c4.MIN_NUM_SENTENCES, out_dir=args.output)
+        deduped = as_pages | "Span dedup" >> DedupeText(SPAN_DEDUP_MODE, c4.MIN_NUM_SENTENCES, out_dir=args.output, punkt=args.punkt)
         run_step.add(deduped.examples)
         docs = (
             {"docs": docs | "Docs by url" >> beam.Map(lambda d: (d.url, d)),
@@ -564,8 +565,9 @@ def build(pipeline: beam.Pipeline, dumps: list[str], crawl_files: list[str], arg
 
 def link_filter_from(args: argparse.Namespace):
     try:
-        return LinkFilter.from_files(
-            domain_blocklist=args.domain_blocklist, extension_blocklist=args.extension_blocklist,
+        return LinkFilter.from_files(  # an option left out (None): the bundled list
+            domain_blocklist=DEFAULT_DOMAIN_BLOCKLIST_PATH if args.domain_blocklist is None else args.domain_blocklist,
+            extension_blocklist=DEFAULT_EXTENSION_BLOCKLIST_PATH if args.extension_blocklist is None else args.extension_blocklist,
             subreddit_blocklist=args.subreddit_blocklist, min_score=args.min_score, score_mode=args.score_mode,
             since=args.since, until=args.until, drop_over_18=not args.keep_over_18,
         )
@@ -584,9 +586,10 @@ def run(args: argparse.Namespace | list[str] | None = None) -> dict:
     beam_args = args.beam_args
     if args.engine == "spark" and args.pages != "crawl":
         raise InputError("--engine spark runs --pages crawl (the Common Crawl join); --pages fetch runs on Beam")
+    args.punkt = None  # the launcher's punkt model, which the span dedup's workers split with
     if args.span_dedup:
         try:
-            require_punkt()
+            args.punkt = shipped_punkt()
         except Exception as exc:
             raise InputError(str(exc)) from exc
     dumps = expand_inputs(args.submissions, kind=SUBMISSION_DUMPS)
@@ -605,7 +608,7 @@ def run(args: argparse.Namespace | list[str] | None = None) -> dict:
     log.info("WebText from %d dump(s), pages by %s, into %s on %s", len(dumps), args.pages, args.output, args.engine)
     if args.engine == "spark":
         spark = spark_engine(args)
-        with spark.engine.job_session(args.spark_master) as session:
+        with spark.engine.job_session_for(args) as session:
             begin_job(args.output, "webtext", args.overwrite)
             counted = spark.webtext.run(session, dumps, crawl_files, args, link_filter, beam_args)
     else:

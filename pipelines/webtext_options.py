@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 
 from corpus.inputs import COMMON_CRAWL_BASE_URL
-from corpus.reddit import DEFAULT_DOMAIN_BLOCKLIST_PATH, DEFAULT_EXTENSION_BLOCKLIST_PATH, SCORE_MODES, WEBTEXT_MIN_SCORE
+from corpus.reddit import SCORE_MODES, WEBTEXT_MIN_SCORE
 from corpus.shards import FORMATS
 from corpus.webtext import DEFAULT_EXTRACTOR, EXTRACTOR_CHOICES, MIN_ENGLISH_PROBABILITY, MIN_WORDS, check_extractor
 from dedup import minhash
@@ -47,8 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--until", default=None, help="last submission date, inclusive (2017-12-31: the paper's preliminary release)")
     p.add_argument("--keep_over_18", action="store_true", help="keep links posted as over_18 (dropped by default)")
     p.add_argument("--subreddit_blocklist", default=None, help="file, one subreddit a line")
-    p.add_argument("--domain_blocklist", default=str(DEFAULT_DOMAIN_BLOCKLIST_PATH), help="file, one domain a line (default: bundled media/file hosts)")
-    p.add_argument("--extension_blocklist", default=str(DEFAULT_EXTENSION_BLOCKLIST_PATH), help="file, one extension a line (default: bundled)")
+    # default None: the bundled lists (corpus.reddit's package resources, read from a folder or a zip)
+    p.add_argument("--domain_blocklist", default=None, help="file, one domain a line (default: the bundled media/file hosts)")
+    p.add_argument("--extension_blocklist", default=None, help="file, one extension a line (default: the bundled list)")
     p.add_argument("--num_link_shards", type=positive_int, default=1, help="Parquet files of the link table")
 
     p = parser.add_argument_group("pages")

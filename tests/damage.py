@@ -171,7 +171,8 @@ def checkpoint_variants(state: dict, seed: int, count: int):
 
     rng = random.Random(seed)
     names = sorted(state["model"])
-    kinds = ("nan", "inf", "huge", "shape", "missing", "dtype", "block_size", "n_layer", "rng", "scheduler", "step", "optimizer")
+    kinds = ("nan", "inf", "huge", "shape", "missing", "dtype", "block_size", "n_layer", "rng", "scheduler", "step", "optimizer",
+             "cursor", "metrics", "world_size", "betas", "version")
     for number in range(count):
         kind = kinds[number % len(kinds)]
         crafted = copy.deepcopy(state)
@@ -199,6 +200,16 @@ def checkpoint_variants(state: dict, seed: int, count: int):
         elif kind == "optimizer":
             moments = crafted["optimizer"]["state"][rng.choice(sorted(crafted["optimizer"]["state"]))]
             moments["exp_avg"] = torch.zeros(moments["exp_avg"].numel() + rng.randrange(1, 100))
+        elif kind == "cursor":  # the data cursor: a field that is no count, or a place no run reaches
+            crafted["data"][rng.choice(["epoch", "position", "seed", "windows", "step_size"])] = rng.choice(["abc", None, -4, 1.5, [3]])
+        elif kind == "metrics":
+            crafted["metrics"] = rng.choice([["a"], "low", {"train_loss": "low"}])
+        elif kind == "world_size":
+            crafted["world_size"] = rng.choice([0, "two", len(crafted["rng"]) + 1])
+        elif kind == "betas":
+            crafted["optimizer"]["param_groups"][0]["betas"] = rng.choice([("a", "b"), (0.9,), (1.5, 0.9), None])
+        elif kind == "version":
+            crafted["version"] = rng.choice(["1", None, 0, 1.0])
         yield f"{kind}:{name}", crafted
 
 

@@ -37,6 +37,13 @@ class Disk:
 
         return limit
 
+    def grow(self, size: int) -> None:
+        """Make the disk ``size`` bytes (a remount of the tmpfs, or a larger limit): the space
+        a user frees before running a failed job again."""
+        if self.kind == "tmpfs":
+            subprocess.run(["mount", "-o", f"remount,size={size}", str(self.folder)], check=True, capture_output=True)
+        self.size = size
+
     def run(self, command: list[str], **kwargs) -> subprocess.CompletedProcess:
         return subprocess.run(command, capture_output=True, text=True, preexec_fn=self.preexec(), timeout=600, **kwargs)
 

@@ -38,9 +38,9 @@ def test_every_subcommand_has_help(command):
 
 def test_top_level_help_lists_only_working_commands():
     out = corpusforge("--help").stdout
-    listed = set(re.findall(r"^    (\w+)", out.split("COMMAND")[-1], re.M))
+    listed = set(re.findall(r"^    ([\w-]+)", out.split("COMMAND")[-1], re.M))
     assert listed == {"inspect", "stats", "fetch", "read", "c4", "webtext", "audit", "decontaminate", "tokenize", "train", "finetune",
-                      "sample", "eval", "demo"}
+                      "sample", "eval", "demo", "spark-package"}
 
 
 def test_fetch_takes_underscore_options_and_the_old_dashed_spellings():

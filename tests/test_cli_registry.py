@@ -44,7 +44,7 @@ def test_every_registered_command_keeps_the_contract(name):
 def test_help_lists_every_registered_command_and_imports_neither_torch_nor_beam():
     done = in_child("import sys\nfrom pipelines import cli\ntry:\n    cli.main(['--help'])\nexcept SystemExit as stop:\n"
                     "    print('exit', stop.code, *sorted(m for m in ('torch', 'apache_beam') if m in sys.modules))")
-    listed = re.findall(r"^    (\w+) ", done.stdout.split("COMMAND")[-1], re.M)
+    listed = re.findall(r"^    ([\w-]+) ", done.stdout.split("COMMAND")[-1], re.M)
     assert listed == list(cli.COMMANDS)
     assert done.stdout.splitlines()[-1] == "exit 0"
 

@@ -226,8 +226,8 @@ def test_every_seeded_crafted_checkpoint_is_refused_by_resume_in_one_line(tmp_pa
     state = load_checkpoint(path)
     for kept in (tmp_path / "run").glob("ckpt-*.pt"):  # no intact checkpoint to fall back to
         kept.unlink()
-    # each of the 12 kinds of crafted state once: every kind is what is refused (each resume attempt costs about 0.2 s)
-    for name, crafted in checkpoint_variants(state, seed=4, count=12):
+    # each of the 17 kinds of crafted state once: every kind is what is refused (each resume attempt costs about 0.2 s)
+    for name, crafted in checkpoint_variants(state, seed=4, count=17):
         save_checkpoint(path, crafted)  # with a matching .sha256
         caplog.clear()
         with caplog.at_level(logging.ERROR):

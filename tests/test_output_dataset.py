@@ -144,6 +144,20 @@ def test_spark_reads_each_format_folder(spark, c4_out, corpus):
     assert as_rows(row.asDict() for row in spark.read.json(str(c4_out / "c4json")).collect()) == corpus
 
 
+def test_spark_reads_a_format_folder_with_its_split_as_a_column_as_docs_spark_md_shows(spark, c4_out):
+    from pyspark.sql import functions as F  # the spark extra: only Spark tests load it
+
+    schema = "text STRING, url STRING, timestamp STRING"
+    docs = (spark.read.schema(schema).json(str(c4_out / "c4json"))
+            .withColumn("split", F.regexp_extract(F.input_file_name(), r"c4-(train|validation)\.", 1)))
+    got = sorted((row["split"], row["url"], row["text"], row["timestamp"]) for row in docs.collect())
+    expected = sorted((split, d.url, d.text, d.timestamp) for split in ("train", "validation")
+                      for d in read_documents(str(c4_out / "c4json" / f"c4-{split}.*.json.gz")))
+    assert got == expected and {row[0] for row in got} == {"train", "validation"}
+    train = spark.read.schema(schema).json(str(c4_out / "c4json" / "c4-train.*.json.gz"))
+    assert sorted(row["url"] for row in train.collect()) == sorted(url for split, url, _, _ in got if split == "train")
+
+
 def test_one_format_goes_at_the_top_and_the_bare_folder_reads(spark, small_crawl, tmp_path):
     out = tmp_path / "c4"
     run_c4(small_crawl, out, ["c4json"])  # the layout of one format: the small crawl's train shards show it

@@ -176,6 +176,64 @@ def test_setup_file_option_becomes_an_extra_package():
     assert stage_setup_file(["--setup_file", "./setup.py"]) == ["--setup_file", "./setup.py", "--no_pipeline_type_check"]
 
 
+def pins(text: str) -> set[str]:
+    return {line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")}
+
+
+def test_setup_file_corpusforge_builds_the_worker_sdist_from_an_installed_wheel(tmp_path):
+    # No checkout: the project's wheel, built from a copy of this tree and installed (not
+    # editable) into a fresh venv whose other libraries come from this environment; then
+    # `python -m pipelines.options --setup_file corpusforge` run there, from an empty folder.
+    tree = tmp_path / "tree"
+    listed = subprocess.check_output(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT).split(b"\0")
+    for name in filter(None, (n.decode() for n in listed)):
+        if (ROOT / name).exists():
+            (tree / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, tree / name, follow_symlinks=False)
+    build = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-index", "--no-build-isolation", "-w", str(tmp_path / "wheels"), str(tree)]
+    subprocess.run(build, check=True, capture_output=True, text=True, timeout=600)
+    (wheel,) = (tmp_path / "wheels").glob("corpusforge-*.whl")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    bare = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "NLTK_DATA")}
+    subprocess.run([*pip_into(python), "install", "-q", "--no-deps", "--no-index", str(wheel)], env=bare, check=True, capture_output=True, text=True)
+    site = venv_site(python, bare)
+    (site / "zz_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    assert (site / "pipelines" / "data" / "beam_setup.py").read_bytes() == (ROOT / "beam_setup.py").read_bytes()
+    empty = tmp_path / "elsewhere"
+    empty.mkdir()
+    done = subprocess.run([str(python), "-m", "pipelines.options", "--setup_file", "corpusforge", "--dist-dir", str(tmp_path / "dist"),
+                           "--extras", "tokenize"], cwd=empty, env=bare, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    tarball = Path(done.stdout.strip().splitlines()[-1])
+    with tarfile.open(tarball) as tar:
+        files = {m.name.split("/", 1)[1]: m for m in tar.getmembers() if "/" in m.name and m.isfile()}
+        text = {name: tar.extractfile(files[name]).read().decode() for name in ("setup.py", "requirements.txt",
+                                                                               "requirements-model.txt", WORKER_EXTRAS_FILE)}
+    installed = {str(p.relative_to(site)) for pkg in PACKAGES for p in (site / pkg).rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+    assert installed <= set(files), installed - set(files)
+    assert {"pipelines/worker_boot.py", "corpus/data/webtext_domain_blocklist.txt"} <= set(files)
+    assert text["setup.py"] == (ROOT / "beam_setup.py").read_text()
+    # The pins come back from the wheel's metadata (no comment survives it: not the checkout's files).
+    for name in ("requirements.txt", "requirements-model.txt"):
+        assert pins(text[name]) == pins((ROOT / name).read_text()) and "#" not in text[name], name
+    assert pins(text[WORKER_EXTRAS_FILE]) == {"tokenize"}
+    always, _ = sdist_requirements(tarball)
+    assert {"apache-beam", "nltk"} | TOKENIZE_LIBRARIES <= always and "torch" not in always
+
+
+def test_setup_file_corpusforge_in_a_checkout_is_the_checkouts_beam_setup(tmp_path):
+    tarball = Path(build_worker_package("corpusforge", str(tmp_path)))
+    with tarfile.open(tarball) as tar:
+        (setup,) = [m for m in tar.getmembers() if m.name.endswith("/setup.py")]
+        (requirements,) = [m for m in tar.getmembers() if m.name.endswith("/requirements.txt")]
+        assert tar.extractfile(setup).read() == (ROOT / "beam_setup.py").read_bytes()
+        assert tar.extractfile(requirements).read() == (ROOT / "requirements.txt").read_bytes()
+    with pytest.raises(FileNotFoundError, match="no such file .*--setup_file corpusforge"):
+        build_worker_package(str(tmp_path / "beam_setup.py"), str(tmp_path))
+
+
 @pytest.mark.parametrize("given, expected", [
     ([], ["--no_pipeline_type_check"]),
     (["--pipeline_type_check"], ["--pipeline_type_check"]),

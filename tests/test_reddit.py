@@ -406,7 +406,7 @@ def test_blocklist_files_and_entry_normalisation(tmp_path):
 
 def test_default_blocklist_files_are_found_and_commented():
     for path in (DEFAULT_DOMAIN_BLOCKLIST_PATH, DEFAULT_EXTENSION_BLOCKLIST_PATH):
-        assert Path(path).is_file() and Path(path).read_text().startswith("# WebText link stage")
+        assert path.is_file() and path.read_text(encoding="utf-8").startswith("# WebText link stage")  # package resources
     domains = LinkFilter().domain_blocklist
     assert {"imgur.com", "youtube.com", "youtu.be", "gfycat.com", "giphy.com"} <= domains
     assert not {"github.com", "google.com", "ebay.com", "nytimes.com", "wikipedia.org", "reddit.com"} & domains

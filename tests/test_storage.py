@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -265,3 +267,130 @@ def test_a_marker_without_a_job_id_or_marked_failed_is_taken_over(root):
     claim = json.loads(storage.read_text(storage.staging_path(out, storage.JOB_FILE)))
     storage.write_atomically(storage.staging_path(out, storage.JOB_FILE), json.dumps(dict(claim, failed="disk full")) + "\n")
     assert storage.begin_output(out, "read") != job_id  # a failed job elsewhere holds nothing
+
+
+def _killed(out: str) -> None:
+    """What a job killed mid-run leaves: its claim, naming a process that is gone."""
+    with subprocess.Popen([sys.executable, "-c", "pass"]) as gone:
+        pass
+    claim = storage.read_claim(out)
+    storage.write_atomically(storage.staging_path(out, storage.JOB_FILE), json.dumps(dict(claim, pid=gone.pid)) + "\n")
+
+
+def test_a_failed_jobs_own_leftovers_never_block_its_rerun(root):
+    out = storage.join(root, "out")
+    storage.begin_output(out, "read")  # into an empty folder
+    storage.write_atomically(storage.join(out, ERRORS_FILE), "")
+    shards = write_shards(docs(6), out, fmt="jsonl", name="t", num_shards=2)
+    storage.record_written(out, "t", [storage.file_info(p, storage.basename(p)) for p in shards])
+    storage.write_atomically(storage.join(out, ".t-validation.00000-of-00001.jsonl.tmp-1-x"), "half a shard")
+    storage.write_atomically(storage.join(out, "tokenizer", "vocab.json"), "{}")  # a file of the job's own that rewrites it
+    _killed(out)
+    assert storage.existing_output(out) == [".t-validation.00000-of-00001.jsonl.tmp-1-x", "_errors/errors.jsonl",
+                                            "t-train.00000-of-00002.jsonl", "t-train.00001-of-00002.jsonl", "tokenizer/vocab.json"]
+    storage.begin_output(out, "read")  # the same command again, no --overwrite
+    assert storage.existing_output(out) == ["tokenizer/vocab.json"]  # the leftovers went; a file of no known kind stays
+    _killed(out)  # the rerun fails too: its own leftovers do not block the next one either
+    storage.write_atomically(storage.join(out, STATS_FILE), "{}")
+    storage.begin_output(out, "read")
+    assert storage.existing_output(out) == ["tokenizer/vocab.json"]
+    _commit(out, write_shards(docs(6), out, fmt="jsonl", name="t", num_shards=1))
+    assert storage.existing_output(out) == ["_SUCCESS", "t-train.00000-of-00001.jsonl", "tokenizer/vocab.json"]
+    assert len(list(read_documents(out))) == 6
+
+
+def test_a_committed_set_or_files_not_left_by_a_failed_job_still_need_overwrite(root):
+    # A failed --overwrite rerun over a committed set: the old set's files are not its leftovers.
+    out = storage.join(root, "out")
+    storage.begin_output(out, "read")
+    _commit(out, write_shards(docs(3), out, fmt="jsonl", name="t", num_shards=1))
+    storage.begin_output(out, "read", overwrite=True)
+    storage.write_atomically(storage.join(out, ERRORS_FILE), "")
+    _killed(out)
+    with pytest.raises(storage.OutputExistsError, match=r"already holds 2 file\(s\) \(_errors/errors.jsonl, ...\): pass --overwrite"):
+        storage.begin_output(out, "read")
+    assert storage.existing_output(out) == ["_errors/errors.jsonl", "t-train.00000-of-00001.jsonl"]  # refused: nothing changed
+    storage.begin_output(out, "read", overwrite=True)  # the command it ran, run again
+    _commit(out, write_shards(docs(4), out, fmt="jsonl", name="t", num_shards=1))
+    assert len(list(read_documents(out))) == 4
+    # Bookkeeping files with no claim (copied from elsewhere), or under an older version's claim
+    # (which does not say it found the folder empty), or a live job's claim.
+    for claim in (None, {"job": "c4", "id": "1" * 32, "host": socket.gethostname(), "pid": 1 << 30, "started": "2020-01-01"}):
+        other = storage.join(root, f"other-{claim is None}")
+        storage.write_atomically(storage.join(other, ERRORS_FILE), "")
+        if claim:
+            storage.write_atomically(storage.staging_path(other, storage.JOB_FILE), json.dumps(claim) + "\n")
+        with pytest.raises(storage.OutputExistsError, match=r"already holds 1 file\(s\) \(_errors/errors.jsonl\): pass --overwrite"):
+            storage.begin_output(other, "read")
+    live = storage.join(root, "live")
+    with subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) as holder:
+        try:
+            storage.begin_output(live, "c4")
+            storage.write_atomically(storage.join(live, ERRORS_FILE), "")
+            claim = storage.read_claim(live)
+            storage.write_atomically(storage.staging_path(live, storage.JOB_FILE), json.dumps(dict(claim, pid=holder.pid)) + "\n")
+            with pytest.raises(storage.OutputExistsError, match=r"live already holds 1 file\(s\) \(_errors/errors.jsonl\): pass --overwrite"):
+                storage.begin_output(live, "c4")
+        finally:
+            holder.kill()
+    assert storage.existing_output(live) == ["_errors/errors.jsonl"]  # the running job's files were left alone
+
+
+def _manifest_files(out: Path) -> list[dict]:
+    """The name, size and sha256 of every file a committed folder's _SUCCESS lists."""
+    return json.loads((out / storage.SUCCESS_FILE).read_text())["files"]
+
+
+def _folder_files(out: Path) -> list[str]:
+    return sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+
+
+@pytest.mark.pipeline  # the corpusforge command in subprocesses: a failed run, its rerun, a clean run
+def test_a_job_that_ran_out_of_disk_space_reruns_as_its_message_advises(sample_crawl, tmp_path):
+    from full_disk import error_lines, small_disk
+
+    command = [sys.executable, "-m", "pipelines.cli", "-q", "read", "--input", *sample_crawl.wet_paths, "--num_shards", "2",
+               "--format", "jsonl", "--output"]
+    clean = tmp_path / "clean"
+    assert subprocess.run(command + [str(clean)], capture_output=True, cwd=REPO, timeout=600).returncode == 0
+    # 400 KiB: the staged runs, the errors file and the first shard (277 KB) fit, the second (511 KB) does not
+    with small_disk(tmp_path / "disk", 400 << 10) as disk:
+        out = disk.folder / "out"
+        failed = disk.run(command + [str(out)], cwd=REPO)
+        assert failed.returncode == 1, failed.stderr[-3000:]
+        (line,) = error_lines(failed.stderr)
+        assert "and run it again" in line and not (out / storage.SUCCESS_FILE).exists()
+        assert "_errors/errors.jsonl" in storage.existing_output(str(out))  # what blocked the rerun: the failed job's own files
+        disk.grow(16 << 20)  # space freed, as the line asks
+        again = disk.run(command + [str(out)], cwd=REPO)
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert not error_lines(again.stderr) and "Traceback" not in again.stderr
+        assert _manifest_files(out) == _manifest_files(clean)
+        assert _folder_files(out) == _folder_files(clean)
+        print(disk.kind, line)
+
+
+@pytest.mark.pipeline  # the corpusforge command in subprocesses: a killed run, its rerun, a clean run
+def test_a_job_killed_mid_run_reruns_with_the_same_command_and_commits_a_clean_runs_output(sample_crawl, needs_punkt, tmp_path):
+    command = [sys.executable, "-m", "pipelines.cli", "-q", "c4", "--input", *sample_crawl.wet_paths, "--badwords",
+               sample_crawl.badwords_path, "--num_shards", "2", "--format", "c4json", "--output"]
+    out, clean = tmp_path / "out", tmp_path / "clean"
+    job = subprocess.Popen(command + [str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO)
+    try:
+        # Killed once it has written into the folder: the errors file is there seconds before the shards.
+        while job.poll() is None and not (out / ERRORS_FILE).exists():
+            time.sleep(0.01)
+        assert job.poll() is None, "the job ended before it wrote into its output"
+        os.kill(job.pid, signal.SIGKILL)
+        assert job.wait(timeout=60) == -signal.SIGKILL
+    finally:
+        if job.poll() is None:
+            os.kill(job.pid, signal.SIGKILL)
+            job.wait(timeout=60)
+    assert not (out / storage.SUCCESS_FILE).exists() and (out / ERRORS_FILE).exists()
+    again = subprocess.run(command + [str(out)], capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "already holds" not in again.stderr and "Traceback" not in again.stderr
+    assert subprocess.run(command + [str(clean)], capture_output=True, cwd=REPO, timeout=600).returncode == 0
+    assert _manifest_files(out) == _manifest_files(clean)
+    assert _folder_files(out) == _folder_files(clean)

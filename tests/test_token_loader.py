@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from model.token_loader import (DataError, TokenLoader, TokenWindows, WindowSampler, eval_indices, read_meta, split_paths,
+from model.token_loader import (Cursor, DataError, TokenLoader, TokenWindows, WindowSampler, eval_indices, read_meta, split_paths,
                         tokenizer_dir)
 from model.token_shards import shard_name, write_token_shard
 
@@ -96,6 +96,37 @@ def test_a_cursor_from_other_data_or_settings_is_refused():
         WindowSampler(n_windows=90, micro_batch=4, seed=1).load_state_dict(state)
     with pytest.raises(DataError, match="step_size"):
         WindowSampler(n_windows=100, micro_batch=2, seed=1, rank=0, world_size=1).load_state_dict(state)
+
+
+
+def test_a_crafted_cursor_is_refused_in_one_line_and_nothing_of_it_is_put_back():
+    sampler = WindowSampler(n_windows=100, micro_batch=4, seed=1)
+    for _ in range(3):
+        sampler.next_indices()
+    state = sampler.state_dict()
+    assert state == {"epoch": 0, "position": 12, "seed": 1, "windows": 100, "step_size": 4}
+    for changes, message in (({"position": "12"}, "'position' is '12', not a whole number"),
+                             ({"epoch": "0"}, "'epoch' is '0', not a whole number"),
+                             ({"position": 12.0}, "'position' is 12.0, not a whole number"),
+                             ({"position": True}, "'position' is True, not a whole number"),
+                             ({"seed": None}, "'seed' is None, not a whole number"),
+                             ({"position": -4}, "epoch 0, position -4 is not a place in the epochs of 100 windows read 4 at a time"),
+                             ({"position": 13}, "epoch 0, position 13 is not a place"),
+                             ({"position": 104}, "epoch 0, position 104 is not a place"),
+                             ({"epoch": -1}, "epoch -1, position 12 is not a place"),
+                             ({"step_size": 0}, "'windows' is 100 and 'step_size' 0: not one micro-batch"),
+                             ({"windows": [100]}, "'windows' is \\[100\\], not a whole number")):
+        fresh = WindowSampler(n_windows=100, micro_batch=4, seed=1)
+        with pytest.raises(DataError, match=r"^cannot resume the data cursor: " + message):
+            fresh.load_state_dict(dict(state, **changes))
+        assert fresh.cursor == Cursor()  # nothing of it was put back
+    with pytest.raises(DataError, match="cannot resume the data cursor: it has no 'windows'"):
+        WindowSampler(n_windows=100, micro_batch=4, seed=1).load_state_dict({k: v for k, v in state.items() if k != "windows"})
+    with pytest.raises(DataError, match="cannot resume the data cursor: a list, not a dict"):
+        WindowSampler(n_windows=100, micro_batch=4, seed=1).load_state_dict([0, 12])
+    fresh = WindowSampler(n_windows=100, micro_batch=4, seed=1)
+    fresh.load_state_dict(state)  # the cursor as it was written goes on where the sampler was
+    assert np.array_equal(fresh.next_indices(), sampler.next_indices())
 
 
 def test_too_little_data_and_out_of_vocabulary_ids_are_clear_errors(tmp_path):

@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import random
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -24,6 +28,16 @@ from pipelines.steps import ERRORS_FILE
 from pipelines.cli import main
 
 pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`
+
+ROOT = Path(__file__).resolve().parents[1]
+HIDE_ENV = "CORPUSFORGE_TEST_HIDE"  # the libraries tests/<blocker>/sitecustomize.py makes unimportable
+# Read once, when the interpreter starts: a launcher that sets it afterwards still imports the
+# libraries, the Spark workers it starts (which inherit its environment) do not.
+BLOCKER = f"""import os, sys
+for name in filter(None, os.environ.get({HIDE_ENV!r}, "").split(",")):
+    sys.modules[name] = None  # `import name` raises ImportError
+"""
+PIP_LINE = "pip install tokenizers==0.23.3 tiktoken==0.14.0 there (requirements-model.txt's pins; or pip install 'corpusforge[model]')"
 
 WORDS = ["the", "cat", "sat", "on", "a", "mat", "don't", "it's", "日本語", "café", "😀", "1998", "and", "\n", "  "]
 
@@ -179,3 +193,41 @@ def test_read_texts_reports_bad_rows_and_keeps_the_rest(corpus, tmp_path):
     (tmp_path / "none").mkdir()
     with pytest.raises(InputError, match="no corpus shards found"):
         shard_files([str(tmp_path / "none")])
+
+
+def hiding_env(tmp_path, hidden: str = "") -> dict:
+    blocker = tmp_path / "blocker"
+    blocker.mkdir(exist_ok=True)
+    (blocker / "sitecustomize.py").write_text(BLOCKER)
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(blocker), str(ROOT)]), **{HIDE_ENV: hidden})
+
+
+@pytest.mark.parametrize("library, engine", [("tiktoken", "beam"), ("tokenizers", "beam"), ("tiktoken", "spark")])
+def test_a_launcher_without_a_tokenizer_library_says_so_in_one_line_before_any_work(corpus, tmp_path, library, engine):
+    folder, _ = corpus
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-m", "pipelines.cli", "tokenize", "--input", str(folder), "--output", str(out),
+                           "--vocab_size", "300", "--engine", engine], env=hiding_env(tmp_path, library), cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr[-3000:]
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, done.stderr[-3000:]
+    assert f"tokenize job needs {library} on the launcher and on every worker, and the launcher (" in lines[0]
+    assert lines[0].endswith(PIP_LINE)
+    assert not out.exists()  # refused before anything was written (and, on Spark, before a JVM started)
+
+
+def test_spark_workers_without_tiktoken_end_the_job_in_one_line_before_any_work(java, corpus, tmp_path):
+    folder, _ = corpus
+    out = tmp_path / "out"
+    launcher = (f"import os, sys; os.environ[{HIDE_ENV!r}] = 'tiktoken'\n"  # for the workers only (BLOCKER)
+                "from pipelines.cli import main; sys.exit(main(sys.argv[1:]))")
+    done = subprocess.run([sys.executable, "-c", launcher, "tokenize", "--input", str(folder), "--output", str(out),
+                           "--vocab_size", "300", "--engine", "spark", "--spark_master", "local[1]"],
+                          env=hiding_env(tmp_path), cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 2, done.stderr[-3000:]
+    # Spark logs the failed task (the worker's traceback ends in the same line); the command says it once
+    ours = [line for line in done.stderr.splitlines() if "ERROR corpusforge:" in line]
+    assert len(ours) == 1, done.stderr[-3000:]
+    assert "tokenize job needs tiktoken on the launcher and on every worker, and a worker (" in ours[0] and ours[0].endswith(PIP_LINE)
+    assert not out.exists()  # the workers were asked before the output was claimed

@@ -8,12 +8,18 @@ import bisect
 import json
 import pickle
 import random
+import re
+import sys
+from pathlib import Path
 
 import pytest
 import regex
 import transformers  # its tokenizer classes load on first use, only in the test that builds one
 
-from model.tokenizer import BPETokenizer, EOT, GPT2_SPLIT_PATTERN, TokenizerFileError, bytes_to_unicode, train_tokenizer
+from model.tokenizer import (BPETokenizer, EOT, GPT2_SPLIT_PATTERN, TOKENIZE_LIBRARIES, MissingLibraryError, TokenizerFileError,
+                             bytes_to_unicode, missing_library_line, require_tokenize_libraries, train_tokenizer)
+
+ROOT = Path(__file__).resolve().parents[1]
 
 ALPHABETS = [
     "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ",
@@ -294,3 +300,25 @@ def test_real_text_engines_agree(wiki, wiki_text):
     assert wiki.encode_batch(lines) == reference.encode_batch(lines)
     ids, offsets = wiki.encode_with_offsets(wiki_text[:20_000])
     assert offsets == expected_offsets(wiki, wiki_text[:20_000], ids)
+
+
+def test_the_tokenize_libraries_pins_are_requirements_model_txts():
+    pins = dict(re.findall(r"^(tokenizers|tiktoken)==(\S+)", (ROOT / "requirements-model.txt").read_text(), re.M))
+    assert TOKENIZE_LIBRARIES == pins and set(pins) == {"tokenizers", "tiktoken"}
+
+
+@pytest.mark.parametrize("library", ["tokenizers", "tiktoken"])
+def test_a_missing_tokenizer_library_is_named_in_one_line_with_the_pip_command(monkeypatch, library):
+    require_tokenize_libraries("a worker")  # both import here
+    monkeypatch.setitem(sys.modules, library, None)  # `import <library>` now raises ImportError
+    with pytest.raises(MissingLibraryError) as caught:
+        require_tokenize_libraries("a worker")
+    line = str(caught.value)
+    assert "\n" not in line and caught.value.name == library
+    assert line.startswith(f"the tokenize job needs {library} on the launcher and on every worker, and a worker (")
+    assert f"{sys.executable}) cannot import it" in line
+    assert "pip install tokenizers==0.23.3 tiktoken==0.14.0 there" in line and "corpusforge[model]" in line
+    # found again inside an engine's report of the failed task (a worker's traceback, Java frames around it)
+    report = f"Job aborted.\nTraceback (most recent call last):\n  File \"x.py\"\nmodel.tokenizer.MissingLibraryError: {line}\n\tat org.apache"
+    assert missing_library_line(report) == line
+    assert missing_library_line("Job aborted.\nModuleNotFoundError: No module named 'tiktoken'") is None

@@ -564,6 +564,60 @@ def test_an_optimizer_state_of_another_shape_is_refused_before_load_state_dict(p
     assert cli.main(["train", "--out", str(run), "--resume", "--max_steps", "6", "-q"]) == 2
 
 
+def _crafted(state: dict, **changes) -> dict:
+    """``state`` with entries replaced; ``"a.b"`` names an entry of an entry, ``"a.0.b"`` one of a list."""
+    state = {**state, "data": dict(state["data"]), "scheduler": dict(state["scheduler"]), "metrics": dict(state["metrics"]),
+             "rng": [dict(r) for r in state["rng"]],
+             "optimizer": {**state["optimizer"], "param_groups": [dict(g) for g in state["optimizer"]["param_groups"]]}}
+    for name, value in changes.items():
+        *parents, last = name.split(".")
+        where = state
+        for key in parents:
+            where = where[int(key)] if isinstance(where, list) else where[key]
+        where[int(last) if isinstance(where, list) else last] = value
+    return state
+
+
+@pytest.mark.pipeline  # the corpusforge command in a subprocess, then resumes in process
+def test_a_crafted_checkpoint_with_a_matching_checksum_is_refused_in_one_line_on_resume(pattern_data, tmp_path, caplog):
+    run = tmp_path / "run"
+    train(tiny_config(pattern_data, run, max_steps=4, ckpt_interval=2, keep_checkpoints=0))
+    good = load_checkpoint(run / "ckpt.pt")
+    assert good["step"] == 4 and good["data"]["position"] == 4 * 2 * 4  # 4 steps of 2 micro-batches of 4 windows
+    # The data cursor holds strings; save_checkpoint writes the matching .sha256, so only the check stands in the way.
+    save_checkpoint(run / "ckpt.pt", _crafted(good, **{"data.epoch": "zero", "data.position": "32"}))
+    result = corpusforge("train", "--out", str(run), "--resume", "--max_steps", "6", "-q", check=False)
+    assert result.returncode == 2, result.stderr[-2000:]
+    errors = [line for line in result.stderr.splitlines() if " ERROR " in line]
+    assert len(errors) == 1 and "the data cursor ('data') is unusable: 'epoch' is 'zero', not a whole number" in errors[0], errors
+    assert "Traceback" not in result.stderr and not (run / "ckpt-00000006.pt").exists()
+    python = list(good["rng"][0]["python"])
+    for changes, message in (
+            ({"data.position": -8}, "epoch 0, position -8 is not a place in the epochs of"),
+            ({"data.position": 28}, "has read 7 micro-batches, but 4 step(s) of 2 read 8: the checkpoint was not written by this run"),
+            ({"data.seed": 7}, "the checkpoint's seed is 7 but this run's is 1337"),
+            ({"scheduler.step": 3}, "the schedule is at step 3, the checkpoint at step 4"),
+            ({"step": "4"}, "'step' is '4', not a count"),
+            ({"metrics.train_loss": "low"}, "the checkpoint's metrics 'train_loss' is 'low', not a number"),
+            ({"world_size": 2}, "'rng' holds 1 RNG state(s) for a run of 2 process(es)"),
+            ({"rng.0.python": (7, *python[1:])}, "the RNG state of process 0 is unusable: 'python' is not a random.getstate() state"),
+            ({"optimizer.param_groups.0.betas": ("a", "b")}, "optimizer group 0: 'betas' is ('a', 'b'), not 2 finite numbers"),
+            ({"version": "1"}, "the checkpoint's 'version' is '1', not a format version")):
+        save_checkpoint(run / "ckpt.pt", _crafted(good, **changes))
+        caplog.clear()
+        assert cli.main(["train", "--out", str(run), "--resume", "--max_steps", "6", "-q"]) == 2, changes
+        refused = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+        assert len(refused) == 1 and message in refused[0], (changes, refused)
+    # The checkpoint as it was written resumes; a crafted one beside a kept good one falls back to that one.
+    save_checkpoint(run / "ckpt.pt", good, keep=1)
+    save_checkpoint(run / "ckpt.pt", _crafted(good, **{"data.position": "32"}))
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        assert cli.main(["train", "--out", str(run), "--resume", "--max_steps", "6", "-q"]) == 0
+    assert "'position' is '32', not a whole number" in caplog.text and "continuing from" in caplog.text
+    assert load_checkpoint(run / "ckpt.pt")["step"] == 6 and load_checkpoint(run / "ckpt.pt")["data"]["position"] == 6 * 2 * 4
+
+
 @pytest.mark.pipeline  # the corpusforge command in a subprocess
 def test_a_checkpoint_save_on_a_full_disk_is_one_line_exit_1_and_keeps_nothing_partial(pattern_data, tmp_path):
     from full_disk import error_lines, small_disk

@@ -29,7 +29,7 @@ from dedup.audit import merge_counters, scan_documents
 from dedup.bloom import ngram_meta, split_by_part
 from pipelines.audit_shards import (AUDIT, DECONTAMINATE, FILTER_UNITS, REMOVED_FILE, build_part, count_ngrams, filter_capacity,
                                     finish_filter, matched_documents, shard_hashes, shard_texts, write_removed)
-from pipelines.spark.engine import Rows, SparkJob, on_worker, tally_of
+from pipelines.spark.engine import SparkJob, keyed_values, on_worker, tally_of
 
 
 # --- audit: the Bloom filter ---------------------------------------------------------------
@@ -132,16 +132,16 @@ def decontaminate(spark, by_split: dict[str, list[str]], indexes, rule, args, be
     counters, units and examples (namespace ``DECONTAMINATE``)."""
     job = SparkJob(spark, beam_args)
     shared = job.sc.broadcast(dict(indexes))
-    removed = job.sc.accumulator([], Rows())
+    removed, removed_rows = job.rows()
     try:
         pieces = []
         for position, split_files in enumerate(by_split.values()):  # every split keeps its own shard set
             matched = job.files(split_files).mapPartitions(_matched(shared, job.beam_args))
             outcomes = job.step(matched, DECONTAMINATE, rule)
-            pieces.append(outcomes.mapPartitions(_pieces(position, removed)))
+            pieces.append(outcomes.mapPartitions(_pieces(position, removed_rows())))
         job.write_shards(job.sc.union(pieces), args.output, args.format, args.name, [(split, args.num_shards) for split in by_split])
     finally:
         shared.unpersist()
-    write_removed(removed.value, storage.join(args.output, REMOVED_FILE))
+    write_removed([row for rows in keyed_values(removed) for row in rows], storage.join(args.output, REMOVED_FILE))
     return {"counters": job.counters().get(DECONTAMINATE, {}), "units": job.units().get(DECONTAMINATE, {}),
             "examples": job.examples().get(DECONTAMINATE, {})}

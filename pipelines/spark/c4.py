@@ -16,7 +16,6 @@ import functools
 from common import storage
 from common.decision import OTHER
 from corpus import c4, langid
-from corpus.sentences import count_line_sentences
 from corpus.warc import ReadStats
 from pipelines.c4_pages import BADWORDS_NAMESPACES, EXTRACT_NAMESPACE, LANGDETECT, C4PageReader, registered_domain_parts
 from pipelines.shard_io import READ_NAMESPACE, write_errors
@@ -105,9 +104,9 @@ def run(spark, files: list[str], args, resources: dict, beam_args=()) -> dict:
         newest = job.keyed(newest.cogroup(listed, job.partitions), c4.WEBTEXTLIKE_FILTER, c4.webtextlike_filter)
     pages = newest.map(lambda url_capture: url_capture[1][2])
     if variant.clean:
-        pages = job.step(pages, c4.CLEAN_PAGE, functools.partial(c4.clean_page, count_line_sentences=count_line_sentences))
+        pages = job.step(pages, c4.CLEAN_PAGE, functools.partial(c4.clean_page, count_line_sentences=resources["punkt"].count_line_sentences))
     if variant.dedupe:
-        pages = dedupe_text(job, pages, args.dedup, c4.MIN_NUM_SENTENCES if variant.clean else 0)
+        pages = dedupe_text(job, pages, args.dedup, c4.MIN_NUM_SENTENCES if variant.clean else 0, resources["punkt"])
     pages = job.step(pages, c4.ENGLISH_FILTER,
                      functools.partial(c4.detect_english, detect_langs=LANGDETECT[args.langdetect], detection_error=langid.LanguageDetectionError))
     if variant.badwords:

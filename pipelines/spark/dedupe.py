@@ -14,9 +14,10 @@ from dedup.lines import key_claims
 from dedup.text import dedupe_rule
 
 
-def dedupe_text(job, pages, mode: str, min_num_sentences: int):
-    """``pages`` (an RDD of ``C4Page``) -> the pages the dedup rule passes on, counted in its namespace."""
-    claims, namespace, rule = dedupe_rule(mode, min_num_sentences)
+def dedupe_text(job, pages, mode: str, min_num_sentences: int, punkt=None):
+    """``pages`` (an RDD of ``C4Page``) -> the pages the dedup rule passes on, counted in its
+    namespace; ``punkt``: the job's shipped punkt model (``corpus.sentences.PunktModel``)."""
+    claims, namespace, rule = dedupe_rule(mode, min_num_sentences, punkt)
     numbered = job.once(pages.zipWithUniqueId().map(lambda page_id: (page_id[1], page_id[0])))
     owned = (numbered
              .flatMap(lambda id_page: key_claims((id_page[0], claims(id_page[1]))))

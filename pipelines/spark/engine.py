@@ -1,10 +1,13 @@
 """What every job run on Spark needs: the session, rule steps, counters, the shard writer.
 
-- ``session(master)``: a SparkSession (the active one if there is one); workers run
-  ``PYSPARK_PYTHON``, by default this interpreter, with this project on their path.
+- ``session(master)``: a SparkSession (the active one if there is one, as spark-submit
+  configured it); a local master's Python workers run ``PYSPARK_PYTHON``, by default this
+  interpreter, with this project on their path. Any other master gets the project shipped
+  (``pipelines.spark.package``: one zip per version, ``addPyFile``), so executors need the
+  requirements and nothing of corpusforge.
 - ``SparkJob.step`` / ``SparkJob.keyed``: a rule over an RDD as ``mapPartitions``, the
   Spark twin of ``pipelines.steps.step`` / ``keyed_step``. Each partition adds its
-  decisions up in a ``Tally`` and hands them, once, to one accumulator (``Tallies``): the
+  decisions up in a ``Tally`` and hands them to the job's counters (a ``Keyed`` accumulator): the
   counts per namespace, each counter's declared unit, the ``EXAMPLES_PER_REASON`` sampled
   drops with the smallest CRC-32. ``counters()``, ``units()`` and ``examples()`` read it
   after the job as Beam's ``counters_of``, ``units_of`` and ``collect_examples`` read a
@@ -14,21 +17,30 @@
   md5(text)) by ``repartitionAndSortWithinPartitions`` (which spills to disk), written by
   ``shard_io.write_shard``, the Beam writer's last step: the same bytes.
 
-Spark applies an accumulator update made in a transformation once per task attempt that
-succeeds, so a task that fails and is retried is counted once; a stage recomputed after
-a lost executor (or with speculation on) would count twice. The jobs therefore compute
-every RDD once: an RDD read twice (the pages during line dedup) is persisted first.
+Counters are exact whatever Spark recomputes. Spark applies an accumulator update made in a
+transformation once per successful task attempt, so a stage recomputed after a lost executor
+(its shuffle files gone), a speculative copy or a partition read by two actions adds its
+updates again. Every update here is therefore keyed by the work it describes, ``(step,
+partition, n)``: the step (one id per partition function the job wires), the partition of
+the RDD being computed (``TaskContext.partitionId``) and the n-th update of that function in
+that partition. A recomputed partition computes the same tallies from the same input and
+sends them under the same keys; the driver keeps one value per key (the fuller, should a
+partition ever have been read only in part), so each piece of work is counted once.
 """
 
 from __future__ import annotations
 
 import bisect
 import contextlib
+import itertools
+import logging
 import os
 import sys
+import threading
+import time
 from collections import Counter
 
-from pyspark import AccumulatorParam, StorageLevel
+from pyspark import AccumulatorParam, StorageLevel, TaskContext
 from pyspark.errors import PySparkRuntimeError
 from pyspark.sql import SparkSession
 
@@ -36,11 +48,14 @@ from common import storage
 from common.environ import environment_with, prepended
 from common.decision import OTHER
 from pipelines.options import SPARK_JAVA_HINT, SparkStartError, java_for_spark
+from pipelines.spark_package import project_zip
 from pipelines.shard_io import WRITE_NAMESPACE, WRITTEN_PARTS, encode_row, write_shard
 from pipelines.tally import EXAMPLES_PER_REASON, Tally, examples_document, resolve_units
 
 APP_NAME = "corpusforge"
-# The session's settings: offline (loopback driver, no UI), quiet, Python workers reused.
+# The settings of a session the CLI starts on a local master itself: offline (loopback driver,
+# no UI), quiet, Python workers reused. A session on any other master (a cluster's) gets none of
+# them, and a session spark-submit made is used as it is: the user's settings stand.
 SESSION_CONF = {
     "spark.driver.host": "127.0.0.1",
     "spark.driver.bindAddress": "127.0.0.1",
@@ -50,6 +65,14 @@ SESSION_CONF = {
 }
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PERSIST = StorageLevel.MEMORY_AND_DISK
+NO_EXECUTOR_TIMEOUT_S = 120.0  # --spark_no_executor_timeout_s: a cluster with no executor this long ends the job
+
+log = logging.getLogger(__name__)
+
+
+def is_local(master: str | None) -> bool:
+    """A master whose executors are threads of the driver (``local``, ``local[N]``, none given)."""
+    return master is None or master.startswith("local")
 
 
 def running_session() -> SparkSession | None:
@@ -57,20 +80,22 @@ def running_session() -> SparkSession | None:
     return SparkSession.getActiveSession()
 
 
-def session(master: str | None = None) -> tuple[SparkSession, bool]:
+def session(master: str | None = None, conf: dict | None = None) -> tuple[SparkSession, bool]:
     """(the session, whether this call started it). A session that is already running (a
-    test's, or spark-submit's) is used as it is. A JVM that does not start (a Java too old for
-    this Spark, a broken JAVA_HOME) is one ``SparkStartError`` line; the launcher's own lines are
-    above it on stderr."""
+    test's, or spark-submit's) is used as it is. A local master gets ``SESSION_CONF``; every
+    master gets ``conf`` (``--spark_conf KEY=VALUE``) last, so the user's settings win. A JVM
+    that does not start (a Java too old for this Spark, a broken JAVA_HOME) is one
+    ``SparkStartError`` line; the launcher's own lines are above it on stderr."""
     active = running_session()
     if active is not None:
         return active, False
     builder = SparkSession.builder.appName(APP_NAME)
     if master:
         builder = builder.master(master)
-    for key, value in SESSION_CONF.items():
+    settings = {**(SESSION_CONF if is_local(master) else {}), **(conf or {})}
+    for key, value in settings.items():
         builder = builder.config(key, value)
-    with _worker_environment():
+    with _worker_environment(master, settings.get("spark.pyspark.python")):
         try:
             spark = builder.getOrCreate()
         except PySparkRuntimeError as exc:
@@ -82,52 +107,182 @@ def session(master: str | None = None) -> tuple[SparkSession, bool]:
     return spark, True
 
 
-def _worker_environment():
-    """PYSPARK_PYTHON (this interpreter, unless set) and PYTHONPATH (this project first) while
-    Spark starts: local workers then import the project as the driver does. The JVM keeps the
-    environment it started with, so both are put back after: nothing this process runs later
-    (another command, a subprocess) inherits them."""
-    return environment_with({"PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
+def _worker_environment(master: str | None, python: str | None = None):
+    """While Spark starts: for a local master, PYSPARK_PYTHON (this interpreter, unless set) and
+    PYTHONPATH (this project first), so local workers import the project as the driver does.
+    A cluster's executors run their own Python (``PYSPARK_PYTHON``, or ``spark.pyspark.python``
+    given with ``--spark_conf``, which PySpark reads only from the environment, else Spark's
+    ``python3``) and get the project shipped (``ship_project``). The JVM keeps the environment
+    it started with, so both are put back after: nothing this process runs later (another
+    command, a subprocess) inherits them."""
+    if not is_local(master):
+        return environment_with({"PYSPARK_PYTHON": python}) if python else contextlib.nullcontext()
+    return environment_with({"PYSPARK_PYTHON": python or os.environ.get("PYSPARK_PYTHON", sys.executable),
                              "PYTHONPATH": prepended("PYTHONPATH", PROJECT_ROOT)})
 
 
+_shipped: set = set()
+
+
+def ship_project(sc) -> None:
+    """On any master but a local one, the project's zip (``pipelines.spark_package.project_zip``)
+    added to the job's Python files once per context, unless spark-submit ships it already
+    (``--py-files`` naming the zip this driver imports): executors need only the requirements."""
+    if is_local(sc.master) or id(sc) in _shipped:
+        return
+    path = project_zip()
+    submitted = [p for p in (sc.getConf().get("spark.submit.pyFiles") or "").split(",") if p]
+    if not any(os.path.basename(p) == os.path.basename(path) for p in submitted):
+        sc.addPyFile(path)
+        log.info("shipped %s to the executors", path)
+    _shipped.add(id(sc))
+
+
+class SparkNoExecutorsError(RuntimeError):
+    """The cluster had no executor for longer than ``--spark_no_executor_timeout_s``."""
+
+    one_line = True  # pipelines.cli prints it in one line (no traceback), exit 1
+
+
+def executor_count(sc) -> int:
+    """Executors registered with the driver now (the driver itself not counted)."""
+    infos = sc._jsc.sc().statusTracker().getExecutorInfos()
+    return max(0, len(infos) - 1)
+
+
+class _ExecutorWatch:
+    """A driver thread that ends the job's Spark work (``cancelAllJobs``) once the cluster has
+    had no executor for ``timeout_s`` in a row: lost workers, or none ever there. Spark itself
+    would wait for resources without a word."""
+
+    def __init__(self, sc, timeout_s: float, poll_s: float = 1.0):
+        self.sc, self.timeout_s, self.poll_s = sc, timeout_s, poll_s
+        self.fired = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="corpusforge-executor-watch", daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(timeout=5)
+        return False
+
+    def _watch(self) -> None:
+        since = time.monotonic()
+        while not self._stop.wait(self.poll_s):
+            try:
+                count = executor_count(self.sc)
+            except Exception:  # the context is stopping
+                return
+            if count:
+                since = time.monotonic()
+            elif time.monotonic() - since >= self.timeout_s:
+                self.fired = True
+                self.sc.cancelAllJobs()
+                return
+
+    def error(self) -> SparkNoExecutorsError:
+        return SparkNoExecutorsError(
+            f"the Spark cluster ({self.sc.master}) had no executor for {self.timeout_s:g} s (its workers were lost, or none "
+            "has room for the job's executors); the job stopped and nothing was committed. Start workers, or raise "
+            "--spark_no_executor_timeout_s, and rerun the job")
+
+
 @contextlib.contextmanager
-def job_session(master: str | None = None):
-    """The session a job runs on (``session``), stopped after the job if the job started it."""
-    spark, started = session(master)
+def job_session(master: str | None = None, conf: dict | None = None, no_executor_timeout_s: float = NO_EXECUTOR_TIMEOUT_S):
+    """The session a job runs on (``session``), stopped after the job if the job started it.
+    On a cluster (any master but a local one), a job left with no executor for
+    ``no_executor_timeout_s`` ends in one ``SparkNoExecutorsError`` line."""
+    spark, started = session(master, conf)
+    watch = None if is_local(spark.sparkContext.master) or not no_executor_timeout_s else _ExecutorWatch(spark.sparkContext, no_executor_timeout_s)
     try:
-        yield spark
+        with watch or contextlib.nullcontext():
+            try:
+                yield spark
+            except Exception as exc:
+                if watch is not None and watch.fired:
+                    raise watch.error() from exc
+                raise
     finally:
         if started:
             spark.stop()
 
 
-class Tallies(AccumulatorParam):
-    """``{namespace: (counts, {counter: {units}}, {reason: [(crc, excerpt), ...]})}``, added up."""
+def job_session_for(args):
+    """``job_session`` with a job's options: ``--spark_master``, ``--spark_conf``, ``--spark_no_executor_timeout_s``."""
+    return job_session(getattr(args, "spark_master", None), dict(getattr(args, "spark_conf", None) or ()),
+                       getattr(args, "spark_no_executor_timeout_s", NO_EXECUTOR_TIMEOUT_S))
+
+
+class Keyed(AccumulatorParam):
+    """``{(step, partition, n): (weight, value)}``: one value per piece of work, however often
+    Spark ran it. Of two values under one key the heavier is kept (the same value, from a
+    recomputed partition; or the whole of a partition once read only in part)."""
 
     def zero(self, value):
         return {}
 
     def addInPlace(self, total, more):
-        for namespace, (counts, units, examples) in more.items():
+        for key, entry in more.items():
+            held = total.get(key)
+            if held is None or entry[0] > held[0]:
+                total[key] = entry
+        return total
+
+
+def _tally_weight(document: dict) -> int:
+    return sum(sum(counts.values()) for counts, _, _ in document.values()) + 1
+
+
+def _rows_weight(rows: list) -> int:
+    return len(rows) + 1
+
+
+class StepAccumulator:
+    """One partition function's handle on a ``Keyed`` accumulator: ``add(value)`` files the
+    value under ``(this step, the partition being computed, how many this function added
+    before in it)``. A fresh handle is unpickled for every task, so the count starts at 0."""
+
+    def __init__(self, accumulator, step: int, weigh):
+        self.accumulator, self.step, self.weigh = accumulator, step, weigh
+        self._added = 0
+
+    def __getstate__(self):
+        return {"accumulator": self.accumulator, "step": self.step, "weigh": self.weigh}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._added = 0
+
+    def add(self, value) -> None:
+        if not value:
+            return
+        context = TaskContext.get()
+        partition = context.partitionId() if context is not None else -1
+        self.accumulator.add({(self.step, partition, self._added): (self.weigh(value), value)})
+        self._added += 1
+
+
+def keyed_values(accumulator) -> list:
+    """The values of a ``Keyed`` accumulator, one per piece of work, in key order."""
+    return [value for _, (_, value) in sorted(accumulator.value.items(), key=lambda item: item[0])]
+
+
+def merge_tallies(documents) -> dict:
+    """``{namespace: (counts, {counter: {units}}, {reason: [(crc, excerpt), ...]})}`` added up."""
+    total: dict = {}
+    for document in documents:
+        for namespace, (counts, units, examples) in document.items():
             mine = total.setdefault(namespace, (Counter(), {}, {}))
             mine[0].update(counts)
             for name, found in units.items():
                 mine[1].setdefault(name, set()).update(found)
             for reason, items in examples.items():
                 mine[2][reason] = sorted(mine[2].get(reason, []) + items)[:EXAMPLES_PER_REASON]
-        return total
-
-
-class Rows(AccumulatorParam):
-    """A list of rows (the read errors), added up."""
-
-    def zero(self, value):
-        return []
-
-    def addInPlace(self, total, more):
-        total.extend(more)
-        return total
+    return total
 
 
 def tally_of(namespaces: tuple[str, ...], counts, units, examples=None) -> dict:
@@ -194,14 +349,34 @@ class SparkJob:
 
     def __init__(self, spark: SparkSession, beam_args=()):
         self.sc = spark.sparkContext
-        self.tallies = self.sc.accumulator({}, Tallies())
-        self.errors = self.sc.accumulator([], Rows())
+        ship_project(self.sc)
+        self._tallies = self.sc.accumulator({}, Keyed())
+        self._errors = self.sc.accumulator({}, Keyed())
+        self._steps = itertools.count()
         self.beam_args = tuple(beam_args)
         self.partitions = max(2, self.sc.defaultParallelism)
         self.persisted = []
 
+    @property
+    def tallies(self) -> StepAccumulator:
+        """A new step's handle on the job's counters (each partition function takes its own)."""
+        return StepAccumulator(self._tallies, next(self._steps), _tally_weight)
+
+    @property
+    def errors(self) -> StepAccumulator:
+        """A new step's handle on the job's error rows."""
+        return StepAccumulator(self._errors, next(self._steps), _rows_weight)
+
+    def rows(self) -> tuple:
+        """``(accumulator, step handle factory)`` for rows a job gathers besides errors
+        (decontaminate's ``_removed.jsonl``): ``keyed_values(accumulator)`` reads them."""
+        accumulator = self.sc.accumulator({}, Keyed())
+        return accumulator, lambda: StepAccumulator(accumulator, next(self._steps), _rows_weight)
+
     def files(self, files: list[str]):
         """``(index, file)`` pairs, one partition per file (a file is a unit of work, as in Beam)."""
+        if not is_local(self.sc.master):  # executors resolve a relative path in their own working folders
+            files = [f if "://" in f or os.path.isabs(f) else os.path.abspath(f) for f in files]
         return self.sc.parallelize(list(enumerate(files)), max(1, len(files)))
 
     def over_partitions(self, rdd, make_fn, *args):
@@ -255,16 +430,19 @@ class SparkJob:
         while self.persisted:
             self.persisted.pop().unpersist()
 
+    def _merged(self) -> dict:
+        return merge_tallies(keyed_values(self._tallies))
+
     def counters(self) -> dict[str, dict[str, int]]:
         """Every counter, ``{namespace: {name: value}}`` sorted, as ``jobs.counters_of``."""
-        return {namespace: dict(sorted(counts.items())) for namespace, (counts, _, _) in sorted(self.tallies.value.items()) if counts}
+        return {namespace: dict(sorted(counts.items())) for namespace, (counts, _, _) in sorted(self._merged().items()) if counts}
 
     def units(self) -> dict[str, dict[str, str]]:
-        return resolve_units({namespace: units for namespace, (_, units, _) in self.tallies.value.items() if units})
+        return resolve_units({namespace: units for namespace, (_, units, _) in self._merged().items() if units})
 
     def examples(self) -> dict:
         return examples_document([(f"{namespace}/{reason}", items)
-                                  for namespace, (_, _, examples) in self.tallies.value.items() for reason, items in examples.items()])
+                                  for namespace, (_, _, examples) in self._merged().items() for reason, items in examples.items()])
 
     def error_rows(self) -> list[dict]:
-        return list(self.errors.value)
+        return [row for rows in keyed_values(self._errors) for row in rows]

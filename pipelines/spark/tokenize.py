@@ -3,12 +3,13 @@
 The same functions, names and counters as the Beam wiring (``pipelines.tokenize``), from
 the Beam-free ``pipelines.tokenize_shards``, so a Python worker never loads Beam:
 one partition per shard file read by ``file_texts``, ``nonempty_text`` as a step, the
-blake2b-128 digest, ``encode_document`` per partition (one tokenizer per partition),
-``groupByKey`` by (split, digest range) and ``write_part`` for each range, the plan cut by
-``plan_and_record`` on the driver, then each planned shard written by
+blake2b-128 digest, ``encode_document`` per partition (one tokenizer per partition,
+``worker_tokenizer``), ``groupByKey`` by (split, digest range) and ``write_part`` for
+each range, the plan cut by ``plan_and_record`` on the driver, then each planned shard written by
 ``write_planned_shard`` in its own partition. ``--val_docs`` takes the smallest digests
 with ``takeOrdered`` over the documents, which are stored first (``SparkJob.once``) so
-their counters are added once.
+their counters are added once. Before any of it (``pipelines.tokenize`` calls it first),
+``check_workers`` has the executors import the tokenizer libraries.
 """
 
 from __future__ import annotations
@@ -17,11 +18,26 @@ from collections import Counter
 
 from common.decision import DOCUMENTS, OTHER
 from corpus.shards import nonempty_text
-from model.tokenizer import BPETokenizer
+from model.tokenizer import require_tokenize_libraries
 from pipelines.shard_io import write_errors
-from pipelines.spark.engine import SparkJob, on_worker, tally_of
+from pipelines.spark.engine import SparkJob, on_worker, ship_project, tally_of
 from pipelines.tokenize_shards import (NAMESPACE, SHARDS_WRITTEN, document_digest, encode_document, file_texts, last_val_digest,
-                                       plan_and_record, write_part, write_planned_shard)
+                                       plan_and_record, worker_tokenizer, write_part, write_planned_shard)
+
+
+def _require_on_worker(_partition) -> None:
+    require_tokenize_libraries("a worker")
+
+
+def check_workers(spark) -> None:
+    """Before any work: every task slot of the session (``defaultParallelism`` tasks, spread
+    over the executors) imports the tokenizer libraries; one that cannot fails the job with
+    ``model.tokenizer.MissingLibraryError``'s line. Executors that join later are checked by
+    ``worker_tokenizer`` when they encode."""
+    sc = spark.sparkContext
+    ship_project(sc)  # on a cluster the check itself needs the project on the executors
+    slots = max(1, sc.defaultParallelism)
+    sc.parallelize(range(slots), slots).foreachPartition(_require_on_worker)
 
 
 def _read_texts(field, tallies, errors, beam_args):
@@ -42,7 +58,7 @@ def _read_texts(field, tallies, errors, beam_args):
 def _encode(vocab, merges, buckets, val_fraction, val_last, tallies, beam_args):
     def run(docs):
         on_worker(beam_args)
-        tokenizer = BPETokenizer(vocab, merges)
+        tokenizer = worker_tokenizer(vocab, merges)
         documents, tokens = Counter(), Counter()
         for digest, text in docs:
             yield encode_document(tokenizer, digest, text, buckets, val_fraction, val_last, documents, tokens)

@@ -1,0 +1,1 @@
+../../beam_setup.py
