@@ -32,7 +32,7 @@ from pipelines.jobs import STATS_FILE
 from pipelines.shard_io import WRITE_NAMESPACE
 from samplecrawl.crawl import write_sample_crawl
 from test_audit_pipeline import benchmark_heads
-from test_object_store import BOUND, wait_for
+from test_object_store import bound_port, wait_for
 from test_portable import HANG_GUARD_S, children
 
 pytestmark = pytest.mark.pipeline  # Beam jobs on the PortableRunner in subprocesses: not in `make test-fast`
@@ -71,21 +71,6 @@ def start(command: list[str], log_path: Path, env: dict, cwd: Path) -> subproces
         return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd)
 
 
-def bound(process: subprocess.Popen, log_path: Path) -> int:
-    found = []
-
-    def started() -> bool:
-        match = BOUND.search(log_path.read_text(errors="replace"))
-        if match:
-            found.append(int(match.group(1)))
-        elif process.poll() is not None:
-            raise RuntimeError(f"{log_path.name} exited with {process.returncode}: {log_path.read_text(errors='replace')[-2000:]}")
-        return bool(match)
-
-    wait_for(started, log_path.stem)
-    return found[0]
-
-
 def stop(process: subprocess.Popen) -> None:
     """SIGTERM by pid, SIGKILL after 10 s; then any worker of it still alive, by pid."""
     left = list(children(process.pid)) if process.poll() is None else []
@@ -114,7 +99,7 @@ def bed(worker_python, tmp_path_factory):
         services.append(pool)
         jobs = start([sys.executable, "-m", "pipelines.portable", "job-server", "--port", "0"], folder / "jobs.log", env, folder)
         services.append(jobs)
-        pool_port, job_port = bound(pool, folder / "pool.log"), bound(jobs, folder / "jobs.log")
+        pool_port, job_port = bound_port(pool, folder / "pool.log"), bound_port(jobs, folder / "jobs.log")
         yield {"folder": folder, "pool": pool, "pool_log": folder / "pool.log", "worker_python": worker_python,
                "options": ["--runner", "PortableRunner", "--job_endpoint", f"localhost:{job_port}", "--environment_type",
                            "EXTERNAL", "--environment_config", f"localhost:{pool_port}", "--direct_num_workers", "2"]}
