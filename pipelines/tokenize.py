@@ -164,10 +164,10 @@ def run(args: argparse.Namespace | list[str] | None = None) -> dict:
     except MissingLibraryError as exc:
         raise InputError(str(exc)) from exc
     files = shard_files(args.input)
+    spark = spark_engine(args) if args.engine == "spark" else None  # on a cluster: --output made absolute first
     parts_dir = storage.staging_path(args.output, PARTS_FOLDER)
     plan_path = storage.staging_path(args.output, PLAN_FILE)
-    if args.engine == "spark":
-        spark = spark_engine(args)
+    if spark is not None:
         with spark.engine.job_session_for(args) as session, _missing_worker_library_in_one_line():
             spark.tokenize.check_workers(session)  # before the output is claimed
             tokenizer = _begin(args, files)

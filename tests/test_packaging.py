@@ -180,10 +180,8 @@ def pins(text: str) -> set[str]:
     return {line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")}
 
 
-def test_setup_file_corpusforge_builds_the_worker_sdist_from_an_installed_wheel(tmp_path):
-    # No checkout: the project's wheel, built from a copy of this tree and installed (not
-    # editable) into a fresh venv whose other libraries come from this environment; then
-    # `python -m pipelines.options --setup_file corpusforge` run there, from an empty folder.
+def project_wheel(tmp_path: Path) -> Path:
+    """The project's wheel, built from a copy of the files git tracks or would track (not the checkout itself)."""
     tree = tmp_path / "tree"
     listed = subprocess.check_output(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT).split(b"\0")
     for name in filter(None, (n.decode() for n in listed)):
@@ -193,6 +191,14 @@ def test_setup_file_corpusforge_builds_the_worker_sdist_from_an_installed_wheel(
     build = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-index", "--no-build-isolation", "-w", str(tmp_path / "wheels"), str(tree)]
     subprocess.run(build, check=True, capture_output=True, text=True, timeout=600)
     (wheel,) = (tmp_path / "wheels").glob("corpusforge-*.whl")
+    return wheel
+
+
+def test_setup_file_corpusforge_builds_the_worker_sdist_from_an_installed_wheel(tmp_path):
+    # No checkout: the project's wheel, built from a copy of this tree and installed (not
+    # editable) into a fresh venv whose other libraries come from this environment; then
+    # `python -m pipelines.options --setup_file corpusforge` run there, from an empty folder.
+    wheel = project_wheel(tmp_path)
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"

@@ -28,6 +28,7 @@ from pipelines.spark_package import LAUNCHER_NAME, ZIP_NAME  # noqa: E402
 from spark_cluster import SHORT_JVM, SPARK_HOME, Cluster, hidden_project_python  # noqa: E402
 from test_spark_engine import assert_same_output, variant_args  # noqa: E402
 from test_spark_jobs_audit import assert_same_output as assert_same_files  # noqa: E402
+from test_packaging import project_wheel  # noqa: E402
 from test_spark_jobs_tokweb import same_files  # noqa: E402
 
 pytestmark = [pytest.mark.pipeline, pytest.mark.slow, pytest.mark.usefixtures("java")]
@@ -116,25 +117,25 @@ def test_c4_through_the_cli_with_a_relative_output_and_a_worker_killed_mid_job_e
     assert f"{beam_stats['counters']['clean-page']['passed']:,}" in summary or str(beam_stats["counters"]["clean-page"]["passed"]) in summary
 
 
-def test_spark_package_and_the_printed_spark_submit_line_run_c4_with_the_users_settings(cluster, executor_python, small_crawl, tmp_path):
+def test_spark_package_and_the_printed_spark_submit_line_run_a_job_with_the_users_settings(cluster, executor_python, real_data, tmp_path):
     package = tmp_path / "package"
     made = subprocess.run([*CLI, "spark-package", str(package), "--master", cluster.master_url], cwd=ROOT, capture_output=True, text=True)
     assert made.returncode == 0, made.stderr
     assert (package / ZIP_NAME).is_file() and (package / LAUNCHER_NAME).is_file()
     [line] = [x.strip() for x in made.stdout.splitlines() if x.strip().startswith("spark-submit ")]
     assert f"--py-files {package / ZIP_NAME}" in line and str(package / LAUNCHER_NAME) in line
-    args = variant_args("en", small_crawl, tmp_path) + ["--num_shards", "2"]
-    beam_stats = c4_pipeline.run([*args, "--output", str(tmp_path / "beam")])
+    args = ["--input", *(str(real_data / name) for name in WET_FILES), "--num_shards", "2"]
+    beam_stats = run_job("read", [*args, "--output", str(tmp_path / "beam")])
     submit = [os.path.join(SPARK_HOME, "bin", "spark-submit"), "--master", cluster.master_url, "--name", "users-own-name",
               "--conf", f"spark.pyspark.python={executor_python}",  # the driver too: it imports the project from the zip alone
               "--conf", "spark.ui.enabled=true", "--conf", "spark.ui.port=0",
               *[arg for key, value in EXECUTOR_CONF.items() for arg in ("--conf", f"{key}={value}")],
-              "--py-files", str(package / ZIP_NAME), str(package / LAUNCHER_NAME), "c4", *args, "--output", str(tmp_path / "spark")]
+              "--py-files", str(package / ZIP_NAME), str(package / LAUNCHER_NAME), "read", *args, "--output", str(tmp_path / "spark")]
     done = subprocess.run(submit, cwd=tmp_path, env=driver_environment(executor_python), capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     # spark-submit's PythonRunner passes the driver's stdout and stderr on as its own stdout
-    [source] = re.findall(r"corpusforge c4 on Spark, the project from (\S+)", done.stdout + done.stderr)
-    assert f"{ZIP_NAME}/pipelines/c4.py" in source and str(ROOT) not in source  # from the zip: not the checkout, not the test venv
+    [source] = re.findall(r"corpusforge read on Spark, the project from (\S+)", done.stdout + done.stderr)
+    assert f"{ZIP_NAME}/pipelines/read.py" in source and str(ROOT) not in source  # from the zip: not the checkout, not the test venv
     spark_stats = json.loads((tmp_path / "spark" / "_stats.json").read_text(encoding="utf-8"))
     assert_same_output(str(tmp_path / "beam"), str(tmp_path / "spark"), beam_stats, spark_stats)
     assert "users-own-name" in cluster.app_names()  # spark-submit's --name stood: the job made no session of its own
@@ -159,7 +160,9 @@ def test_every_spark_job_on_the_cluster_equals_beam(cluster, executor_python, sm
     }
     for name, (command, args) in jobs.items():  # in order: the later jobs read c4-spans's shards
         run_job(command, [*args, "--output", str(tmp_path / "beam" / name)])
-    plan = [[command, [*args, "--output", str(tmp_path / "spark" / name)]] for name, (command, args) in jobs.items()]
+    # relative outputs (the driver runs in tmp_path) where the output names no folder of its own in a file
+    plan = [[command, [*args, "--output", str(tmp_path / "spark" / name) if command in ("audit", "decontaminate") else f"spark/{name}"]]
+            for name, (command, args) in jobs.items()]
     driver = tmp_path / "driver.py"
     driver.write_text(
         "import json, sys\n"
@@ -225,3 +228,23 @@ def test_spark_package_from_a_zip_writes_the_same_zip(tmp_path):
                            cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(tmp_path / "a" / ZIP_NAME)}, capture_output=True, text=True)
     assert again.returncode == 0, again.stderr
     assert (tmp_path / "a" / ZIP_NAME).read_bytes() == (tmp_path / "b" / ZIP_NAME).read_bytes()
+
+
+def test_a_wheel_on_the_drivers_path_is_shipped_as_a_zip_executors_import_with_its_data(executor_python, tmp_path):
+    """``spark-submit --py-files corpusforge-*.whl``: PySpark puts no wheel on an executor's
+    path, so the job ships a zip of the wheel's packages (``project_zip``), whose modules and
+    data files import from the zip alone."""
+    wheel = project_wheel(tmp_path)
+    env = {"PATH": "/usr/bin:/bin", "CORPUSFORGE_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(wheel)}
+    made = subprocess.run([executor_python, "-c", "from pipelines.spark_package import imported_archive, project_zip; "
+                           "print(imported_archive()); print(project_zip())"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    archive, shipped = made.stdout.split()
+    assert archive == str(wheel) and shipped.endswith(".zip") and shipped.startswith(str(tmp_path / "cache"))
+    probe = ("import corpus.reddit, pipelines.spark.c4, model.tokenizer; from corpus.reddit import LinkFilter; "
+             "print(corpus.reddit.__file__); print(len(LinkFilter().domain_blocklist))")
+    used = subprocess.run([executor_python, "-c", probe], cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": shipped},
+                          capture_output=True, text=True)
+    assert used.returncode == 0, used.stderr
+    where, domains = used.stdout.split()
+    assert where == f"{shipped}/corpus/reddit.py" and int(domains) > 0
