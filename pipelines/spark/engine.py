@@ -121,21 +121,18 @@ def _worker_environment(master: str | None, python: str | None = None):
                              "PYTHONPATH": prepended("PYTHONPATH", PROJECT_ROOT)})
 
 
-_shipped: set = set()
-
-
 def ship_project(sc) -> None:
     """On any master but a local one, the project's zip (``pipelines.spark_package.project_zip``)
     added to the job's Python files once per context, unless spark-submit ships it already
     (``--py-files`` naming the zip this driver imports): executors need only the requirements."""
-    if is_local(sc.master) or id(sc) in _shipped:
+    if is_local(sc.master) or getattr(sc, "_corpusforge_shipped", False):
         return
     path = project_zip()
     submitted = [p for p in (sc.getConf().get("spark.submit.pyFiles") or "").split(",") if p]
     if not any(os.path.basename(p) == os.path.basename(path) for p in submitted):
         sc.addPyFile(path)
         log.info("shipped %s to the executors", path)
-    _shipped.add(id(sc))
+    sc._corpusforge_shipped = True  # once per context (a context is never reused after stop)
 
 
 class SparkNoExecutorsError(RuntimeError):
