@@ -195,12 +195,13 @@ def absolute_paths_for_cluster(args: argparse.Namespace) -> None:
     for name in SPARK_PATH_OPTIONS:
         value = getattr(args, name, None)
         if isinstance(value, str):
-            setattr(args, name, _absolute(value))
+            setattr(args, name, absolute_local_path(value))
         elif isinstance(value, list) and all(isinstance(v, str) for v in value):
-            setattr(args, name, [_absolute(v) for v in value])
+            setattr(args, name, [absolute_local_path(v) for v in value])
 
 
-def _absolute(path: str) -> str:
+def absolute_local_path(path: str) -> str:
+    """``path`` made absolute in this process's working folder, unless it is a URL or absolute already."""
     return path if "://" in path or os.path.isabs(path) else os.path.abspath(path)
 
 

@@ -18,6 +18,7 @@ requirements (``requirements.txt``, and tokenize's tokenizer libraries). docs/sp
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import importlib
 import importlib.metadata
@@ -101,16 +102,10 @@ def write_zip(path: str) -> str:
                         out.writestr(zipfile.ZipInfo(name, ZIP_TIME), f.read(), zipfile.ZIP_DEFLATED)
         os.replace(partial, path)
     except BaseException:
-        with_suppressed_remove(partial)
+        with contextlib.suppress(OSError):
+            os.remove(partial)
         raise
     return path
-
-
-def with_suppressed_remove(path: str) -> None:
-    try:
-        os.remove(path)
-    except OSError:
-        pass
 
 
 def cache_dir() -> str:

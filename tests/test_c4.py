@@ -6,6 +6,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import pickle
 import random
 import subprocess
 import sys
@@ -14,7 +15,8 @@ import pytest
 
 from common.decision import Decision
 from corpus import c4, langid
-from corpus.sentences import count_line_sentences, count_sentences, has_sentences, import_punkt, punkt_tokenizer, split_sentences
+from corpus.sentences import (PunktMissingError, count_line_sentences, count_sentences, has_sentences, import_punkt, punkt_tokenizer, shipped_punkt,
+                              split_sentences)
 from corpus.warc import read_archive
 from dedup.lines import line_key, page_line_keys, remove_duplicate_lines
 from dedup.spans import page_span_keys, remove_duplicate_spans
@@ -397,3 +399,31 @@ def test_remembered_break_decisions_split_exactly_as_punkt_itself(real_data, sam
     for text, spans in [*zip(texts, expected), *zip(texts, expected)]:  # the second round answers from remembered decisions
         assert list(ours.span_tokenize(text)) == spans, text[:200]
     assert ours.text_contains_sentbreak.cache_info().hits - hits > 1000
+
+
+SHIPPED_PUNKT_PROBE = """
+import pickle, sys
+model = pickle.loads(sys.stdin.buffer.read())
+texts = ["Mr. Smith went to Washington. He arrived at 5 p.m. on Jan. 3. Then he left!", "No end mark", "Dr. No. Yes."]
+print(([model.split_sentences(t) for t in texts], [model.count_line_sentences(t) for t in texts], model.has_sentences(texts[0], 3)))
+"""
+
+
+@pytest.mark.pipeline  # a fresh Python process with no NLTK data, as a Dataflow worker or a clean Spark executor
+def test_a_shipped_punkt_model_splits_on_a_worker_without_nltk_data_as_the_launcher_does(tmp_path):
+    model = shipped_punkt()
+    env = {k: v for k, v in os.environ.items() if k != "NLTK_DATA"}
+    env.update(HOME=str(tmp_path), TMPDIR=str(tmp_path))  # no ~/nltk_data; the model's files land under this temporary folder
+    done = subprocess.run([sys.executable, "-c", SHIPPED_PUNKT_PROBE], input=pickle.dumps(model), capture_output=True, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    texts = ["Mr. Smith went to Washington. He arrived at 5 p.m. on Jan. 3. Then he left!", "No end mark", "Dr. No. Yes."]
+    assert done.stdout.decode().strip() == str(([split_sentences(t) for t in texts], [count_line_sentences(t) for t in texts], has_sentences(texts[0], 3)))
+    without = subprocess.run([sys.executable, "-c", "from corpus.sentences import require_punkt; require_punkt()"], capture_output=True, env=env, cwd=tmp_path)
+    assert without.returncode != 0 and b"PunktMissingError" in without.stderr  # the worker really had no punkt of its own
+
+
+def test_a_shipped_punkt_model_that_arrives_damaged_is_refused():
+    state = shipped_punkt().__getstate__()
+    state["digest"] = "0" * 64
+    with pytest.raises(PunktMissingError, match="arrived damaged"):
+        pickle.loads(pickle.dumps(shipped_punkt())).__setstate__(state)

@@ -47,7 +47,7 @@ from pyspark.sql import SparkSession
 from common import storage
 from common.environ import environment_with, prepended
 from common.decision import OTHER
-from pipelines.options import SPARK_JAVA_HINT, SparkStartError, java_for_spark
+from pipelines.options import SPARK_JAVA_HINT, SparkStartError, absolute_local_path, java_for_spark
 from pipelines.spark_package import project_zip
 from pipelines.shard_io import WRITE_NAMESPACE, WRITTEN_PARTS, encode_row, write_shard
 from pipelines.tally import EXAMPLES_PER_REASON, Tally, examples_document, resolve_units
@@ -373,7 +373,7 @@ class SparkJob:
     def files(self, files: list[str]):
         """``(index, file)`` pairs, one partition per file (a file is a unit of work, as in Beam)."""
         if not is_local(self.sc.master):  # executors resolve a relative path in their own working folders
-            files = [f if "://" in f or os.path.isabs(f) else os.path.abspath(f) for f in files]
+            files = [absolute_local_path(f) for f in files]
         return self.sc.parallelize(list(enumerate(files)), max(1, len(files)))
 
     def over_partitions(self, rdd, make_fn, *args):
