@@ -43,6 +43,7 @@ sys.path.insert(0, str(HERE))
 
 import c4_scale  # noqa: E402  (the WET set and the process-tree measurement)
 from pipelines.jobs import STATS_FILE  # noqa: E402  (c4_scale put the checkout on the path)
+from pipelines.spark import jvm  # noqa: E402
 
 REPO = HERE.parent
 ENGINES = {  # name -> c4_scale runner
@@ -54,6 +55,9 @@ ENGINES = {  # name -> c4_scale runner
 }
 SPARK_ENGINES = ("spark-local2", "spark-cluster2")
 BASELINE = "beam-direct-1"
+# The cluster row's executors run with the flags docs/spark.md gives for short jobs
+# (``--spark_conf spark.executor.extraJavaOptions=...``): the C1 compiler, the serial collector.
+EXECUTOR_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 JVM_ROLE = "spark JVM (driver + executors)"
 PYTHON_WORKER_ROLES = ("spark python daemon", "spark python worker")
 EMPTY_SESSION = ("from pipelines.spark import engine\n"
@@ -118,10 +122,25 @@ def shard_entries(out_dir: Path) -> list[dict]:
     return [entry for entry in json.loads(success.read_text())["files"] if entry["name"] != STATS_FILE]
 
 
+def settled(daemons: dict[str, int], quiet_cpu_s: float = 0.05, most_s: float = 60.0) -> dict[str, float]:
+    """The daemons' CPU seconds once each is idle (under ``quiet_cpu_s`` of CPU in each of two
+    consecutive seconds; at most ``most_s``): a cluster's Master and Workers are up and
+    quiet long before its jobs, while a JVM just started keeps compiling and loading for
+    a while, which would be charged to the job."""
+    last = {name: c4_scale._cpu_seconds(pid) for name, pid in daemons.items()}
+    quiet, deadline = 0, time.monotonic() + most_s
+    while quiet < 2 and time.monotonic() < deadline:
+        time.sleep(1.0)
+        now = {name: c4_scale._cpu_seconds(pid) for name, pid in daemons.items()}
+        quiet = quiet + 1 if all(now[name] - last[name] < quiet_cpu_s for name in daemons) else 0
+        last = now
+    return last
+
+
 def run_on_cluster(args, wet_dir: Path, out_dir: Path, env: dict, logs: Path, label: str) -> dict:
     """The C4 job with ``--spark_master spark://...`` on a fresh standalone cluster (two Workers)."""
     sys.path.insert(0, str(REPO / "tests"))
-    from spark_cluster import SHORT_JVM, Cluster, hidden_project_python  # noqa: PLC0415  (the test bed: tests/spark_cluster.py)
+    from spark_cluster import Cluster, hidden_project_python  # noqa: PLC0415  (the test bed: tests/spark_cluster.py)
 
     folder = Path(tempfile.mkdtemp(prefix=f"{label}-", dir=logs))
     bed = Cluster(folder)
@@ -130,13 +149,17 @@ def run_on_cluster(args, wet_dir: Path, out_dir: Path, env: dict, logs: Path, la
         bed.add_worker()
         bed.add_worker()
         python = hidden_project_python(folder / "executor-venv")
+        archive = jvm.class_archive()  # this machine's (built once, before any run): the driver's and the executors' classes
+        if archive:  # the job's own cache (it ships a fresh zip) gets the same archive
+            os.makedirs(folder / "cache" / "spark" / "jvm")
+            os.link(archive, folder / "cache" / "spark" / "jvm" / os.path.basename(archive))
         daemons = {"master": bed.master.pid, **{f"worker{i}": worker.pid for i, worker in enumerate(bed.workers)}}
-        before = {name: c4_scale._cpu_seconds(pid) for name, pid in daemons.items()}
+        before = settled(daemons)
         command = [sys.executable, "-m", "pipelines.cli", "c4", "--input", str(wet_dir), "--output", str(out_dir),
                    "--badwords", str(args.data / "badwords" / "en"), "--num_shards", "4", "--num_validation_shards", "1",
                    "--engine", "spark", "--spark_master", bed.master_url, "--spark_conf", "spark.executor.memory=1g"]
-        if os.environ.get("SPARK_SUBMIT_OPTS") is not None:  # the same JVM flags for the executors as for the driver
-            command += ["--spark_conf", f"spark.executor.extraJavaOptions={os.environ['SPARK_SUBMIT_OPTS'] or SHORT_JVM}"]
+        executor_jvm = EXECUTOR_JVM + (f" -XX:SharedArchiveFile={archive}" if archive else "")
+        command += ["--spark_conf", f"spark.executor.extraJavaOptions={executor_jvm}"]  # the cluster's choice, docs/spark.md
         job_env = {**env, "PYSPARK_PYTHON": python, "SPARK_LOCAL_IP": "127.0.0.1", "CORPUSFORGE_CACHE": str(folder / "cache")}
         log_path = logs / f"{label}-job.log"
         with open(log_path, "wb") as log:

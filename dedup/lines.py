@@ -30,6 +30,12 @@ LINE_DEDUP_UNITS = (("line-passed", LINES), ("line-filtered:global_duplicate", L
                     (PASSED, PAGES), (EMPTY, PAGES), (TOO_FEW_SENTENCES, PAGES))
 
 
+# The claims cross a shuffle in batches, one per bucket (a key's first byte, modulo this)...
+CLAIM_BUCKETS = 256
+# ... sent on by a task once it holds this many keys, and at its end.
+CLAIMS_PER_BATCH = 1 << 17
+
+
 def line_key(line: str) -> bytes:
     """The dedup key of a line: md5 of its stripped, lower-cased UTF-8 text (16 bytes)."""
     return hashlib.md5(line.strip().lower().encode("utf-8", "surrogatepass")).digest()
@@ -63,6 +69,30 @@ def keep_smallest_claims(best: dict, claims) -> dict:
         if held is None or claim < held:
             best[key] = claim
     return best
+
+
+def claim_batches(best: dict, buckets: int) -> list[tuple[int, list]]:
+    """``best`` (key -> smallest claim, ``keep_smallest_claims``) as ``(bucket, [(key, claim),
+    ...])`` batches, a key's bucket its first byte modulo ``buckets``: what one task sends
+    across the shuffle instead of one element per claim."""
+    by_bucket: dict[int, list] = {}
+    for key, claim in best.items():
+        by_bucket.setdefault(key[0] % buckets, []).append((key, claim))
+    return list(by_bucket.items())
+
+
+def owned_keys_by_file(bucket_batches: tuple) -> list[tuple[int, list]]:
+    """One bucket's batches -> ``(staging file id, [(index in file, owned key), ...])``: each
+    key goes to its smallest claim ``(md5(url), (file id, index))``, as ``CombinePerKey(min)``
+    gives it, grouped by the owner's staging file for ``LoadStaged(batched=True)``."""
+    _, batches = bucket_batches
+    best: dict = {}
+    for batch in batches:
+        keep_smallest_claims(best, batch)
+    by_file: dict[int, list] = {}
+    for key, (_, (file_id, index)) in best.items():
+        by_file.setdefault(file_id, []).append((index, key))
+    return list(by_file.items())
 
 
 def remove_duplicate_lines(

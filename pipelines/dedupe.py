@@ -12,15 +12,11 @@ from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
 from corpus import c4
-from dedup.lines import keep_smallest_claims, key_claims
+from dedup.lines import CLAIM_BUCKETS, CLAIMS_PER_BATCH, claim_batches, keep_smallest_claims, key_claims, owned_keys_by_file  # noqa: F401  (owned_keys_by_file: the tests import it from here)
 from dedup.text import dedupe_rule
 from pipelines.staging import LoadStaged, Stage
 from pipelines.steps import step
 
-# The claims cross the shuffle in batches, one per bucket (a key's first byte, modulo this)...
-CLAIM_BUCKETS = 256
-# ... sent on by a bundle once it holds this many keys, and at its end.
-CLAIMS_PER_BATCH = 1 << 17
 
 
 class _SmallestClaimsFn(beam.DoFn):
@@ -42,25 +38,9 @@ class _SmallestClaimsFn(beam.DoFn):
             yield WindowedValue(batch, MIN_TIMESTAMP, [GlobalWindow()])
 
     def _batches(self):
-        buckets: dict[int, list] = {}
-        for key, claim in self.best.items():
-            buckets.setdefault(key[0] % CLAIM_BUCKETS, []).append((key, claim))
+        batches = claim_batches(self.best, CLAIM_BUCKETS)
         self.best = {}
-        return buckets.items()
-
-
-def owned_keys_by_file(bucket_batches: tuple) -> list[tuple[int, list]]:
-    """One bucket's batches -> ``(staging file id, [(index in file, owned key), ...])``: each
-    key goes to its smallest claim ``(md5(url), (file id, index))``, as ``CombinePerKey(min)``
-    gives it, grouped by the owner's staging file for ``LoadStaged(batched=True)``."""
-    _, batches = bucket_batches
-    best: dict = {}
-    for batch in batches:
-        keep_smallest_claims(best, batch)
-    by_file: dict[int, list] = {}
-    for key, (_, (file_id, index)) in best.items():
-        by_file.setdefault(file_id, []).append((index, key))
-    return list(by_file.items())
+        return batches
 
 
 class DedupeText(beam.PTransform):

@@ -231,10 +231,9 @@ def missing_java() -> str | None:
     return f"{where}. {SPARK_JAVA_HINT}"
 
 
-# JVM flags for a short local Spark run (the demo's, the tests'): the C1 compiler only and the
-# serial collector. Starting a `local[2]` session and running one small job took 12.8 CPU-s
-# (all processes) with the JVM's defaults and 8.5 with these; a long job over much data may
-# want C2's code, so they are never a default of `--engine spark` (docs/spark.md).
+# JVM flags for the local Spark sessions this project starts (the CLI's, the demo's, the
+# tests'): the C1 compiler only and the serial collector (pipelines.spark.jvm, docs/spark.md).
+# Never applied to a cluster's JVMs, nor where the user gives JVM flags of their own.
 SHORT_RUN_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 

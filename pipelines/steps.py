@@ -56,7 +56,9 @@ from apache_beam.utils.windowed_value import WindowedValue
 from common import storage
 from common.decision import OTHER
 from pipelines.shard_io import ERRORS_FILE, READ_NAMESPACE, read_nothing  # noqa: F401  (also the steps' names)
-from pipelines.tally import EXAMPLES_PER_REASON, ReasonExamples, Tally, examples_document, resolve_units  # noqa: F401  (the steps' own names)
+from pipelines.tally import (  # noqa: F401  (the steps' own names; the formatters for the jobs that import them from here)
+    EXAMPLES_PER_REASON, ReasonExamples, Tally, examples_document, format_counter_table, format_read_errors, resolve_units,
+)
 
 log = logging.getLogger(__name__)
 
@@ -207,37 +209,3 @@ def units_of(result) -> dict[str, dict[str, str]]:
     return resolve_units(declared)
 
 
-def format_counter_table(title: str, counters: dict, stages, units: dict | None = None) -> str:
-    """One screen: each stage's counters, each with its share of the counters of the same
-    declared unit in its stage (a page counter's share of the pages the stage decided on,
-    a line counter's share of the lines it looked at); ``other`` and undeclared counters
-    get no share. ``units`` is ``units_of(result)`` (``_stats.json["units"]``)."""
-    units = units or {}
-    rows = [title, f"{'stage':22} {'counter':38} {'count':>12} {'share':>8}"]
-    for namespace in stages:
-        values = counters.get(namespace)
-        if not values:
-            continue
-        declared = units.get(namespace, {})
-        totals: Counter = Counter()
-        for name, value in values.items():
-            totals[declared.get(name, OTHER)] += value
-        for name, value in values.items():
-            unit = declared.get(name, OTHER)
-            total = totals[unit]
-            share = f"{100 * value / total:7.2f}%" if total and unit != OTHER else ""
-            rows.append(f"{namespace:22} {name:38} {value:>12,} {share:>8}")
-    return "\n".join(rows)
-
-
-
-
-def format_read_errors(counters: dict) -> str:
-    """The input problems of a run, one line per reason (``ERRORS_FILE`` has each
-    one), or a line saying that no record could be read at all; '' when all went well."""
-    read = counters.get(READ_NAMESPACE, {})
-    errors = {k.split(":", 1)[1]: v for k, v in read.items() if k.startswith("error:")}
-    rows = [f"{'read errors':22} {reason:38} {count:>12,}" for reason, count in sorted(errors.items())]
-    if read_nothing(counters):
-        rows.append(f"no record could be read from any input file: see {ERRORS_FILE}")
-    return "\n".join(rows)

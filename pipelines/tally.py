@@ -14,6 +14,7 @@ import zlib
 from collections import Counter
 
 from common.decision import OTHER, Decision
+from pipelines.shard_io import ERRORS_FILE, READ_NAMESPACE, read_nothing
 
 log = logging.getLogger(__name__)
 
@@ -85,3 +86,38 @@ def resolve_units(declared: dict[str, dict[str, set]]) -> dict[str, dict[str, st
                 log.warning("counter %s/%s is declared with units %s: shown without a share", namespace, name, sorted(found))
             units.setdefault(namespace, {})[name] = found.pop() if len(found) == 1 else OTHER
     return units
+
+
+# --- the summary table ---------------------------------------------------------------
+def format_counter_table(title: str, counters: dict, stages, units: dict | None = None) -> str:
+    """One screen: each stage's counters, each with its share of the counters of the same
+    declared unit in its stage (a page counter's share of the pages the stage decided on,
+    a line counter's share of the lines it looked at); ``other`` and undeclared counters
+    get no share. ``units`` is ``units_of(result)`` (``_stats.json["units"]``)."""
+    units = units or {}
+    rows = [title, f"{'stage':22} {'counter':38} {'count':>12} {'share':>8}"]
+    for namespace in stages:
+        values = counters.get(namespace)
+        if not values:
+            continue
+        declared = units.get(namespace, {})
+        totals: Counter = Counter()
+        for name, value in values.items():
+            totals[declared.get(name, OTHER)] += value
+        for name, value in values.items():
+            unit = declared.get(name, OTHER)
+            total = totals[unit]
+            share = f"{100 * value / total:7.2f}%" if total and unit != OTHER else ""
+            rows.append(f"{namespace:22} {name:38} {value:>12,} {share:>8}")
+    return "\n".join(rows)
+
+
+def format_read_errors(counters: dict) -> str:
+    """The input problems of a run, one line per reason (``ERRORS_FILE`` has each
+    one), or a line saying that no record could be read at all; '' when all went well."""
+    read = counters.get(READ_NAMESPACE, {})
+    errors = {k.split(":", 1)[1]: v for k, v in read.items() if k.startswith("error:")}
+    rows = [f"{'read errors':22} {reason:38} {count:>12,}" for reason, count in sorted(errors.items())]
+    if read_nothing(counters):
+        rows.append(f"no record could be read from any input file: see {ERRORS_FILE}")
+    return "\n".join(rows)

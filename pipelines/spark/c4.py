@@ -2,11 +2,10 @@
 
 The rules, namespaces and readers are the Beam wiring's own (``corpus.c4``, ``dedup/``,
 ``pipelines.c4_pages.C4PageReader``, ``dedup.text.dedupe_rule``); only the plumbing is
-Spark's: ``mapPartitions`` for every per-page rule, ``combineByKey`` for URL dedup (the
-newest capture per normalised URL), ``reduceByKey(min)`` for line/span claims (the
-smallest md5(url) owns a key) joined back to the pages with ``cogroup``
-(``pipelines.spark.dedupe``), and Spark's
-shuffle, which spills to disk, carries the pages (no staging files as in the Beam job).
+Spark's: ``mapPartitions`` for every per-page rule; pages staged under the output as in
+the Beam job (``pipelines.spark.staging``), so that ``combineByKey`` for URL dedup (the
+newest capture per normalised URL) and the line/span claims (``pipelines.spark.dedupe``)
+shuffle references, and each surviving page is read back from its staging file once.
 """
 
 from __future__ import annotations
@@ -21,7 +20,11 @@ from pipelines.c4_pages import BADWORDS_NAMESPACES, EXTRACT_NAMESPACE, LANGDETEC
 from pipelines.shard_io import READ_NAMESPACE, write_errors
 from pipelines.spark.dedupe import dedupe_text
 from pipelines.spark.engine import SparkJob, add_tally, on_worker, tally_of
+from pipelines.spark.staging import load, stage
 from pipelines.tally import Tally
+
+
+PAGES_STAGE = "pages"  # the pages' staging folder for URL dedup, as the Beam job's "3 Stage pages"
 
 
 def _read_pages(input_kind, extract_timeout, max_record_bytes, verify_digest, tallies, errors, beam_args):
@@ -96,17 +99,20 @@ def run(spark, files: list[str], args, resources: dict, beam_args=()) -> dict:
     if variant.realnewslike:
         pages = job.step(pages, c4.REALNEWS_FILTER,
                          functools.partial(c4.realnews_filter, domains=resources["realnews_domains"], split_domain=registered_domain_parts))
-    captures = pages.map(lambda page: (page.normalized_url, c4.capture(page)))
+    input_partitions = pages.getNumPartitions()
+    staged = stage(job, pages, args.output, PAGES_STAGE, c4.url_dedup_key)  # (ref, (normalised URL, timestamp, order))
+    captures = staged.map(lambda ref_key: (ref_key[1][0], (ref_key[1][1], ref_key[1][2], ref_key[0])))
     newest = job.keyed(captures.combineByKey(_newest_of_one, _newest_with, _newest_of_both, job.partitions),
                        c4.DUPLICATE_URL_FILTER, c4.keep_newest)
     if variant.webtextlike:
         listed = job.sc.parallelize(_listed_urls(args.webtext_urls), job.partitions).map(lambda url: (c4.normalize_url(url.strip()), None))
         newest = job.keyed(newest.cogroup(listed, job.partitions), c4.WEBTEXTLIKE_FILTER, c4.webtextlike_filter)
-    pages = newest.map(lambda url_capture: url_capture[1][2])
+    refs = newest.map(lambda url_capture: (url_capture[1][2], None))
+    pages = load(job, refs, args.output, PAGES_STAGE, max(job.partitions, input_partitions)).map(lambda page_payloads: page_payloads[0])
     if variant.clean:
         pages = job.step(pages, c4.CLEAN_PAGE, functools.partial(c4.clean_page, count_line_sentences=resources["punkt"].count_line_sentences))
     if variant.dedupe:
-        pages = dedupe_text(job, pages, args.dedup, c4.MIN_NUM_SENTENCES if variant.clean else 0, resources["punkt"])
+        pages = dedupe_text(job, pages, args.dedup, c4.MIN_NUM_SENTENCES if variant.clean else 0, resources["punkt"], args.output)
     pages = job.step(pages, c4.ENGLISH_FILTER,
                      functools.partial(c4.detect_english, detect_langs=LANGDETECT[args.langdetect], detection_error=langid.LanguageDetectionError))
     if variant.badwords:

@@ -49,6 +49,7 @@ from common.environ import environment_with, prepended
 from common.decision import OTHER
 from pipelines.options import SPARK_JAVA_HINT, SparkStartError, absolute_local_path, java_for_spark
 from pipelines.spark_package import project_zip
+from pipelines.spark import jvm
 from pipelines.shard_io import WRITE_NAMESPACE, WRITTEN_PARTS, encode_row, write_shard
 from pipelines.tally import EXAMPLES_PER_REASON, Tally, examples_document, resolve_units
 
@@ -95,7 +96,7 @@ def session(master: str | None = None, conf: dict | None = None) -> tuple[SparkS
     settings = {**(SESSION_CONF if is_local(master) else {}), **(conf or {})}
     for key, value in settings.items():
         builder = builder.config(key, value)
-    with _worker_environment(master, settings.get("spark.pyspark.python")):
+    with _worker_environment(master, settings.get("spark.pyspark.python")), _driver_jvm(settings):
         try:
             spark = builder.getOrCreate()
         except PySparkRuntimeError as exc:
@@ -119,6 +120,15 @@ def _worker_environment(master: str | None, python: str | None = None):
         return environment_with({"PYSPARK_PYTHON": python}) if python else contextlib.nullcontext()
     return environment_with({"PYSPARK_PYTHON": python or os.environ.get("PYSPARK_PYTHON", sys.executable),
                              "PYTHONPATH": prepended("PYTHONPATH", PROJECT_ROOT)})
+
+
+def _driver_jvm(settings: dict):
+    """While a session this process starts comes up: its driver JVM's flags
+    (``pipelines.spark.jvm``), unless the user gave their own. They are this process's own
+    JVM's, on any master; the executors' JVMs are the cluster's, and a session spark-submit
+    made is used as it is."""
+    options = jvm.driver_options(settings)
+    return environment_with({"SPARK_SUBMIT_OPTS": options}) if options else contextlib.nullcontext()
 
 
 def ship_project(sc) -> None:

@@ -133,7 +133,7 @@ def run(spark, dumps: list[str], crawl_files: list[str], args, link_filter, beam
     if args.span_dedup:
         docs = job.once(docs)
         as_pages = docs.map(lambda doc: c4.C4Page(url=doc.url, text=doc.text, timestamp=doc.timestamp))
-        deduped = dedupe_text(job, as_pages, SPAN_DEDUP_MODE, c4.MIN_NUM_SENTENCES, args.punkt)
+        deduped = dedupe_text(job, as_pages, SPAN_DEDUP_MODE, c4.MIN_NUM_SENTENCES, args.punkt, args.output)
         docs = (job.cogroup({"docs": docs.map(lambda doc: (doc.url, doc)), "pages": deduped.map(lambda page: (page.url, page))})
                 .flatMap(lambda kv: with_span_deduped_text(*kv)))
     job.write_shards(docs.map(lambda doc: (0, doc)), args.output, args.format, SHARD_NAME, [(SHARD_SPLIT, args.num_shards)])
