@@ -57,8 +57,8 @@ class StopRule:
                 return True
             stripped = text.strip()
             # n sentences are done once the (n+1)-th begins, or a line ends after the n-th
-            return bool(stripped) and (len(split_sentences(stripped)) > self.count or
-                                       ("\n" in stripped and len(split_sentences(stripped.split("\n")[0])) >= self.count))
+            return bool(stripped) and (len(word_sentences(stripped)) > self.count or
+                                       ("\n" in stripped and len(word_sentences(stripped.split("\n")[0])) >= self.count))
         return False
 
     def cut(self, text: str) -> str:
@@ -67,8 +67,16 @@ class StopRule:
             return text.lstrip("\n").split("\n", 1)[0].strip()
         if self.kind == "sentences":
             text = text.lstrip("\n").split("\n", 1)[0] if self.first_line else text
-            return " ".join(split_sentences(text.strip().replace("\n", " "))[:self.count]).strip()
+            return " ".join(word_sentences(text.strip().replace("\n", " "))[:self.count]).strip()
         return text.strip()
+
+
+def word_sentences(text: str) -> list[str]:
+    """Punkt's sentences of ``text`` that hold a letter or a digit: a full stop standing alone
+    (``defeat.\xa0. He``, two stops a no-break space apart, reads ``defeat. . He`` once the
+    whitespace is normalised) is punctuation, not a sentence, for lead-3, random-3 and a
+    summary's three sentences alike."""
+    return [sentence for sentence in split_sentences(text) if any(ch.isalnum() for ch in sentence)]
 
 
 def fit_prompt(body: list[int], tail: list[int], window: int) -> tuple[list[int], bool]:

@@ -41,9 +41,9 @@ from typing import Sequence
 from sacrebleu.metrics import BLEU
 
 from common.errors import InputError
-from corpus.sentences import import_with_nltk, split_sentences
+from corpus.sentences import import_with_nltk
 from dedup.benchmark_sets import COQA_IN_DOMAIN, BenchmarkSet, Example
-from model.eval_decoding import Decoding, StopRule, answer_logprob, generate_texts
+from model.eval_decoding import Decoding, StopRule, answer_logprob, generate_texts, word_sentences
 from model.eval_metrics import BLEU_ORDER, ExampleScore
 
 rouge_scorer = import_with_nltk("rouge_score.rouge_scorer")  # Google's rouge-score (its stemmer is NLTK's Porter)
@@ -58,6 +58,10 @@ ROUGE_TYPES = ("rouge1", "rouge2", "rougeL")
 CNN_DM_VARIANTS = ("tldr", "no_hint", "lead3", "random3")
 ANSWER_NEW_TOKENS = 32  # CoQA / NQ: an answer is the first line of at most this many tokens (our choice)
 TRANSLATION_NEW_TOKENS = 96  # WMT: a translation is the first sentence within this many tokens (our choice)
+# New tokens per task as the protocol sets them; ``--max_new_tokens TASK=N`` changes one (and
+# the report says so): a model with a short context cannot fit CNN/DM's 100 after an article.
+TASK_NEW_TOKENS = {"coqa": ANSWER_NEW_TOKENS, "cnn_dm": CNN_DM_NEW_TOKENS, "wmt14": TRANSLATION_NEW_TOKENS, "nq": ANSWER_NEW_TOKENS}
+PAPER_NEW_TOKENS = {"cnn_dm"}  # the tasks whose count is the paper's (GPT-2 section 3.6); the others are ours
 EXAMPLE_PAIRS = 5  # example pairs drawn per WMT / NQ prompt when no file is given (our choice)
 NQ_CONFIDENT_PERCENTS = (1, 10)  # GPT-2 section 3.8: accuracy on the 1% (and 10%) most confident answers
 NQ_LISTED = 30  # GPT-2 Table 5: the 30 most confident answers
@@ -206,7 +210,9 @@ def nq_prompt(example: Example, pairs: Sequence[tuple[str, str]]) -> tuple[str, 
 # ----------------------------------------------------------------------------- scoring
 
 def _article_sentences(article: str) -> list[str]:
-    return split_sentences(" ".join(article.split()))
+    """The article's sentences for lead-3 and random-3 (whitespace normalised; none that is
+    punctuation only: ``eval_decoding.word_sentences``)."""
+    return word_sentences(" ".join(article.split()))
 
 
 def rouge_values(scorer, prefix: str, summary: str, reference: str) -> dict[str, float]:
@@ -223,17 +229,40 @@ def bleu_values(bleu: BLEU, hypothesis: str, reference: str) -> dict[str, float]
     return values
 
 
-def score_generative(model, tokenizer, bench: BenchmarkSet, examples: list[Example], *, batch_size: int = 8,
-                     seed: int = 0, pairs: Sequence[tuple[str, str]] | None = None, progress=None
-                     ) -> tuple[list[ExampleScore], list[str], dict]:
-    """Generate for each example as its task says and score it: ``(scores, metrics, meta)``."""
+def new_tokens_for(task: str, overrides: dict | None = None) -> int:
+    """The number of tokens ``task`` generates: ``overrides[task]`` (``--max_new_tokens``) or the protocol's."""
+    return (overrides or {}).get(task, TASK_NEW_TOKENS[task])
+
+
+def check_generative(model, bench: BenchmarkSet, overrides: dict | None = None) -> None:
+    """Refuse (``ValueError``) a generative benchmark this model cannot run, before anything
+    is scored: no corpusforge GPT, or no room for a prompt once the new tokens are set aside."""
     task = bench.meta["task"]
-    meta: dict = {"task": task, "seed": seed}
+    block = getattr(getattr(model, "config", None), "block_size", None)
+    if block is None:
+        raise ValueError(f"{bench.name}: generation needs a corpusforge GPT (a run folder, checkpoint or Hugging Face "
+                         f"GPT-2 folder loaded by corpusforge), not {type(model).__name__}")
+    wanted = new_tokens_for(task, overrides)
+    if block - wanted < 1:
+        raise ValueError(f"{bench.name}: {wanted} new tokens leave no room for a prompt in the model's context of {block} "
+                         f"tokens; pass --max_new_tokens {task}=N with N < {block}")
+
+
+def score_generative(model, tokenizer, bench: BenchmarkSet, examples: list[Example], *, batch_size: int = 8,
+                     seed: int = 0, pairs: Sequence[tuple[str, str]] | None = None, progress=None,
+                     new_tokens: dict | None = None) -> tuple[list[ExampleScore], list[str], dict]:
+    """Generate for each example as its task says and score it: ``(scores, metrics, meta)``;
+    ``new_tokens``: per-task overrides of the tokens generated (``TASK_NEW_TOKENS``)."""
+    task = bench.meta["task"]
+    meta: dict = {"task": task, "seed": seed, "max_new_tokens": new_tokens_for(task, new_tokens)}
+    if task in (new_tokens or {}) and new_tokens[task] != TASK_NEW_TOKENS[task]:
+        source = "the paper's" if task in PAPER_NEW_TOKENS else "the protocol's"
+        meta["protocol_changed"] = f"{new_tokens[task]} new tokens instead of {source} {TASK_NEW_TOKENS[task]} (--max_new_tokens)"
     run = lambda prompts, decoding: generate_texts(model, tokenizer, prompts, decoding, batch_size=batch_size,  # noqa: E731
                                                    progress=progress)
     scores = []
     if task == "coqa":
-        generations, cut = run([coqa_prompt(e) for e in examples], Decoding(ANSWER_NEW_TOKENS, StopRule("newline")))
+        generations, cut = run([coqa_prompt(e) for e in examples], Decoding(meta["max_new_tokens"], StopRule("newline")))
         for example, g in zip(examples, generations):
             em, f1 = coqa_turn_scores(g.answer, example.meta["answers"])
             domain = example.meta["domain"]
@@ -245,7 +274,7 @@ def score_generative(model, tokenizer, bench: BenchmarkSet, examples: list[Examp
     elif task == "cnn_dm":
         scorer = rouge_scorer.RougeScorer(list(ROUGE_TYPES), use_stemmer=True)
         summary_rule = StopRule("sentences", CNN_DM_SENTENCES)
-        decoding = Decoding(CNN_DM_NEW_TOKENS, summary_rule, top_k=CNN_DM_TOP_K, seed=seed)
+        decoding = Decoding(meta["max_new_tokens"], summary_rule, top_k=CNN_DM_TOP_K, seed=seed)
         with_hint, cut = run([(e.meta["article"], TLDR_HINT) for e in examples], decoding)
         no_hint, _ = run([(e.meta["article"], "") for e in examples], decoding)
         for example, hinted, plain in zip(examples, with_hint, no_hint):
@@ -269,7 +298,7 @@ def score_generative(model, tokenizer, bench: BenchmarkSet, examples: list[Examp
             shots = pairs if pairs else [(e.meta["english"], e.meta["french"])
                                          for e in draw_others(bench, example, EXAMPLE_PAIRS, seed)]
             prompts.append(wmt_prompt(example, direction, shots))
-        generations, cut = run(prompts, Decoding(TRANSLATION_NEW_TOKENS, StopRule("sentences", 1, first_line=True)))
+        generations, cut = run(prompts, Decoding(meta["max_new_tokens"], StopRule("sentences", 1, first_line=True)))
         for example, g in zip(examples, generations):
             scores.append(_score(example, g, bleu_values(sentence_bleu, g.answer, example.meta["reference"]),
                                  references=[example.meta["reference"]]))
@@ -283,7 +312,7 @@ def score_generative(model, tokenizer, bench: BenchmarkSet, examples: list[Examp
             shots = pairs if pairs else [(e.meta["question"], e.meta["answers"][0])
                                          for e in draw_others(bench, example, EXAMPLE_PAIRS, seed)]
             prompts.append(nq_prompt(example, shots))
-        generations, cut = run(prompts, Decoding(ANSWER_NEW_TOKENS, StopRule("newline")))
+        generations, cut = run(prompts, Decoding(meta["max_new_tokens"], StopRule("newline")))
         for example, g in zip(examples, generations):
             logprob = answer_logprob(tokenizer, g)
             correct = any(exact_match(g.answer, a) for a in example.meta["answers"])

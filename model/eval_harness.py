@@ -149,14 +149,19 @@ def run_eval(model, benchmarks: Sequence, *, training=None, tokenizer=None, ngra
              stride: int | None = None, batch_size: int = 8, device: str = "cpu", dtype: str | None = None,
              limit: int | None = None, detokenize: bool = True, bootstrap: int = DEFAULT_RESAMPLES,
              confidence: float = DEFAULT_CONFIDENCE, seed: int = 0, report: str | os.PathLike | None = None,
-             progress: bool = True, example_pairs: str | os.PathLike | None = None) -> dict:
+             progress: bool = True, example_pairs: str | os.PathLike | None = None,
+             max_new_tokens: dict | None = None) -> dict:
     """Evaluate ``model`` (a path, a module with ``tokenizer``, or a ``ScoringModel``) on
     ``benchmarks`` (specs or ``BenchmarkSet``s), marked against ``training`` (optional).
     Returns the report document; with ``report`` also writes it there (``paths`` key).
     ``example_pairs``: a file of ``left<TAB>right`` example pairs for wmt14 / nq prompts (default:
-    drawn from other documents of the same test set); ``seed`` also seeds generation."""
+    drawn from other documents of the same test set); ``seed`` also seeds generation.
+    ``max_new_tokens``: ``{task: N}``, the tokens a generative task generates instead of its
+    protocol's (``eval_generative.TASK_NEW_TOKENS``; the report notes the change). Every
+    benchmark is checked against the model (a generative task must fit its context) before
+    any is scored: a refusal writes nothing."""
     from model.eval_decoding import GenerationError  # torch
-    from model.eval_generative import PairsError, paper_reference, read_pairs  # rouge-score, sacrebleu (with torch)
+    from model.eval_generative import TASK_NEW_TOKENS, PairsError, check_generative, paper_reference, read_pairs  # rouge-score, sacrebleu (with torch)
     from model.eval_scoring import evaluate_benchmark  # torch
 
     if bootstrap < 0:
@@ -169,6 +174,11 @@ def run_eval(model, benchmarks: Sequence, *, training=None, tokenizer=None, ngra
         raise EvalInputError(f"--ngram must be >= 1, got {ngram}")
     if not 0.0 <= threshold <= 1.0:
         raise EvalInputError(f"--threshold must be in [0, 1], got {threshold}")
+    for task, count in (max_new_tokens or {}).items():
+        if task not in TASK_NEW_TOKENS:
+            raise EvalInputError(f"--max_new_tokens {task}={count}: no generative task {task!r}; known: {', '.join(TASK_NEW_TOKENS)}")
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise EvalInputError(f"--max_new_tokens {task}={count}: the count must be a whole number >= 1")
     sets = _load_benchmarks(benchmarks)
     pairs = None
     if example_pairs is not None:
@@ -200,12 +210,18 @@ def run_eval(model, benchmarks: Sequence, *, training=None, tokenizer=None, ngra
             scoring.windows(1, stride)
         except ValueError as exc:
             raise EvalInputError(f"--stride: {exc}") from exc
+    for bench in sets:  # every benchmark checked before any is scored, so a refusal writes nothing
+        if bench.meta.get("task") in GENERATIVE_KINDS:
+            try:
+                check_generative(scoring.model, bench, max_new_tokens)
+            except ValueError as exc:
+                raise EvalInputError(str(exc)) from exc
     entries = []
     for bench in sets:
         log.info("scoring %s (%d examples%s)", bench.name, len(bench.examples), f", first {limit}" if limit else "")
         try:
             scores = evaluate_benchmark(scoring, bench, stride=stride, detokenize=detokenize, limit=limit,
-                                        progress=progress, seed=seed, example_pairs=pairs)
+                                        progress=progress, seed=seed, example_pairs=pairs, new_tokens=max_new_tokens)
         except GenerationError as exc:
             raise EvalInputError(f"{bench.name}: {exc}") from exc
         if report is not None:
@@ -220,6 +236,8 @@ def run_eval(model, benchmarks: Sequence, *, training=None, tokenizer=None, ngra
                                        per_example=per_example_rows(scores.examples, bench_marks), meta=meta))
         if scores.meta.get("most_confident"):
             entries[-1]["most_confident"] = scores.meta["most_confident"]
+        if scores.meta.get("protocol_changed"):
+            notes.append(f"{bench.name}: {scores.meta['protocol_changed']}; not comparable with the paper's protocol.")
         for note in (bench_marks.notes if bench_marks else []):
             notes.append(f"{bench.name}: {note}")
     if limit:
@@ -243,11 +261,26 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def task_counts(items: Sequence[str] | None) -> dict[str, int]:
+    """``--max_new_tokens TASK=N ...`` -> ``{task: N}`` (``run_eval`` checks the tasks and counts)."""
+    counts = {}
+    for text in items or ():
+        task, sep, count = text.partition("=")
+        if not sep or not count.strip().lstrip("-").isdigit():
+            raise EvalInputError(f"--max_new_tokens {text}: expected TASK=N, e.g. cnn_dm=40")
+        counts[task.strip()] = int(count)
+    return counts
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="our run folder or checkpoint file, or a Hugging Face GPT-2 folder")
     p.add_argument("--tokenizer", default=None, help="tokenizer folder (vocab.json + merges.txt); default: the model's")
-    p.add_argument("--benchmark", action="append", required=True, metavar="KIND:PATH[:OPTION]",
-                   help="repeatable, e.g. lambada:lambada_test.jsonl wikitext2:wiki.test.raw ptb:ptb.test.txt")
+    p.add_argument("--benchmark", nargs="+", action="extend", required=True, metavar="KIND:PATH[:OPTION]",
+                   help="one or more, as in audit (and repeatable), e.g. lambada:lambada_test.jsonl wikitext2:wiki.test.raw")
+    p.add_argument("--max_new_tokens", action="append", default=None, metavar="TASK=N",
+                   help="tokens a generative task generates (coqa, cnn_dm, wmt14, nq; repeatable), instead of its "
+                        "protocol's (cnn_dm 100, wmt14 96, coqa and nq 32): for a model whose context is shorter; "
+                        "the report notes the change")
     p.add_argument("--training", nargs="+", default=None, metavar="PATH",
                    help="training corpus: a Bloom filter file or folder, an audit output folder, or shards")
     p.add_argument("--ngram", type=int, default=DEFAULT_N, help="words per n-gram (GPT-2: 8; GPT-3: 13)")
@@ -285,7 +318,7 @@ def run(args: argparse.Namespace) -> dict:
                     stride=args.stride, batch_size=args.batch_size, device=args.device, dtype=args.dtype,
                     limit=args.limit, detokenize=not args.no_detokenize, bootstrap=args.bootstrap,
                     confidence=args.confidence, seed=args.seed, report=args.report, progress=not args.quiet,
-                    example_pairs=args.example_pairs)
+                    example_pairs=args.example_pairs, max_new_tokens=task_counts(args.max_new_tokens))
 
 
 def format_summary(document: dict) -> str:

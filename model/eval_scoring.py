@@ -402,7 +402,8 @@ def lm_metrics(name: str) -> list[str]:
 def evaluate_benchmark(scoring_model: ScoringModel, bench: BenchmarkSet, *, stride: int | None = None,
                        detokenize: bool | Callable[[str], str] = True, limit: int | None = None,
                        progress: bool = True, documents: bool = False, seed: int = 0,
-                       example_pairs: Sequence[tuple[str, str]] | None = None) -> BenchmarkScores:
+                       example_pairs: Sequence[tuple[str, str]] | None = None,
+                       new_tokens: dict | None = None) -> BenchmarkScores:
     """Score ``bench`` with the protocol its name / meta call for (see the module docstring).
 
     ``detokenize``: ``True`` undoes the benchmark's tokenization before scoring with
@@ -435,7 +436,7 @@ def evaluate_benchmark(scoring_model: ScoringModel, bench: BenchmarkSet, *, stri
         bar = tqdm(total=len(examples), desc=bench.name, disable=not progress, leave=False)
         scores, metrics, extra = score_generative(scoring_model.model, scoring_model.tokenizer, bench, examples,
                                                   batch_size=scoring_model.batch_size, seed=seed, pairs=example_pairs,
-                                                  progress=bar.update)
+                                                  progress=bar.update, new_tokens=new_tokens)
         bar.close()
         if kind == "nq":
             extra["most_confident"] = most_confident(scores, examples)

@@ -280,3 +280,54 @@ def test_bad_input_is_one_line_and_exit_2_before_the_model_runs(lm, tmp_path, ca
     assert cli.main(["eval", "--model", str(model), "--benchmark", f"nq:{lm / 'nq_open/NQ-open.dev.jsonl'}",
                  "--example_pairs", str(bad_pairs), "-q"]) == 2
     assert "expected 'left<TAB>right'" in _error_line(capsys)
+
+
+def test_lead3_and_a_summarys_sentences_never_count_a_lone_full_stop(lm):
+    """The real CNN/DM test articles hold full stops a no-break space apart (``defeat.\\xa0. He``):
+    punkt, after whitespace is normalised, reads the second stop as a sentence of its own."""
+    from corpus.sentences import split_sentences
+    from model.eval_decoding import StopRule, word_sentences
+    from model.eval_generative import CNN_DM_SENTENCES, _article_sentences
+
+    cnn = load_cnn_dm(str(lm / "cnn_dm"))
+    articles = [e.meta["article"] for e in cnn.examples]
+    punct_only = lambda sentences: [s for s in sentences if not any(ch.isalnum() for ch in s)]  # noqa: E731
+    before = [punct_only(split_sentences(" ".join(a.split()))) for a in articles]
+    assert any(before), "the file no longer holds the case this test is about"
+    for article, lone in zip(articles, before):
+        sentences = _article_sentences(article)
+        assert not punct_only(sentences)
+        words = [s for s in split_sentences(" ".join(article.split())) if s not in lone]
+        assert sentences == words  # only the punctuation went; every other sentence is punkt's, in order
+    rule = StopRule("sentences", CNN_DM_SENTENCES)
+    text = "The Reds lost. . They will play again on Sunday. . Fans were upset. More news later."
+    assert rule.cut(text) == "The Reds lost. They will play again on Sunday. Fans were upset."
+    assert word_sentences(". . .") == []
+
+
+def test_a_task_the_model_cannot_fit_is_refused_before_any_benchmark_is_scored(lm, tmp_path, capsys):
+    """A 64-token model: NQ would fit (32 new tokens), CNN/DM's 100 cannot; nothing is scored
+    or written, the line names the option; with it both run, several benchmarks after one
+    --benchmark, and the report says the protocol changed."""
+    cnn = load_cnn_dm(str(lm / "cnn_dm"))
+    model = make_base(tmp_path / "short", [e.meta["article"] for e in cnn.examples], vocab=300, block=64)
+    nq, cnn_dm = f"nq:{lm / 'nq_open/NQ-open.dev.jsonl'}", f"cnn_dm:{lm / 'cnn_dm'}"
+    out = tmp_path / "report"
+    assert cli.main(["eval", "--model", str(model), "--benchmark", nq, cnn_dm, "--report", str(out), "--limit", "2", "-q"]) == 2
+    line = _error_line(capsys)
+    assert "cnn_dm: 100 new tokens leave no room" in line and "--max_new_tokens cnn_dm=N" in line, line
+    assert not out.exists()  # NQ, first in the list, was not scored either
+    assert cli.main(["eval", "--model", str(model), "--benchmark", nq, cnn_dm, "--max_new_tokens", "cnn_dm=16",
+                     "--report", str(out), "--limit", "2", "--bootstrap", "0", "-q"]) == 0
+    report = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    entries = {e["name"]: e for e in report["benchmarks"]}
+    assert set(entries) == {"nq", "cnn_dm"}
+    assert entries["cnn_dm"]["meta"]["max_new_tokens"] == 16 and entries["nq"]["meta"]["max_new_tokens"] == 32
+    assert all(row["tokens"] <= 16 for row in entries["cnn_dm"]["per_example"])
+    assert any("cnn_dm: 16 new tokens instead of the paper's 100" in note for note in report["notes"])
+    assert not any(note.startswith("nq:") and "new tokens" in note for note in report["notes"])
+    for bad, message in (("cnn=4", "no generative task 'cnn'"), ("nq=0", "whole number >= 1")):
+        assert cli.main(["eval", "--model", str(model), "--benchmark", nq, "--max_new_tokens", bad, "-q"]) == 2
+        assert message in _error_line(capsys)
+    assert cli.main(["eval", "--model", str(model), "--benchmark", nq, "--max_new_tokens", "nq", "-q"]) == 2
+    assert "expected TASK=N" in _error_line(capsys)
