@@ -66,3 +66,80 @@ def test_switched_off_by_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv(native.NO_NATIVE_ENV, "1")
     assert native.load("test-sum", SOURCE) is None
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("package, name", native.SOURCES)
+def test_every_shipped_kernel_compiles_without_a_warning(package, name, tmp_path):
+    """The C sources as the package ships them (``<package>/data/``), compiled as ``load``
+    compiles them plus ``-Wall -Wextra -Werror``: a warning fails the test."""
+    needs_compiler()
+    import subprocess
+
+    source = tmp_path / name
+    source.write_text(native.source(package, name), encoding="ascii")
+    command = [shutil.which(os.environ.get("CC") or "cc"), *native.COMPILE_FLAGS, *native.WARNING_FLAGS, "-Werror",
+               "-o", str(tmp_path / "kernel.so"), str(source)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    ctypes.CDLL(str(tmp_path / "kernel.so"))
+
+
+def test_a_kernel_that_cannot_be_built_is_one_warning_per_process_and_its_status_says_why(tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("CORPUSFORGE_CACHE", str(tmp_path))
+    monkeypatch.delenv(native.NO_NATIVE_ENV, raising=False)
+    monkeypatch.setattr(native, "_status", {})
+    needs_compiler()
+    with caplog.at_level("WARNING", logger="corpus.native"):
+        for _ in range(3):
+            assert native.load("test-broken", "this is not C;") is None
+    warnings = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1, warnings
+    assert "test-broken unavailable" in warnings[0].getMessage() and "error" in warnings[0].getMessage()  # the compiler's words
+    assert native.status()["test-broken"].startswith("unavailable: ")
+    assert native.load("test-sum", SOURCE) is not None
+    assert native.status()["test-sum"] == "native"
+    monkeypatch.setenv(native.NO_NATIVE_ENV, "1")
+    caplog.clear()
+    with caplog.at_level("INFO", logger="corpus.native"):
+        assert native.load("test-sum", SOURCE) is None
+    assert [r.levelname for r in caplog.records] == ["INFO"]  # asked for: not a warning
+    assert native.status()["test-sum"].startswith("off")
+
+
+def test_defines_reach_the_compiler_and_name_the_cached_library(tmp_path, monkeypatch):
+    needs_compiler()
+    monkeypatch.setenv("CORPUSFORGE_CACHE", str(tmp_path))
+    monkeypatch.delenv(native.NO_NATIVE_ENV, raising=False)
+    source = "long cf_test_value(void) { return VALUE; }\n"
+    values = []
+    for value in (3, 11):
+        library = native.load("test-define", source, {"VALUE": value})
+        library.cf_test_value.restype = ctypes.c_long
+        values.append(library.cf_test_value())
+    assert values == [3, 11]
+    assert len(list(tmp_path.glob("test-define-*.so"))) == 2
+
+
+def test_the_bloom_kernel_refuses_arrays_it_would_overrun():
+    import numpy as np
+
+    from dedup import bloom_native
+
+    kernel = bloom_native.kernel()
+    if kernel is None:
+        pytest.skip("no C kernel here")
+    params = (4096, 7, 0x9E3779B97F4A7C15, 0xD1B54A32D192ED03, 0x8CB92BA72F3D8DD7, 0x2545F4914F6CDD1D, 64 - 12)
+    keys = np.arange(1, 10, dtype=np.uint64)
+    for bad, error in ((np.zeros(4096 // 8, np.uint16), TypeError), (np.zeros(4096 // 4, np.uint8)[::2], TypeError),
+                       (np.zeros(100, np.uint8), ValueError), (np.zeros((2, 256), np.uint8), TypeError)):
+        with pytest.raises(error):
+            kernel.add(bad, keys, params)
+        with pytest.raises(error):
+            kernel.contains(bad, keys, params)
+    frozen = np.zeros(4096 // 8, np.uint8)
+    frozen.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        kernel.add(frozen, keys, params)
+    bits = np.zeros(4096 // 8, np.uint8)
+    kernel.add(bits, keys, params)
+    assert kernel.contains(bits, keys, params).all()

@@ -4,7 +4,8 @@ interpreter whose path holds only zips loads each one through the public functio
 it, and gets the checkout's content.
 
 The files: the WebText blocklists (``corpus/data/``, read by ``corpus.reddit``: the defaults
-of ``LinkFilter`` and of the webtext job's options), and ``corpus/langid.py``'s own source,
+of ``LinkFilter`` and of the webtext job's options), the C kernels' sources
+(``corpus/data/langid_trial.c``, ``dedup/data/bloom_kernel.c``, compiled by ``corpus.native``), and ``corpus/langid.py``'s own source,
 whose digest names the cached language model. The dependencies come from this venv, as on an
 executor that installed requirements.txt (langdetect, whose profiles ``corpus.langid``
 reads, cannot load from a zip: it opens its own files by path when imported). The bad-words
@@ -17,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -40,7 +42,8 @@ TEXTS = ("The quick brown fox jumps over the lazy dog while the farmer watches f
 PROBE = r"""
 import json, sys
 import corpus
-from corpus import langid, reddit
+from corpus import langid, native, reddit
+from dedup import bloom_native
 from pipelines import webtext, webtext_options
 
 parser = __import__("argparse").ArgumentParser()
@@ -58,6 +61,8 @@ print(json.dumps({
     "job": [sorted(job_filter.domain_blocklist), sorted(job_filter.extension_blocklist)],
     "langs": [repr(langid.detect_langs(t)) for t in texts],
     "fallback": langid._fallback is not None,
+    "bloom": bloom_native.kernel() is not None,
+    "kernels": native.status(),
 }))
 """ % (PACKAGES,)
 
@@ -103,3 +108,5 @@ def test_every_data_file_loads_from_a_zip_on_the_path(tmp_path):
     assert [p.name for p in cache.glob("langid-model-*")] == [f"langid-model-{digest}.pickle"]
     assert got["langs"] == [repr(langid.detect_langs(text)) for text in TEXTS]
     assert [row[:6] for row in got["langs"]] == ["[('en'", "[('de'", "[('fr'", "[('ru'"]
+    if shutil.which(os.environ.get("CC") or "cc"):  # the C kernels' sources (corpus/data/, dedup/data/) read from the zip
+        assert got["bloom"] and got["kernels"] == {"langid-trial": "native", "bloom-kernel": "native"}, got["kernels"]
