@@ -51,27 +51,25 @@ class Kernel:
         self._add.restype = self._contains.restype = None
 
     @staticmethod
-    def _check(bits: np.ndarray, params: tuple) -> None:
-        """The C reads ``bits`` as m / 8 contiguous bytes: anything else would write out of bounds."""
+    def _check(bits: np.ndarray, params: tuple, writes: bool) -> None:
+        """The C reads (and ``add`` writes) ``bits`` as m / 8 contiguous bytes: anything else
+        would read or write out of bounds."""
         if not isinstance(bits, np.ndarray) or bits.dtype != np.uint8 or not bits.flags.c_contiguous or bits.ndim != 1:
             raise TypeError(f"bits must be a 1-d C-contiguous uint8 array, got {getattr(bits, 'dtype', type(bits))} "
                             f"{getattr(bits, 'shape', '')}")
-        if not bits.flags.writeable:
+        if writes and not bits.flags.writeable:
             raise ValueError("bits is read-only")
         m = int(params[0])
         if m < 2 or bits.size * 8 < m:
             raise ValueError(f"a filter of m = {m} bits needs {(m + 7) // 8} bytes, bits has {bits.size}")
 
     def add(self, bits: np.ndarray, keys: np.ndarray, params: tuple) -> None:
-        self._check(bits, params)
+        self._check(bits, params, writes=True)
         keys = np.ascontiguousarray(keys, dtype=np.uint64)
         self._add(bits.ctypes.data, keys.ctypes.data, keys.size, *params)
 
     def contains(self, bits: np.ndarray, keys: np.ndarray, params: tuple) -> np.ndarray:
-        if not isinstance(bits, np.ndarray) or bits.dtype != np.uint8 or not bits.flags.c_contiguous or bits.ndim != 1:
-            raise TypeError(f"bits must be a 1-d C-contiguous uint8 array, got {getattr(bits, 'dtype', type(bits))}")
-        if int(params[0]) < 2 or bits.size * 8 < int(params[0]):
-            raise ValueError(f"a filter of m = {int(params[0])} bits needs {(int(params[0]) + 7) // 8} bytes, bits has {bits.size}")
+        self._check(bits, params, writes=False)
         keys = np.ascontiguousarray(keys, dtype=np.uint64)
         out = np.empty(keys.size, dtype=np.uint8)
         self._contains(bits.ctypes.data, keys.ctypes.data, keys.size, *params, out.ctypes.data)
