@@ -58,11 +58,11 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-from importlib.metadata import version
 import math
 import os
 import sys
 import time
+from importlib.metadata import version
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

@@ -71,7 +71,7 @@ import time
 import uuid
 from base64 import b32encode
 from bisect import bisect
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from itertools import accumulate
 from pathlib import Path
 
@@ -93,7 +93,7 @@ SHORT_PAGE_SHARE = 0.03  # pages with only 1-2 short lines of prose (C4 drops th
 RAGGED_LINE_SHARE = 0.03  # prose lines ending without an end mark (C4's line filter drops them)
 END_MARKS = (".", "?", "!", '"')  # C4 keeps only lines ending with one of these
 CRAWL = "CC-MAIN-2019-18"
-FETCH_START = datetime(2019, 4, 18, tzinfo=timezone.utc)
+FETCH_START = datetime(2019, 4, 18, tzinfo=UTC)
 FETCH_SECONDS = 9 * 24 * 3600
 WET_EXTRACTED = "2019-04-27T03:12:45Z"
 SAMPLE_SECONDS = 0.05
@@ -152,9 +152,9 @@ class CrawlMaker:
         tokens, phrases = load_badwords(data / "badwords" / "en")
         flagged = [has_badword(s, tokens, phrases) for s in sentences]
         ending = [s.endswith(END_MARKS) for s in sentences]
-        self.clean = [s for s, bad, end in zip(sentences, flagged, ending) if end and not bad]
-        self.ragged = [s for s, bad, end in zip(sentences, flagged, ending) if not end and not bad]  # no end mark
-        self.dirty = [s for s, bad in zip(sentences, flagged) if bad] or self.clean
+        self.clean = [s for s, bad, end in zip(sentences, flagged, ending, strict=True) if end and not bad]
+        self.ragged = [s for s, bad, end in zip(sentences, flagged, ending, strict=True) if not end and not bad]  # no end mark
+        self.dirty = [s for s, bad in zip(sentences, flagged, strict=True) if bad] or self.clean
         shareable = [p for p in paragraphs if 8 <= len(p.split()) <= 60 and p.endswith((".", "!", "?", '"'))
                      and not has_badword(p, tokens, phrases)]
         self.shared = self.rng.sample(shareable, SHARED_LINES)
@@ -820,7 +820,7 @@ def main(argv=None) -> int:
         sets[pages] = (manifest, folder / "wet")
         print(f"input {pages:>6,} pages: {len(manifest['files'])} WET files, {manifest['wet_bytes'] / 1e6:.1f} MB gzip, "
               f"{manifest['text_bytes'] / 1e6:.1f} MB text, {manifest['distinct_urls']:,} distinct URLs "
-              f"({folder}{', built in %.0f s' % manifest['build_seconds']})")
+              f"({folder}{', built in {:.0f} s'.format(manifest['build_seconds'])})")
 
     work = Path(tempfile.mkdtemp(prefix="c4scale-runs-"))
     logs = work / "logs"

@@ -52,8 +52,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
@@ -77,9 +77,9 @@ def ours(paths: list[str], badwords: list[str], implementation: str = "fast") ->
     from corpus import c4, langid
     from corpus.records import Document
     from corpus.sentences import count_line_sentences, has_sentences
+    from corpus.urls import url_digest
     from corpus.warc import read_archive
     from dedup.lines import page_line_keys, remove_duplicate_lines
-    from corpus.urls import url_digest
 
     timings: dict[str, float] = {}
     lap = stopwatch(timings)
@@ -353,7 +353,7 @@ def shards_identical(work: str, other: str) -> bool:
     """The c4json shards of ``ours`` and of ``other`` (same names), byte for byte."""
     ours, theirs = sorted(Path(work, "ours").glob("c4-*.json.gz")), sorted(Path(work, other).glob("c4-*.json.gz"))
     return bool(ours) and [p.name for p in ours] == [p.name for p in theirs] and all(
-        gzip_text(a) == gzip_text(b) for a, b in zip(ours, theirs))
+        gzip_text(a) == gzip_text(b) for a, b in zip(ours, theirs, strict=True))
 
 
 def gzip_text(path: Path) -> bytes:
@@ -474,7 +474,7 @@ def main() -> int:
             with_reference = REFERENCE_JOB_NAME in rounds[0]
             for name in rounds[0]:
                 runs = [r[name] for r in rounds]
-                ratio = _span([r[REFERENCE_JOB_NAME]["cpu"] / run["cpu"] for r, run in zip(rounds, runs)], 2) + "x" if with_reference else "-"
+                ratio = _span([r[REFERENCE_JOB_NAME]["cpu"] / run["cpu"] for r, run in zip(rounds, runs, strict=True)], 2) + "x" if with_reference else "-"
                 print(f"{name:38} {_span([r['cpu'] for r in runs]):>13} {_span([r['wall'] for r in runs]):>13} "
                       f"{_span([r['peak_mb'] for r in runs], 0):>11} {ratio:>12}")
             if with_reference and C4JSON_JOB in rounds[0]:

@@ -117,8 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, *_ in sides:
         rows = results[name]
         cpu = [r["cpu"] for r in rows]
-        ratios = [t / c for t, c in zip(theirs_cpu, cpu)]
-        diff = max(abs(a - b) for a, b in zip(rows[0]["logits"], reference["logits"]))
+        ratios = [t / c for t, c in zip(theirs_cpu, cpu, strict=True)]
+        diff = max(abs(a - b) for a, b in zip(rows[0]["logits"], reference["logits"], strict=True))
         same = "identical" if rows[0]["logits"] == reference["logits"] and rows[0]["sum"] == reference["sum"] else f"max |diff| {diff:.2e}"
         print(f"{name:22} {span(cpu):>12} {span([r['wall'] for r in rows]):>12} {span([r['seconds'] for r in rows]):>12} "
               f"{span([r['peak_mb'] for r in rows], '{:,.0f}'):>14} {span(ratios) + 'x':>20}  {same}")

@@ -104,9 +104,10 @@ def main(argv: list[str] | None = None) -> int:
         ok = True
         for bench in benches:
             pairs = [(e.id, e.text) for e in bench.examples]
-            base, _ = best_of(args.repeat, lambda: BenchmarkIndex.build(pairs, config, bench.name))
-            t_bloom, m_bloom = best_of(args.repeat, lambda: mark_examples(bench, bloom_path, fp_queries=0, progress=False))
-            t_exact, m_exact = best_of(args.repeat, lambda: mark_examples(bench, shards, progress=False))
+            base, _ = best_of(args.repeat, lambda pairs=pairs, bench=bench: BenchmarkIndex.build(pairs, config, bench.name))
+            t_bloom, m_bloom = best_of(args.repeat,
+                                       lambda bench=bench: mark_examples(bench, bloom_path, fp_queries=0, progress=False))
+            t_exact, m_exact = best_of(args.repeat, lambda bench=bench: mark_examples(bench, shards, progress=False))
             count = len(bench.examples)
             for method, seconds, marks in (("index only", base, None), ("bloom", t_bloom, m_bloom), ("exact", t_exact, m_exact)):
                 dirty = "" if marks is None else f"{marks.dirty_count:,}"

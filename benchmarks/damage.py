@@ -81,9 +81,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
+from damage import Unseekable, damaged_variants, intact_records_before, length_variants  # noqa: E402
+
 from corpus.records import ReadError  # noqa: E402
 from corpus.warc import iter_records  # noqa: E402
-from damage import Unseekable, damaged_variants, intact_records_before, length_variants  # noqa: E402
 
 
 def ours(data: bytes, seekable: bool = True) -> tuple[set, int]:
@@ -217,7 +218,7 @@ def truncated_dump_table(seed: int, cuts: int, lines_count: int) -> bool:
                 except DumpReadError:
                     pass
                 complete += must
-                kept += sum(1 for a, b in zip(got[:must], lines[:must]) if a == b)
+                kept += sum(1 for a, b in zip(got[:must], lines[:must], strict=False) if a == b)
             failed |= kept != complete
             print(f"{suffix:14} {cuts:>5} {complete:>15,} {kept:>9,} {complete - kept:>6,}")
     return failed
@@ -368,6 +369,7 @@ def output_families(count: int, seed: int) -> bool:
     import tempfile
 
     from damage import build_filter_folder, checkpoint_variants, filter_variants, tiny_training_run, write_folder
+
     from dedup.bloom import BloomFileError, ngram_meta
     from dedup.partitioned import PartitionedBloom
 

@@ -169,7 +169,7 @@ def json_diff(a, b, where: str, volatile: list[str]) -> str | None:
     if isinstance(a, list) and isinstance(b, list):
         if len(a) != len(b):
             return f"{where}: {len(a)} items before, {len(b)} after"
-        for i, (x, y) in enumerate(zip(a, b)):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
             found = json_diff(x, y, f"{where}[{i}]", volatile)
             if found:
                 return found
@@ -241,7 +241,7 @@ def compare_content(name: str, a: bytes, b: bytes, roots: Roots, empty: set[str]
     try:
         ta, tb = a.decode("utf-8"), b.decode("utf-8")
     except UnicodeDecodeError:
-        offset = next(i for i, (x, y) in enumerate(zip(a, b)) if x != y) if len(a) == len(b) else min(len(a), len(b))
+        offset = next(i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y) if len(a) == len(b) else min(len(a), len(b))
         return "differs", f"bytes from offset {offset} ({len(a)} before, {len(b)} after)"
     ta, tb = roots.text("before", ta), roots.text("after", tb)
     if ta == tb:
@@ -251,7 +251,7 @@ def compare_content(name: str, a: bytes, b: bytes, roots: Roots, empty: set[str]
     if ta == tb:
         return "same but volatile", "date-times and durations in the text"
     la, lb = ta.splitlines(), tb.splitlines()
-    line = next((i for i, (x, y) in enumerate(zip(la, lb)) if x != y), min(len(la), len(lb)))
+    line = next((i for i, (x, y) in enumerate(zip(la, lb, strict=True)) if x != y), min(len(la), len(lb)))
     return "differs", f"line {line + 1}: {(la[line] if line < len(la) else '')[:70]!r}"
 
 
@@ -269,7 +269,7 @@ def tensor_diff(a, b, where: str) -> str | None:
                 return found
         return None
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) and len(a) == len(b):
-        return next((f for f in (tensor_diff(x, y, f"{where}[{i}]") for i, (x, y) in enumerate(zip(a, b))) if f), None)
+        return next((f for f in (tensor_diff(x, y, f"{where}[{i}]") for i, (x, y) in enumerate(zip(a, b, strict=True))) if f), None)
     volatile: list[str] = []
     return json_diff(a, b, where, volatile)
 

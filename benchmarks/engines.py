@@ -42,6 +42,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import c4_scale  # noqa: E402  (the WET set and the process-tree measurement)
+
 from pipelines.jobs import STATS_FILE  # noqa: E402  (c4_scale put the checkout on the path)
 from pipelines.spark import jvm  # noqa: E402
 
@@ -240,7 +241,7 @@ def main(argv=None) -> int:
             failed |= not same
             print(f"{pages:>6} {name:16} {run['wall']:7.1f} {run['cpu']:7.1f} {run['main_peak'] / 1e6:10.0f} {run['single_peak'] / 1e6:11.0f} "
                   f"{run['tree_peak'] / 1e6:8.0f} {len(run['processes']):5d} {run['wall'] / base['wall']:7.2f} {run['cpu'] / base['cpu']:6.2f}  "
-                  f"{'identical' if same else 'DIFFERENT (exit %s)' % run['status']}", flush=True)
+                  f"{'identical' if same else 'DIFFERENT (exit {})'.format(run['status'])}", flush=True)
             print("       peak RSS by process role: " + ", ".join(f"{role} x{n} {peak / 1e6:.0f} MB" for role, (n, peak) in run["roles"].items()))
             if run["status"] != 0:
                 print(run.get("log_tail", ""))

@@ -68,8 +68,8 @@ def load_text(data: Path | None) -> str:
         if path.is_file():
             return path.read_text(encoding="utf-8")
     from corpus.records import Document
-    from samplecrawl.crawl import write_sample_crawl
     from corpus.warc import read_archive
+    from samplecrawl.crawl import write_sample_crawl
 
     crawl = write_sample_crawl(Path(tempfile.mkdtemp(prefix="eval-bench-")), seed=0)
     return "\n\n".join(d.text for p in crawl.wet_paths for d in read_archive(p) if isinstance(d, Document))

@@ -172,7 +172,7 @@ class Totals:
         p, r = self.precision, self.recall
         return 0.0 if p + r == 0 else 2 * p * r / (p + r)
 
-    def at_least(self, other: "Totals") -> bool:
+    def at_least(self, other: Totals) -> bool:
         """Not worse than ``other`` on any aggregate (pooled P, R, F1 and mean page F1)."""
         eps = 1e-12
         return all(a >= b - eps for a, b in [(self.precision, other.precision), (self.recall, other.recall),
@@ -231,7 +231,7 @@ def rule_families() -> dict[str, tuple[str, list]]:
 
 
 def apply_rule(choose, traf: list[str], news: list[str]) -> tuple[list[str], list[int]]:
-    picks = [i for i, (t, n) in enumerate(zip(traf, news)) if choose(t, n)]
+    picks = [i for i, (t, n) in enumerate(zip(traf, news, strict=True)) if choose(t, n)]
     chosen = set(picks)
     return [news[i] if i in chosen else traf[i] for i in range(len(traf))], picks
 
@@ -312,13 +312,13 @@ def main() -> None:
         speed = ratio = ""
         if rates:
             speed = f"{min(rates[name]):.0f}-{max(rates[name]):.0f}"
-            ratios = [r / b for r, b in zip(rates[name], rates[BASELINE])]
+            ratios = [r / b for r, b in zip(rates[name], rates[BASELINE], strict=True)]
             ratio = f"{min(ratios):.2f}-{max(ratios):.2f}"
         print(f"{name:<21} {'':>11}{fmt_totals(t_all)}  {t_held.f1:>9.4f} {t_held.mean_f1:>6.4f}  {speed:>11} {ratio:>15}")
     print(f"\ncombined: newspaper asked on {asked} page(s) (trafilatura under {webtext.MIN_WORDS} words), "
           f"its text taken on {chose.count(webtext.NEWSPAPER)}")
 
-    print(f"\nPages where the extractors' F1 differ (T = tuning half, H = held-out):")
+    print("\nPages where the extractors' F1 differ (T = tuning half, H = held-out):")
     short = {"trafilatura": "traf", "trafilatura-full": "tfull", "trafilatura-default": "tdef", "newspaper3k": "news",
              "combined-previous": "cprev", "combined": "comb"}
     print(f"{'page':<53} {'':>1} " + " ".join(f"{short[n]:>5}" for n in names))
@@ -332,10 +332,10 @@ def main() -> None:
         losses += news < base
     print(f"newspaper3k's F1 is higher than trafilatura's on {wins} pages, lower on {losses}")
 
-    print(f"\nRules choosing newspaper's text per page, fitted on the tuning half, scored on each half:")
+    print("\nRules choosing newspaper's text per page, fitted on the tuning half, scored on each half:")
     print(f"{'rule':<40} {'half':<9} {TOTALS_HEAD}   >= trafilatura")
     news_texts = [webtext.extract_newspaper(p.html, p.url) for p in pages]
-    for family, start, name, rule_texts, picks in search_rules(pages, texts, news_texts, tune):
+    for _family, start, name, rule_texts, picks in search_rules(pages, texts, news_texts, tune):
         for label, subset in (("tuning", tune), ("held-out", held), ("all", everything)):
             t, b = totals(pages, rule_texts, subset), totals(pages, texts[BASELINE], subset)
             verdict = "yes" if t.at_least(b) else "no"

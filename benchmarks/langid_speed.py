@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, texts in sets.items():
         base_s, base, ours_s, ours = best_of(args.repeat, texts)
         if mismatch is None:
-            mismatch = next(((t, o, b) for t, o, b in zip(texts, ours, base) if o != b), None)
+            mismatch = next(((t, o, b) for t, o, b in zip(texts, ours, base, strict=True) if o != b), None)
         chars = sum(len(t) for t in texts) // max(1, len(texts))
         print(f"{name:<12} {len(texts):>5} {chars:>9} {len(texts) / base_s:>18.1f} {len(texts) / ours_s:>12.1f} {base_s / ours_s:>6.1f}x")
         totals[0] += len(texts)

@@ -221,7 +221,7 @@ def against_datasketch(sets: dict[str, list[str]], num_perm: int, threshold: flo
                 times[side] = time.perf_counter() - start
             passes.append(times)
 
-        def span(other: str) -> str:
+        def span(other: str, passes: list[dict[str, float]] = passes) -> str:
             ratios = [p[other] / p["ours"] for p in passes]
             return f"{min(ratios):.2f}-{max(ratios):.2f}x" if len(ratios) > 1 else f"{ratios[0]:.2f}x"
 
@@ -266,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
         best, outputs = best_of(args.repeat, hasher, texts, args.ngram)
         for side in ("cold", "warm"):
             if mismatch is None:
-                mismatch = next(((t, o, b) for t, o, b in zip(texts, outputs[side], outputs["baseline"])
+                mismatch = next(((t, o, b) for t, o, b in zip(texts, outputs[side], outputs["baseline"], strict=True)
                                  if o.tolist() != b.tolist()), None)
         docs = len(texts)
         words = sum(len(minhash.words(t)) for t in texts) // max(1, docs)

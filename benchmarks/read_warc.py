@@ -60,7 +60,7 @@ def source_records(kind: str, scratch: Path) -> list[bytes]:
             found = [r for r in iter_records(raw, str(path)) if isinstance(r, WarcRecord)]
         stream = gzip.decompress(path.read_bytes())
         ends = [r.stream_offset for r in found[1:]] + [len(stream)]
-        for record, end in zip(found, ends):  # each record's bytes as the file has them
+        for record, end in zip(found, ends, strict=True):  # each record's bytes as the file has them
             if record.rec_type != "warcinfo":
                 records.append(stream[record.stream_offset : end])
     return records
@@ -179,7 +179,7 @@ def main(argv=None) -> int:
             times = time_rounds(lines, args.repeat)
             floor = times[lines[0][0]]
             for name, _ in lines:
-                ratios = [t / f for t, f in zip(times[name], floor)]
+                ratios = [t / f for t, f in zip(times[name], floor, strict=True)]
                 rows.append((kind, f"{size_mb:.1f} MB gz / {raw_bytes / 1e6:.0f} MB", name, min(times[name]), max(times[name]),
                              size_mb / min(times[name]), min(ratios), max(ratios)))
                 if name.startswith("corpusforge"):

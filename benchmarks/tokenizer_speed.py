@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
                 totals[mode][who] = totals[mode].get(who, 0.0) + s
             if mismatch is None:
                 for who in ("tiktoken", "ours"):
-                    for doc, got, want in zip(docs, outputs[who], outputs["tokenizers"]):
+                    for doc, got, want in zip(docs, outputs[who], outputs["tokenizers"], strict=True):
                         if list(got) != list(want):
                             mismatch = (who, mode, doc, got, want)
                             break

@@ -54,8 +54,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from model.gpt import GPT, LOSS_IMPLS, GPTConfig  # noqa: E402
-from model.train import COMPILE_MODES  # noqa: E402
 from model.hf import hf_config_dict, to_hf_state_dict  # noqa: E402
+from model.train import COMPILE_MODES  # noqa: E402
 
 # Peak dense bf16 tensor-core FLOP/s (vendor datasheets; the spec's table)
 PEAK_BF16 = (
@@ -258,8 +258,10 @@ def main(argv=None) -> int:
     def compiled(model):
         return torch.compile(model, mode=args.compile_mode) if args.compile else model
 
-    def ours_loss(fwd=compiled(ours)):
-        return fwd(x, y, return_logits=False)[1]
+    ours_fwd = compiled(ours)
+
+    def ours_loss():
+        return ours_fwd(x, y, return_logits=False)[1]
 
     def hf_loss(fwd):
         return lambda: fwd(input_ids=x, labels=y, shift_labels=y, use_cache=False).loss
@@ -345,11 +347,11 @@ def main(argv=None) -> int:
         print(f"FLOPs/token 6N+12LCT = {flops / 1e6:,.1f}M; peak bf16 "
               f"{f'{peak / 1e12:.0f} TFLOP/s' if peak else 'unknown for this GPU (pass --peak-flops)'}")
     for name in sides if args.profile else ():
-        profile_steps(lambda: step(*sides[name]), args.profile, device, name=name)
+        profile_steps(lambda name=name: step(*sides[name]), args.profile, device, name=name)
     for name in () if args.ours_only else baselines:
         ours_times, base_times = times[OURS], times[name]
         ratio = statistics.median(base_times) / statistics.median(ours_times)
-        per_round = [b / o for b, o in zip(base_times, ours_times)]
+        per_round = [b / o for b, o in zip(base_times, ours_times, strict=True)]
         print(f"ratio ours / {name} (tokens/s): {ratio:.2f}x median, per round "
               f"{min(per_round):.2f}-{max(per_round):.2f}x (target >= 1.30x at the 124M shape on a quiet machine)")
     return 0

@@ -35,8 +35,8 @@ order, same schema; their bytes differ where a shard has more than
 from __future__ import annotations
 
 import argparse
-import math
 import json
+import math
 import os
 import random
 import shutil

@@ -32,7 +32,7 @@ class Decision:
     units: tuple[tuple[str, str], ...] = ()  # (counter name, unit)
 
     @classmethod
-    def keep(cls, record, counter: str | None = None, unit: str = PAGES) -> "Decision":
+    def keep(cls, record, counter: str | None = None, unit: str = PAGES) -> Decision:
         """``record`` goes on; ``counter`` (if given) counts one ``unit``."""
         if counter is None:
             return cls(record)
@@ -43,7 +43,7 @@ class Decision:
         return cls(record, counts, (), units)
 
     @classmethod
-    def drop(cls, reason: str, example: str = "", unit: str = PAGES) -> "Decision":
+    def drop(cls, reason: str, example: str = "", unit: str = PAGES) -> Decision:
         """The record is dropped for ``reason``: one ``unit`` counted, ``example`` sampled."""
         return cls(None, ((reason, 1),), ((reason, example),), ((reason, unit),))
 
@@ -52,7 +52,7 @@ class Decision:
         return self.record is not None
 
     @classmethod
-    def tally(cls, counter: str, n: int = 1, unit: str = OTHER) -> "Decision":
+    def tally(cls, counter: str, n: int = 1, unit: str = OTHER) -> Decision:
         """Nothing passed on and nothing dropped: ``n`` of ``counter`` counted (a file read,
         a listed URL with no page): a count that is no decision on a record."""
         return cls(None, ((counter, n),), (), ((counter, unit),))

@@ -99,7 +99,7 @@ class InMemoryFileSystem(FileSystem):
     def copy(self, source_file_names, destination_file_names):
         errors = {}
         with _LOCK:
-            for source, destination in zip(source_file_names, destination_file_names):
+            for source, destination in zip(source_file_names, destination_file_names, strict=True):
                 if source in _OBJECTS:
                     _OBJECTS[destination] = (_OBJECTS[source][0], time.time())
                 else:
@@ -110,7 +110,7 @@ class InMemoryFileSystem(FileSystem):
     def rename(self, source_file_names, destination_file_names):
         errors = {}
         with _LOCK:
-            for source, destination in zip(source_file_names, destination_file_names):
+            for source, destination in zip(source_file_names, destination_file_names, strict=True):
                 if source in _OBJECTS:
                     _OBJECTS[destination] = _OBJECTS.pop(source)
                 else:

@@ -40,7 +40,8 @@ import tempfile
 import time
 import urllib.parse
 import uuid
-from typing import BinaryIO, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import BinaryIO
 
 from common.errors import InputError
 
@@ -137,8 +138,9 @@ def _filesystems(path: str | None = None):
     """Beam's FileSystems, with ``memory://`` registered and S3 clients shared; with a
     ``path``, after checking its store answers (``check_store``)."""
     # Beam takes about a second to import: only a path that is not local loads it (here and below).
-    import common.memfs  # noqa: F401  (registers the memory:// filesystem)
     from apache_beam.io.filesystems import FileSystems
+
+    import common.memfs  # noqa: F401  (registers the memory:// filesystem)
 
     _share_s3_clients()
     if path is not None:
@@ -1025,7 +1027,7 @@ def begin_output(folder: str, job: str, *, overwrite: bool = False, keep: tuple[
     leftovers = [name for name in found if _is_leftover(name, recorded)] if failed else []
     makedirs(folder)
     job_id = uuid.uuid4().hex
-    started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     # "fresh": nothing here but a failed job's leftovers, so this job's own failure leaves a folder its rerun reclaims
     body = json.dumps({"job": job, "id": job_id, "host": socket.gethostname(), "pid": os.getpid(), "started": started,
                        "fresh": not found or failed is not None}) + "\n"
@@ -1121,7 +1123,7 @@ def commit_output(folder: str, job: str, extra_files: Iterable[str] = (), *, exp
     manifest = {
         "format": MANIFEST_FORMAT,
         "job": job,
-        "finished": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "finished": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "files": [entries[name] for name in sorted(entries)],
     }
     check_claim(folder)

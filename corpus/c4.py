@@ -16,14 +16,14 @@ import json
 import posixpath
 import re
 from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Callable, Iterable, Mapping
 
 from common.decision import FILTERED, LINES, OTHER, PAGES, PASSED, Decision
 from corpus.inputs import COMMON_CRAWL_BASE_URL, join_base
 from corpus.records import Document, ReadError
-from corpus.warc import MISSING_TARGET_URI
 from corpus.urls import normalize_url, url_hash_int
+from corpus.warc import MISSING_TARGET_URI
 
 # --- constants (TFDS c4 3.1.0 unless noted) ---------------------------------------------
 DEFAULT_CRAWL = "CC-MAIN-2019-18"  # c4.py DEFAULT_CC_VERSION, the crawl of the released c4/en

@@ -63,8 +63,9 @@ try:
     import resource
 except ImportError:  # pragma: no cover - Windows has no resource module; the child runs uncapped
     resource = None
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 import trafilatura
 
@@ -259,7 +260,7 @@ class MainTextExtractor:
 
     # -- lifetime --
 
-    def __enter__(self) -> "MainTextExtractor":
+    def __enter__(self) -> MainTextExtractor:
         return self
 
     def __exit__(self, *exc_info) -> None:
@@ -360,7 +361,7 @@ class MainTextExtractor:
         return Extraction(text, outcome, detail)
 
 
-def extract_text_from_page(page: "HtmlPage", extractor: MainTextExtractor, name_of=None) -> tuple["Document | None", Extraction]:
+def extract_text_from_page(page: HtmlPage, extractor: MainTextExtractor, name_of=None) -> tuple[Document | None, Extraction]:
     """A WARC page as a ``Document`` of its main text, or None when nothing was extracted.
 
     ``meta["extractor"]`` is ``name_of(text)`` when given (for extract functions that

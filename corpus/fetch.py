@@ -50,7 +50,7 @@ import signal
 import sys
 import threading
 from collections import Counter
-from typing import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from corpus.fetch_archive import (
     LOG_PREFIX,

@@ -61,38 +61,10 @@ import ssl
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator
 from urllib.parse import urldefrag, urljoin
 
-from corpus.fetch_policy import (
-    BAD_RESPONSE,
-    CONNECTION_ERROR,
-    DEADLINE,
-    DNS_ERROR,
-    HTTP_ERROR,
-    INTERNAL_ERROR,
-    KiB,
-    NON_HTML,
-    OK,
-    REDIRECT_STATUSES,
-    RETRY_STATUSES,
-    ROBOTS_DISALLOWED,
-    ROBOTS_UNREACHABLE,
-    TOO_LARGE,
-    TOO_MANY_REDIRECTS,
-    FetchConfig,
-    HostGate,
-    PageFailed,
-    RequestTarget,
-    RobotsRules,
-    check_addresses,
-    parse_target,
-    refused_content_type,
-    retry_after_seconds,
-    retry_delay,
-    robots_rules,
-)
 from corpus.fetch_http import (
     CLOSE,
     LENGTH,
@@ -109,6 +81,34 @@ from corpus.fetch_http import (
     keeps_alive,
     read_body,
     read_head,
+)
+from corpus.fetch_policy import (
+    BAD_RESPONSE,
+    CONNECTION_ERROR,
+    DEADLINE,
+    DNS_ERROR,
+    HTTP_ERROR,
+    INTERNAL_ERROR,
+    NON_HTML,
+    OK,
+    REDIRECT_STATUSES,
+    RETRY_STATUSES,
+    ROBOTS_DISALLOWED,
+    ROBOTS_UNREACHABLE,
+    TOO_LARGE,
+    TOO_MANY_REDIRECTS,
+    FetchConfig,
+    HostGate,
+    KiB,
+    PageFailed,
+    RequestTarget,
+    RobotsRules,
+    check_addresses,
+    parse_target,
+    refused_content_type,
+    retry_after_seconds,
+    retry_delay,
+    robots_rules,
 )
 from corpus.records import TIMESTAMP_FORMAT, HtmlPage
 from corpus.warc import decode_html
@@ -752,7 +752,7 @@ class Fetcher:
     def __setstate__(self, state: dict) -> None:
         self.__init__(state["config"], window=state["window"])
 
-    def __enter__(self) -> "Fetcher":
+    def __enter__(self) -> Fetcher:
         return self
 
     def __exit__(self, *exc_info) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import zlib
-from typing import Callable
+from collections.abc import Callable
 
 from corpus.fetch_policy import BAD_RESPONSE, DECOMPRESSION_BOMB, TOO_LARGE, KiB, PageFailed
 

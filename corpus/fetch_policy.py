@@ -283,7 +283,7 @@ def parse_target(url: str) -> RequestTarget:
         except UnicodeError as exc:
             raise PageFailed(BAD_URL, f"host name: {exc}") from None
         if not host or any(c in host for c in "\x00 /\\%@"):
-            raise PageFailed(BAD_URL, "bad host name")
+            raise PageFailed(BAD_URL, "bad host name") from None
     target = quote(parts.path or "/", safe=_PATH_SAFE)
     if parts.query:
         target += "?" + quote(parts.query, safe=_QUERY_SAFE)
@@ -316,7 +316,7 @@ class HostGate:
         self._waiting: list[tuple[int, int, asyncio.Future]] = []  # (order, arrival, future): a heap
         self._arrivals = itertools.count()
 
-    def slot(self, urgent: bool = False) -> "_GateSlot":
+    def slot(self, urgent: bool = False) -> _GateSlot:
         """``async with gate.slot(urgent)``: hold one slot of the host, its start spaced by ``delay``."""
         return _GateSlot(self, self.URGENT if urgent else self.NEW)
 

@@ -18,7 +18,8 @@ import os
 import urllib.parse
 import urllib.request
 import zlib
-from typing import BinaryIO, Iterable
+from collections.abc import Iterable
+from typing import BinaryIO
 
 from common import storage
 from common.errors import InputError  # noqa: F401  (raised here; imported from here by the jobs)

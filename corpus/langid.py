@@ -101,16 +101,16 @@ import pickle
 import random
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
-from typing import Callable
 
 import numpy as np
 
+from common.storage import write_atomically
 from corpus import native
 from corpus.inputs import cache_dir
-from common.storage import write_atomically
 
 log = logging.getLogger(__name__)
 
@@ -283,7 +283,7 @@ def _build_hash(keys: list[int], rows: list[int]) -> np.ndarray:
     slots = np.zeros(size, dtype=np.uint64)
     home = _hash_slots(np.array(keys, dtype=np.uint64)).tolist()
     taken = bytearray(size)
-    for key, row, slot in zip(keys, rows, home):
+    for key, row, slot in zip(keys, rows, home, strict=True):
         while taken[slot]:
             slot = (slot + 1) & mask
         taken[slot] = 1
@@ -322,7 +322,7 @@ def _vietnamese(messages: dict[str, str]) -> tuple[dict[str, str], str, re.Patte
     bases, marks = messages["TO_NORMALIZE_VI_CHARS"], messages["DMARK_CLASS"]
     compose: dict[str, str] = {}
     for mark in marks:
-        composed = messages["NORMALIZED_VI_CHARS_%04X" % ord(mark)]
+        composed = messages[f"NORMALIZED_VI_CHARS_{ord(mark):04X}"]
         for b, base in enumerate(bases):
             compose.setdefault(base + mark, composed[b])
     pattern = re.compile("[" + re.escape(bases) + "][" + re.escape(marks) + "]")
@@ -1153,6 +1153,6 @@ def _detect(text: str, state: tuple[_Model, _SeededStream], run_trial: Callable)
 
 def _ranked(model: _Model, total: np.ndarray) -> Prediction:
     """The languages above ``PROB_THRESHOLD``, highest first (stable: ties keep profile order)."""
-    ranked = [(lang, p) for lang, p in zip(model.langs, total.tolist()) if p > PROB_THRESHOLD]
+    ranked = [(lang, p) for lang, p in zip(model.langs, total.tolist(), strict=True) if p > PROB_THRESHOLD]
     ranked.sort(key=lambda pair: pair[1], reverse=True)
     return ranked

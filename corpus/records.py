@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 import pyarrow as pa
 
@@ -44,7 +44,7 @@ class Document:
         return {"text": self.text, "url": self.url, "timestamp": self.timestamp, "meta": dict(self.meta)}
 
     @classmethod
-    def from_dict(cls, row: Mapping) -> "Document":
+    def from_dict(cls, row: Mapping) -> Document:
         meta = row.get("meta") or {}
         if isinstance(meta, str):  # Parquet's meta column: a JSON object
             meta = json.loads(meta)
@@ -99,5 +99,5 @@ def normalize_timestamp(value: str) -> str:
     except ValueError:
         return ""
     if parsed.tzinfo is not None:
-        parsed = parsed.astimezone(_dt.timezone.utc).replace(tzinfo=None)
+        parsed = parsed.astimezone(_dt.UTC).replace(tzinfo=None)
     return parsed.strftime(TIMESTAMP_FORMAT)

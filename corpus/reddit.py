@@ -36,10 +36,11 @@ import os
 import urllib.parse
 import zlib
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from importlib.resources.abc import Traversable
-from typing import BinaryIO, Iterable, Iterator
+from typing import BinaryIO
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -486,7 +487,7 @@ def load_blocklist(path: str | os.PathLike | Traversable) -> frozenset[str]:
     return frozenset(entry for entry in entries if entry)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _default_list(name: str) -> frozenset[str]:
     return load_blocklist(DATA_DIR / name)
 
@@ -539,7 +540,7 @@ class LinkFilter:
         extension_blocklist: str | os.PathLike | Traversable | None = DEFAULT_EXTENSION_BLOCKLIST_PATH,
         subreddit_blocklist: str | os.PathLike | Traversable | None = None,
         **options,
-    ) -> "LinkFilter":
+    ) -> LinkFilter:
         """A filter whose blocklists come from files (``None``: an empty list)."""
         def load(path):
             return load_blocklist(path) if path is not None else frozenset()
@@ -566,7 +567,7 @@ def _as_date(value: dt.date | str | None) -> dt.date | None:
 
 
 def _utc_seconds(day: dt.date) -> int:
-    return int(dt.datetime(day.year, day.month, day.day, tzinfo=dt.timezone.utc).timestamp())
+    return int(dt.datetime(day.year, day.month, day.day, tzinfo=dt.UTC).timestamp())
 
 
 def _subreddit_entry(name: str) -> str:

@@ -35,7 +35,7 @@ import sys
 import tempfile
 import threading
 import zlib
-from typing import Iterable
+from collections.abc import Iterable
 
 from common.environ import environment_with, prepended
 

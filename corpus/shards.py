@@ -51,7 +51,8 @@ import json
 import logging
 import os
 import re
-from typing import TYPE_CHECKING, BinaryIO, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, BinaryIO
 
 import pyarrow as pa
 import pyarrow.json as pa_json
@@ -311,7 +312,7 @@ class ShardWriter:
         self._buffered = 0
         self._files: list[ShardFile] = []
 
-    def __enter__(self) -> "ShardWriter":
+    def __enter__(self) -> ShardWriter:
         storage.makedirs(self.out_dir)
         try:
             for path in self.paths:

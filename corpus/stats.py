@@ -19,8 +19,9 @@ import heapq
 import math
 import os
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from common.storage import atomic_path
@@ -193,7 +194,7 @@ def length_histogram_figure(stats: CorpusStats, title: str = "Document lengths")
     shown = shown[first:]
     edges = [b.min_characters for b in shown] + [shown[-1].max_characters]
     axes.stairs([b.documents for b in shown], edges, fill=True, alpha=0.7)
-    for (name, value), style in zip(stats.length_quantiles.items(), (":", "--", "-.", "-")):
+    for (name, value), style in zip(stats.length_quantiles.items(), (":", "--", "-.", "-"), strict=True):
         axes.axvline(value, linestyle=style, linewidth=1, color="black", label=f"{name} {value:,}")
     axes.legend(title="characters")
     axes.set_xscale("log")

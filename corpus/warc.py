@@ -38,8 +38,9 @@ import operator
 import re
 import zlib
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import BinaryIO, Iterator
+from typing import BinaryIO
 
 from warcio.bufferedreaders import ChunkedDataException, ChunkedDataReader
 from warcio.statusandheaders import StatusAndHeadersParser, StatusAndHeadersParserException
@@ -612,7 +613,7 @@ def _parse_warc_head(head: bytes) -> tuple[str, dict[str, str], str]:
     # The common case at C speed: every line "name: value", no folded lines, no name twice.
     fields = list(map(str.partition, lines[1:], _COLONS))
     if "\n " not in text and "\n\t" not in text and "" not in map(_SEP, fields):
-        headers = dict(zip(map(str.lower, map(str.strip, map(_NAME, fields))), map(str.strip, map(_VALUE, fields))))
+        headers = dict(zip(map(str.lower, map(str.strip, map(_NAME, fields))), map(str.strip, map(_VALUE, fields)), strict=True))
         if len(headers) == len(fields):
             length = headers.get("content-length")
             if length is not None and length.isdigit():

@@ -148,15 +148,17 @@ from newspaper.utils import get_available_languages
 
 from common.decision import LINKS, OTHER, PAGES, PASSED, Decision
 from corpus.extract import (
-    SURROGATES,
     EXTRACTION_TIMEOUT_S,
     EXTRACTOR_NAME,
-    TRAFILATURA_OPTIONS as BASE_TRAFILATURA_OPTIONS,
+    SURROGATES,
     Extraction,
     MainTextExtractor,
     extract_main_text,
     extract_text_from_page,
     sanitize_markup,
+)
+from corpus.extract import (
+    TRAFILATURA_OPTIONS as BASE_TRAFILATURA_OPTIONS,
 )
 from corpus.fetch_policy import OK as FETCHED
 from corpus.langid import LanguageDetectionError, detect_langs
@@ -278,7 +280,7 @@ class ExtractedText(str):
     pickling keeps the attribute.
     """
 
-    def __new__(cls, text: str, extractor: str) -> "ExtractedText":
+    def __new__(cls, text: str, extractor: str) -> ExtractedText:
         self = super().__new__(cls, text)
         self.extractor = extractor
         return self
@@ -316,7 +318,7 @@ def webtext_extractor(timeout_s: float = EXTRACTION_TIMEOUT_S, extractor: str = 
     return MainTextExtractor(timeout_s, extract_fn=extract_text)
 
 
-def extract_webtext_from_page(page: "HtmlPage", extractor: MainTextExtractor) -> tuple["Document | None", Extraction]:
+def extract_webtext_from_page(page: HtmlPage, extractor: MainTextExtractor) -> tuple[Document | None, Extraction]:
     """A WARC page as a ``Document`` of its WebText text (``meta["extractor"]`` says whose), or None."""
     return extract_text_from_page(page, extractor, name_of=extractor_of)
 
@@ -339,7 +341,7 @@ def fetched_page(item: tuple) -> Decision:
     return Decision.drop(outcome, f"{link.url} {entry.get('detail', '') if entry else ''}", LINKS)
 
 
-def newest_capture(pages: list) -> "HtmlPage":
+def newest_capture(pages: list) -> HtmlPage:
     """Of several captures of one URL: the newest, then the first by file and offset."""
     return min(pages, key=lambda p: (_negate(p.timestamp), p.source, p.offset))
 
@@ -360,7 +362,7 @@ def capture_of_link(key: str, groups) -> Decision:
     return Decision.keep((links[0], newest_capture(pages)), MATCHED, LINKS)
 
 
-def webtext_meta(link, page: "HtmlPage", extractor: str, page_source: str) -> dict[str, str]:
+def webtext_meta(link, page: HtmlPage, extractor: str, page_source: str) -> dict[str, str]:
     """A WebText document's ``meta``: its Reddit link, whose text it is, where the page came from."""
     return {
         "link": link.url,
@@ -391,7 +393,7 @@ def extract_document(item: tuple, extractor: MainTextExtractor, page_source: str
     return Decision(document, ((extraction.outcome, 1), (whose, 1)), (), ((extraction.outcome, PAGES), (whose, OTHER)))
 
 
-def doc_id(doc: "Document") -> str:
+def doc_id(doc: Document) -> str:
     """A WebText document's dedup identity: its link's URL key (one document per link)."""
     return url_key(doc.meta.get("link") or doc.url) or doc.url
 
@@ -558,7 +560,7 @@ def normalize_lines(text: str) -> str:
 
 
 def clean_webtext(
-    doc: "Document",
+    doc: Document,
     *,
     min_words: int = MIN_WORDS,
     min_english_probability: float = MIN_ENGLISH_PROBABILITY,

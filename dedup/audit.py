@@ -21,7 +21,7 @@ their indexes with ``build_indexes`` and their reports with ``exact_report`` /
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from corpus.inputs import InputError
 from dedup.benchmark_sets import BenchmarkSpecError, load_benchmark

@@ -53,9 +53,9 @@ import json
 import os
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
 
 from common.errors import InputError
 from common.jsonlines import json_objects
@@ -171,7 +171,7 @@ def load_wikitext(path: str | os.PathLike, *, name: str = "wikitext2", unit: str
         for index, (title, number, lines) in enumerate(articles):
             examples.append(Example(f"{name}-{index}", "\n".join(lines), {"title": title, "line": number}))
     else:
-        for article_index, (title, number, lines) in enumerate(articles):
+        for article_index, (title, _number, lines) in enumerate(articles):
             for line in lines:
                 if not _WIKITEXT_HEADING.match(line):
                     examples.append(Example(f"{name}-{len(examples)}", line,
@@ -493,7 +493,7 @@ def load_coqa(path: str | os.PathLike, *, name: str = "coqa") -> BenchmarkSet:
         if not isinstance(questions, list) or not isinstance(answers, list) or len(questions) != len(answers):
             raise ValueError(f"{where}: questions and answers are not two lists of one length")
         history = []
-        for turn, (question, answer) in enumerate(zip(questions, answers)):
+        for turn, (question, answer) in enumerate(zip(questions, answers, strict=True)):
             _need(question, ("input_text", "turn_id"), f"{where}.questions[{turn}]")
             _need(answer, ("input_text", "turn_id"), f"{where}.answers[{turn}]")
             if question["turn_id"] != answer["turn_id"]:
@@ -561,7 +561,7 @@ def load_cnn_dm(path: str | os.PathLike, *, name: str = "cnn_dm") -> BenchmarkSe
         sources, targets = _lines(_read_text(p)), _lines(_read_text(target))
         if len(sources) != len(targets):
             raise ValueError(f"{p}: {len(sources)} articles but {target.name} has {len(targets)} highlight lines")
-        for number, (article, highlights) in enumerate(zip(sources, targets)):
+        for number, (article, highlights) in enumerate(zip(sources, targets, strict=True)):
             # BRIO / fairseq layout: the highlight sentences joined by runs of spaces
             sentences = [h.strip() for h in re.split(r"\s{2,}", highlights) if h.strip()]
             if not article.strip() or not sentences:
@@ -615,7 +615,7 @@ def load_wmt14(path: str | os.PathLike, direction: str | None = None, *, name: s
         raise ValueError(f"wmt14: {found['src'].name} has {len(sources)} segments, {found['ref'].name} {len(references)}")
     name = name or f"wmt14-{direction}"
     examples = []
-    for i, ((doc, source), (ref_doc, reference)) in enumerate(zip(sources, references)):
+    for i, ((doc, source), (ref_doc, reference)) in enumerate(zip(sources, references, strict=True)):
         if doc != ref_doc:
             raise ValueError(f"wmt14: segment {i + 1} is in document {doc} of the source but {ref_doc} of the reference")
         langs = {src_lang: source, tgt_lang: reference}

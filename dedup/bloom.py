@@ -133,8 +133,9 @@ import json
 import math
 import os
 import struct
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import numpy as np
 import pybloom_live
@@ -537,7 +538,7 @@ class BloomFilter:
 
     # -- combining ------------------------------------------------------------------------
 
-    def compatible_with(self, other: "BloomFilter") -> str | None:
+    def compatible_with(self, other: BloomFilter) -> str | None:
         """None when ``other`` can be merged into this filter, else the reason."""
         if not isinstance(other, BloomFilter):
             return f"not a BloomFilter: {type(other).__name__}"
@@ -548,7 +549,7 @@ class BloomFilter:
             return f"meta (hash id / normalisation) differs: {self.meta!r} != {other.meta!r}"
         return None
 
-    def merge(self, other: "BloomFilter") -> "BloomFilter":
+    def merge(self, other: BloomFilter) -> BloomFilter:
         """OR ``other`` into this filter (in place; returns self). The result equals, bit
         for bit, one filter built over both key sets. ``count`` becomes the sum."""
         reason = self.compatible_with(other)
@@ -565,13 +566,13 @@ class BloomFilter:
         self.count += other.count
         return self
 
-    def __ior__(self, other: "BloomFilter") -> "BloomFilter":
+    def __ior__(self, other: BloomFilter) -> BloomFilter:
         return self.merge(other)
 
-    def __or__(self, other: "BloomFilter") -> "BloomFilter":
+    def __or__(self, other: BloomFilter) -> BloomFilter:
         return self.copy().merge(other)
 
-    def copy(self) -> "BloomFilter":
+    def copy(self) -> BloomFilter:
         """An in-memory, writable copy (also of a memory-mapped filter)."""
         new = BloomFilter.__new__(BloomFilter)
         new._setup(self.m, self.k, self.seed, self.meta, self.capacity, self.error_rate, self.block)
@@ -617,7 +618,7 @@ class BloomFilter:
                     f.write(memoryview(np.ascontiguousarray(self._bits[start : start + _HASH_CHUNK])))
 
     @classmethod
-    def load(cls, path: str | os.PathLike, mmap: bool = True, verify: bool = True) -> "BloomFilter":
+    def load(cls, path: str | os.PathLike, mmap: bool = True, verify: bool = True) -> BloomFilter:
         """Open a file written by ``save``. ``mmap=True`` maps the bit array read-only (no
         copy; ``add``/``merge`` need ``copy()``); ``mmap=False`` reads it into memory.
         ``verify=True`` recomputes the checksum (one full read of the file). Any problem

@@ -37,8 +37,8 @@ with ``start > end`` is an error. Pure and deterministic.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Iterable, Mapping
 
 from common.decision import DOCUMENTS, OTHER, Decision
 from corpus.records import Document

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Callable
 
 from common.decision import LINES, PAGES, PASSED, Decision
 from corpus.urls import url_digest

@@ -88,8 +88,8 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import lru_cache
-from typing import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -255,7 +255,7 @@ class MinHasher:
         """``signature`` in plain Python, one permutation at a time (the oracle and baseline)."""
         values = [int(x) for x in shingle_set]
         out = []
-        for a, b in zip(self.a.tolist(), self.b.tolist()):
+        for a, b in zip(self.a.tolist(), self.b.tolist(), strict=True):
             out.append(min((((a * x + b) & _MASK64) >> 32 for x in values), default=0xFFFFFFFF))
         return np.array(out, dtype=np.uint32)
 
@@ -307,7 +307,7 @@ def choose_bands(num_perm: int, threshold: float,
         fn = (1.0 - threshold ** rows) ** bands
         curve = 1.0 - (1.0 - grid[None, :] ** rows) ** bands[:, None]
         fp = ((curve[:, 1:] + curve[:, :-1]) / 2).sum(axis=1) * (grid[1] - grid[0])
-        for b, fn_b, fp_b in zip(bands.tolist(), fn.tolist(), fp.tolist()):
+        for b, fn_b, fp_b in zip(bands.tolist(), fn.tolist(), fp.tolist(), strict=True):
             feasible = fn_b <= max_false_negative
             rank = (0, round(fp_b, 12), b * rows, b) if feasible else (1, round(fn_b, 12), round(fp_b, 12), b * rows)
             if best is None or rank < best[0]:

@@ -64,12 +64,11 @@ from __future__ import annotations
 import re
 import sys
 import unicodedata
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields
-from functools import lru_cache
-from typing import Iterable, Mapping
+from functools import cache
 
 import numpy as np
-
 
 HASH_ID = "ngram-v2:utf8-u64-chunks-fmix64:poly-9e3779b97f4a7c15:fmix64"  # bump on any scheme change
 
@@ -98,7 +97,7 @@ class NgramConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: Mapping) -> "NgramConfig":
+    def from_dict(cls, data: Mapping) -> NgramConfig:
         names = {f.name for f in fields(cls)}
         if set(data) != names:
             raise ValueError(f"an NgramConfig needs exactly the keys {sorted(names)}, got {sorted(data)}")
@@ -124,7 +123,7 @@ def _mark_ranges(lo: int, hi: int) -> str:
     return "".join(ranges)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _word_re(apostrophes: str, unicode: bool) -> re.Pattern:
     """The word pattern. Unicode: letters/digits, then letters, digits and combining marks.
 
@@ -241,7 +240,7 @@ def _splice_non_ascii(folded: bytes, texts: list[str], config: NgramConfig) -> b
     whole = np.concatenate((np.full(token.size, -1), heavy_texts))  # -1: a token, else the text
     order = np.argsort(starts, kind="stable")
     pieces, previous = [], 0
-    for start, end, text in zip(starts[order].tolist(), ends[order].tolist(), whole[order].tolist()):
+    for start, end, text in zip(starts[order].tolist(), ends[order].tolist(), whole[order].tolist(), strict=True):
         pieces.append(folded[previous:start])
         if text < 0:
             pieces.append(_normalised_token(folded[start:end], config))
@@ -341,7 +340,7 @@ def _stream_word_hashes(stream: bytes) -> tuple[np.ndarray, np.ndarray]:
     return h, separators
 
 
-@lru_cache(maxsize=None)
+@cache
 def _power(exponent: int) -> np.uint64:
     return np.uint64(pow(NGRAM_BASE, exponent, 1 << 64))
 

@@ -33,14 +33,22 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
-from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from dedup.ngrams import (DEFAULT, HASH_ID, NgramConfig, ngram_char_spans, ngram_hashes, ngram_hashes_batch,
-                          ngram_hashes_many, word_spans)
+from dedup.ngrams import (
+    DEFAULT,
+    HASH_ID,
+    NgramConfig,
+    ngram_char_spans,
+    ngram_hashes,
+    ngram_hashes_batch,
+    ngram_hashes_many,
+    word_spans,
+)
 
 GPT3_MAX_DOC_COUNT = 10  # GPT-3 appendix C: ignore n-grams found in more than 10 training documents
 DEFAULT_MAX_DOC_IDS = 3  # training doc ids kept per benchmark n-gram (the smallest, so merges are exact)
@@ -60,7 +68,7 @@ def merge_spans(starts: np.ndarray, ends: np.ndarray) -> list[tuple[int, int]]:
     first = np.concatenate(([0], breaks))
     last = np.concatenate((breaks - 1, [len(starts) - 1]))
     closes = np.maximum.accumulate(ends)[last]
-    return list(zip(starts[first].tolist(), closes.tolist()))
+    return list(zip(starts[first].tolist(), closes.tolist(), strict=True))
 
 
 def _longest_run(flags: np.ndarray) -> int:
@@ -138,7 +146,7 @@ class BenchmarkIndex:
 
     @classmethod
     def build(cls, examples: Sequence[tuple[str, str]], config: NgramConfig = DEFAULT,
-              name: str = "benchmark") -> "BenchmarkIndex":
+              name: str = "benchmark") -> BenchmarkIndex:
         """Index ``examples`` (example id, text); ids must be distinct."""
         ids = [example_id for example_id, _ in examples]
         if len(set(ids)) != len(ids):
@@ -303,7 +311,7 @@ class OverlapCounter:
         if max_doc_ids != self.max_doc_ids:
             raise ValueError(f"max_doc_ids differ: {self.max_doc_ids} vs {max_doc_ids}")
 
-    def merge(self, other: "OverlapCounter") -> "OverlapCounter":
+    def merge(self, other: OverlapCounter) -> OverlapCounter:
         """Add ``other``'s counts into this counter (in place); returns self."""
         self._check_compatible(other.index.fingerprint, other.max_doc_ids)
         self.doc_counts += other.doc_counts
@@ -332,21 +340,21 @@ class OverlapCounter:
         }
 
     @classmethod
-    def from_dict(cls, index: BenchmarkIndex, data: Mapping) -> "OverlapCounter":
+    def from_dict(cls, index: BenchmarkIndex, data: Mapping) -> OverlapCounter:
         counter = cls(index, data["max_doc_ids"])
         if data["hash_id"] != HASH_ID:
             raise ValueError(f"counter written with hash scheme {data['hash_id']!r}, this is {HASH_ID!r}")
         counter._check_compatible(data["index_fingerprint"], data["max_doc_ids"])
         found = np.asarray(data["found"], dtype=np.int64)
         counter.doc_counts[found] = np.asarray(data["doc_counts"], dtype=np.int64)
-        counter.doc_ids = {u: list(ids) for u, ids in zip(found.tolist(), data["doc_ids"]) if ids}
+        counter.doc_ids = {u: list(ids) for u, ids in zip(found.tolist(), data["doc_ids"], strict=True) if ids}
         counter.docs_scanned = data["docs_scanned"]
         counter.ngrams_scanned = data["ngrams_scanned"]
         counter.docs_with_hits = data["docs_with_hits"]
         return counter
 
     def report(self, max_doc_count: int | None = None,
-               dirty_threshold: float = DEFAULT_DIRTY_THRESHOLD) -> "BenchmarkReport":
+               dirty_threshold: float = DEFAULT_DIRTY_THRESHOLD) -> BenchmarkReport:
         return compute_report(self.index, self.doc_counts > 0, doc_counts=self.doc_counts,
                               max_doc_count=max_doc_count, dirty_threshold=dirty_threshold,
                               doc_ids=self.doc_ids, max_doc_ids=self.max_doc_ids)

@@ -27,7 +27,15 @@ import re
 import numpy as np
 
 from common import storage
-from dedup.bloom import FILE_HEADER, MAGIC, BloomFileError, BloomFilter, FalsePositiveEstimate, fp_upper_bound, partition_of
+from dedup.bloom import (
+    FILE_HEADER,
+    MAGIC,
+    BloomFileError,
+    BloomFilter,
+    FalsePositiveEstimate,
+    fp_upper_bound,
+    partition_of,
+)
 
 PART_NAME = "bloom-part-{index:05d}-of-{parts:05d}.bin"
 _PART_RE = re.compile(r"bloom-part-(\d{5})-of-(\d{5})\.bin$")
@@ -141,7 +149,7 @@ class PartitionedBloom:
 
     @classmethod
     def load(cls, folder: str, mmap: bool = True, verify: bool = True, *, meta: dict | None = None,
-             corpus: str | None = None) -> "PartitionedBloom":
+             corpus: str | None = None) -> PartitionedBloom:
         """The filter in ``folder``, checked against its ``bloom.json`` (every part there,
         nothing else, each of its size and checksum) and, when given, against the n-gram
         ``meta`` and the ``corpus`` fingerprint the caller expects. ``BloomFileError`` else."""

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from common.decision import OTHER, PAGES, SPANS, Decision
 from corpus.sentences import split_sentences
@@ -98,7 +98,7 @@ def remove_duplicate_spans(
             removed[j] = True
     counts["sentence-removed"] += sum(removed)
     lines: dict[int, list[str]] = {}
-    for (line_index, sentence), gone in zip(located, removed):
+    for (line_index, sentence), gone in zip(located, removed, strict=True):
         if not gone:
             lines.setdefault(line_index, []).append(sentence)
     new_text = LINE_DELIMITER.join(" ".join(parts) for _, parts in sorted(lines.items()))

@@ -411,10 +411,10 @@ def check_optimizer_state(saved: dict, optimizer: torch.optim.Optimizer, path: s
     if len(groups) != len(optimizer.param_groups):
         raise CheckpointError(f"{path}: the optimizer state has {len(groups)} parameter group(s), the model {len(optimizer.param_groups)}")
     by_id = {}
-    for index, (group, live) in enumerate(zip(groups, optimizer.param_groups)):
+    for index, (group, live) in enumerate(zip(groups, optimizer.param_groups, strict=True)):
         if len(group["params"]) != len(live["params"]):
             raise CheckpointError(f"{path}: optimizer group {index} holds {len(group['params'])} parameter(s), the model {len(live['params'])}")
-        for key, param in zip(group["params"], live["params"]):
+        for key, param in zip(group["params"], live["params"], strict=True):
             by_id[key] = param
         for name, mine in live.items():
             if name != "params" and name in group:

@@ -14,8 +14,8 @@ on CPU it is n/a.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from contextlib import nullcontext
-from typing import Callable
 
 import numpy as np
 import torch

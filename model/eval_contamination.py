@@ -43,8 +43,8 @@ import logging
 import math
 import os
 import zlib
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 from tqdm import tqdm

@@ -139,7 +139,7 @@ def generate_batch(model, prompts: list[list[int]], max_new_tokens: int, *, top_
             else:
                 chosen = torch.multinomial(probs, 1, generator=generator).squeeze(1)
         logp = torch.log_softmax(logits, dim=-1).gather(1, chosen[:, None]).squeeze(1)
-        for row, (token, lp) in enumerate(zip(chosen.tolist(), logp.tolist())):
+        for row, (token, lp) in enumerate(zip(chosen.tolist(), logp.tolist(), strict=True)):
             if done[row]:
                 continue
             if token == eot_id:
@@ -204,7 +204,7 @@ def answer_logprob(tokenizer, generation: Generation) -> float:
     """The log-probability of the generated answer: the sum over the tokens up to the first line
     break (the answer an NQ-style prompt reads); -inf when nothing was generated."""
     total, text = 0.0, ""
-    for token, lp in zip(generation.tokens, generation.logprobs):
+    for token, lp in zip(generation.tokens, generation.logprobs, strict=True):
         piece = tokenizer.decode([token])
         if "\n" in piece and text.strip():
             break

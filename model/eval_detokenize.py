@@ -61,7 +61,7 @@ import re
 import warnings
 from bisect import bisect_right
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 # Merity et al. 2016 (WikiText): hyphens and number separators split out as @-@, @,@, @.@
 WIKITEXT_SEPARATORS = (("@-@", "-"), ("@,@", ","), ("@.@", "."))
@@ -86,7 +86,7 @@ _NUMBER = re.compile(r"\d+(?:[.,]\d+)+")  # "1,000.5": WikiText splits its separ
 _NUMBER_SEPARATOR = re.compile(r"[.,]")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _currency_pattern(symbols: str) -> re.Pattern:
     return re.compile(rf"[^\W\d_]*[{re.escape(symbols)}]")
 
@@ -224,7 +224,7 @@ class Detokenizer:
     def _escape(self, token: str) -> str:
         for escaped, plain in self.escapes:
             if plain in token:  # escape each plain character not already escaped
-                token = re.sub(r"(?<!\\)" + re.escape(plain), lambda _: escaped, token)
+                token = re.sub(r"(?<!\\)" + re.escape(plain), lambda _, escaped=escaped: escaped, token)
         return token
 
     # ------------------------------------------------------------------ detokenize
@@ -280,7 +280,7 @@ class Detokenizer:
         texts = ["".join(self._surface(t) for t in tokens[a:b]) for a, b in groups]
         pieces: list[str] = []
         kept = 0
-        for k, ((a, b), text) in enumerate(zip(groups, texts)):
+        for k, ((a, b), text) in enumerate(zip(groups, texts, strict=True)):
             following = texts[k + 1][:1] if k + 1 < len(texts) else ""
             if b - a == 1 and text == tokens[a] or self._tokens(text, following) == tokens[a:b]:
                 pieces.append(text)

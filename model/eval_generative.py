@@ -36,7 +36,7 @@ import random
 import re
 import string
 from collections import Counter
-from typing import Sequence
+from collections.abc import Sequence
 
 from sacrebleu.metrics import BLEU
 
@@ -263,7 +263,7 @@ def score_generative(model, tokenizer, bench: BenchmarkSet, examples: list[Examp
     scores = []
     if task == "coqa":
         generations, cut = run([coqa_prompt(e) for e in examples], Decoding(meta["max_new_tokens"], StopRule("newline")))
-        for example, g in zip(examples, generations):
+        for example, g in zip(examples, generations, strict=True):
             em, f1 = coqa_turn_scores(g.answer, example.meta["answers"])
             domain = example.meta["domain"]
             side = "in_domain" if domain in COQA_IN_DOMAIN else "out_domain"
@@ -277,7 +277,7 @@ def score_generative(model, tokenizer, bench: BenchmarkSet, examples: list[Examp
         decoding = Decoding(meta["max_new_tokens"], summary_rule, top_k=CNN_DM_TOP_K, seed=seed)
         with_hint, cut = run([(e.meta["article"], TLDR_HINT) for e in examples], decoding)
         no_hint, _ = run([(e.meta["article"], "") for e in examples], decoding)
-        for example, hinted, plain in zip(examples, with_hint, no_hint):
+        for example, hinted, plain in zip(examples, with_hint, no_hint, strict=True):
             reference = example.meta["reference"]
             sentences = _article_sentences(example.meta["article"])
             rng = random.Random(f"{seed}:{example.id}")
@@ -299,7 +299,7 @@ def score_generative(model, tokenizer, bench: BenchmarkSet, examples: list[Examp
                                          for e in draw_others(bench, example, EXAMPLE_PAIRS, seed)]
             prompts.append(wmt_prompt(example, direction, shots))
         generations, cut = run(prompts, Decoding(meta["max_new_tokens"], StopRule("sentences", 1, first_line=True)))
-        for example, g in zip(examples, generations):
+        for example, g in zip(examples, generations, strict=True):
             scores.append(_score(example, g, bleu_values(sentence_bleu, g.answer, example.meta["reference"]),
                                  references=[example.meta["reference"]]))
         metrics = list(TASK_METRICS["wmt14"])
@@ -313,7 +313,7 @@ def score_generative(model, tokenizer, bench: BenchmarkSet, examples: list[Examp
                                          for e in draw_others(bench, example, EXAMPLE_PAIRS, seed)]
             prompts.append(nq_prompt(example, shots))
         generations, cut = run(prompts, Decoding(meta["max_new_tokens"], StopRule("newline")))
-        for example, g in zip(examples, generations):
+        for example, g in zip(examples, generations, strict=True):
             logprob = answer_logprob(tokenizer, g)
             correct = any(exact_match(g.answer, a) for a in example.meta["answers"])
             scores.append(_score(example, g, {"confidence": logprob if math.isfinite(logprob) else -1e30},

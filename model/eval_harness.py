@@ -28,16 +28,26 @@ import json
 import logging
 import os
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from common import storage
 from common.errors import InputError
 from common.storage import write_atomically
 from dedup.benchmark_sets import GENERATIVE_KINDS, BenchmarkSet, BenchmarkSpecError, load_benchmark
-from model.eval_contamination import (DEFAULT_CONFIDENCE, DEFAULT_FP_QUERIES, DEFAULT_N, DEFAULT_RESAMPLES,
-                                      DEFAULT_THRESHOLD, ContaminationError, mark_benchmarks, open_source,
-                                      per_example_rows, summarize_benchmark)
-from model.eval_report import benchmark_entry, build_report, format_summary as format_report, gpt2_size, write_report
+from model.eval_contamination import (
+    DEFAULT_CONFIDENCE,
+    DEFAULT_FP_QUERIES,
+    DEFAULT_N,
+    DEFAULT_RESAMPLES,
+    DEFAULT_THRESHOLD,
+    ContaminationError,
+    mark_benchmarks,
+    open_source,
+    per_example_rows,
+    summarize_benchmark,
+)
+from model.eval_report import benchmark_entry, build_report, gpt2_size, write_report
+from model.eval_report import format_summary as format_report
 from model.tokenizer import BPETokenizer
 
 log = logging.getLogger(__name__)
@@ -161,7 +171,13 @@ def run_eval(model, benchmarks: Sequence, *, training=None, tokenizer=None, ngra
     benchmark is checked against the model (a generative task must fit its context) before
     any is scored: a refusal writes nothing."""
     from model.eval_decoding import GenerationError  # torch
-    from model.eval_generative import TASK_NEW_TOKENS, PairsError, check_generative, paper_reference, read_pairs  # rouge-score, sacrebleu (with torch)
+    from model.eval_generative import (  # rouge-score, sacrebleu (with torch)
+        TASK_NEW_TOKENS,
+        PairsError,
+        check_generative,
+        paper_reference,
+        read_pairs,
+    )
     from model.eval_scoring import evaluate_benchmark  # torch
 
     if bootstrap < 0:

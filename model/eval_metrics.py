@@ -27,8 +27,8 @@ equal the whole-file numbers.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 
 @dataclass
@@ -49,7 +49,7 @@ class ExampleScore:
                 "values": dict(self.values)}
 
     @classmethod
-    def from_dict(cls, data: dict) -> "ExampleScore":
+    def from_dict(cls, data: dict) -> ExampleScore:
         return cls(data["id"], float(data["nll"]), int(data["tokens"]), int(data["words"]), int(data["bytes"]),
                    int(data["chars"]), dict(data.get("correct", {})), dict(data.get("extra", {})),
                    {k: float(v) for k, v in (data.get("values") or {}).items()})

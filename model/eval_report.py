@@ -254,7 +254,7 @@ def format_summary(document: dict) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = [_title(document), _training_line(document)]
     for row in rows:
-        lines.append("  ".join(cell.ljust(w) if i < 2 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths))).rstrip())
+        lines.append("  ".join(cell.ljust(w) if i < 2 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths, strict=True))).rstrip())
     for entry in document["benchmarks"]:
         lines += [f"{entry['name']}: {line}" for line in generation_lines(entry)]
     return "\n".join(lines)
@@ -305,7 +305,7 @@ def plot_buckets(entry: dict) -> bytes | None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, len(results), figsize=(4.2 * len(results), 3.4), squeeze=False)
-    for ax, result in zip(axes[0], results):
+    for ax, result in zip(axes[0], results, strict=True):
         metric = result["metric"]
         labels = [f"{b['bucket']}\nn={b['count']:,}" for b in result["buckets"]]
         xs, ys, lows, highs = [], [], [], []

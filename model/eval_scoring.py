@@ -47,12 +47,11 @@ from __future__ import annotations
 import math
 import re
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import numpy as np
 import torch
-
 from tqdm.auto import tqdm
 
 from dedup.benchmark_sets import CBT_BLANK, GENERATIVE_KINDS, BenchmarkSet, Example
@@ -171,7 +170,7 @@ class ScoringModel:
     # -- construction from a path
 
     @classmethod
-    def load(cls, path: str, *, device="cpu", **kwargs) -> "ScoringModel":
+    def load(cls, path: str, *, device="cpu", **kwargs) -> ScoringModel:
         """Our run folder / checkpoint file, or a Hugging Face GPT-2 folder, with its tokenizer."""
 
         folder = tokenizer_folder(path)
@@ -298,7 +297,7 @@ class ScoringModel:
                 owners.append(number)
         results = self._run(requests, progress=progress, desc=desc)
         parts: list[list[np.ndarray]] = [[] for _ in sequences]
-        for owner, result in zip(owners, results):
+        for owner, result in zip(owners, results, strict=True):
             parts[owner].append(result.nll)
         return [np.concatenate(p) if p else np.zeros(0, dtype=np.float64) for p in parts]
 
@@ -466,7 +465,7 @@ class _Detokenizer:
     count_kind: str  # the benchmark's word-count convention (count_words kind)
 
     @classmethod
-    def resolve(cls, bench_name: str, detokenize) -> "_Detokenizer":
+    def resolve(cls, bench_name: str, detokenize) -> _Detokenizer:
         count_kind = detok.detokenizer_for(bench_name)
         if callable(detokenize):
             return cls(getattr(detokenize, "__name__", "custom"), detokenize, detokenize, count_kind)
@@ -555,12 +554,12 @@ def _score_lm(sm: ScoringModel, bench: BenchmarkSet, examples: list[Example], st
     else:
         original, starts, offsets, by_line = example_slices(bench, examples)
         ends = [*map(int, starts[1:]), len(original)]
-        originals = [original[a:b] for a, b in zip(map(int, starts), ends)]
+        originals = [original[a:b] for a, b in zip(map(int, starts), ends, strict=True)]
     if not whole:  # each example on its own, from the end-of-text token
         encoded = [sm.tokenizer.encode(detok.text(o)) for o in originals]
         nlls = sm.token_nlls_many(encoded, stride=stride, progress=progress, desc=f"{bench.name} windows")
         scores = [ExampleScore(e.id, math.fsum(nll), len(nll), *detok.counts(o))
-                  for e, nll, o in zip(examples, nlls, originals)]
+                  for e, nll, o in zip(examples, nlls, originals, strict=True)]
         meta["tokens_scored"] = int(sum(len(n) for n in nlls))
         meta["total_nll"] = math.fsum(math.fsum(n) for n in nlls)
         return scores, meta
@@ -620,7 +619,7 @@ def _score_lambada(sm: ScoringModel, bench: BenchmarkSet, examples: list[Example
         pieces.append((continuation.strip(), cont_ids))
     results = sm._run(requests, argmax=True, filtered=True, progress=progress, desc=f"{bench.name}")
     scores = []
-    for example, (target, cont_ids), result in zip(examples, pieces, results):
+    for example, (target, cont_ids), result in zip(examples, pieces, results, strict=True):
         greedy = result.argmax.tolist()
         whole = greedy == cont_ids
         filtered = [int(result.filtered_argmax[0]), *greedy[1:]] == cont_ids
@@ -645,7 +644,7 @@ def _choose(sm: ScoringModel, groups: list[tuple[list[int], list[list[int]]]], p
             owners.append(number)
     results = sm._run(requests, progress=progress, desc=desc)
     nlls: list[list[float]] = [[] for _ in groups]
-    for owner, result in zip(owners, results):
+    for owner, result in zip(owners, results, strict=True):
         nlls[owner].append(math.fsum(result.nll))
     return nlls
 
@@ -680,7 +679,7 @@ def _score_cbt(sm: ScoringModel, bench: BenchmarkSet, examples: list[Example], d
         prompts.append(continuations)
     nlls = _choose(sm, groups, progress, bench.name)
     scores = []
-    for example, (_, conts), candidate_nll, continuations in zip(examples, groups, nlls, prompts):
+    for example, (_, conts), candidate_nll, continuations in zip(examples, groups, nlls, prompts, strict=True):
         candidates = example.meta["candidates"]
         best = int(np.argmin(candidate_nll))
         answer = example.meta.get("answer", "")
@@ -733,7 +732,7 @@ def _score_wsc(sm: ScoringModel, bench: BenchmarkSet, examples: list[Example], p
         prompts.append((pairs, len(cont_ids)))
     flat = [n[0] for n in _choose(sm, groups, progress, bench.name)]
     scores, position = [], 0
-    for example, (pairs, n_tokens) in zip(examples, prompts):
+    for example, (pairs, n_tokens) in zip(examples, prompts, strict=True):
         option_nll = flat[position:position + len(pairs)]
         position += len(pairs)
         best = int(np.argmin(option_nll))

@@ -53,18 +53,42 @@ from tqdm import tqdm
 
 from common.errors import InputError
 from common.storage import write_atomically
-from model.checkpoint import (CHECKPOINT_FILE, RUN_CONFIG_FILE, TOKENIZER_DIR, CheckpointError, check_optimizer_state,
-                              load_model, save_checkpoint, tokenizer_folder)
+from model.checkpoint import (
+    CHECKPOINT_FILE,
+    RUN_CONFIG_FILE,
+    TOKENIZER_DIR,
+    CheckpointError,
+    check_optimizer_state,
+    load_model,
+    save_checkpoint,
+    tokenizer_folder,
+)
 from model.device import resolve_device, rng_state, seed_everything, set_rng_state
 from model.eval_contamination import ContaminationError
 from model.finetune_task_files import FORMATS, TASK_TYPES, TaskData, TaskFormatError, parse_fields, read_task_file
-from model.finetune_tasks import (IGNORE, SpecialTokens, TaskError, collate, encode_task, label_space, mark_task,
-                                  metric_names, split_metrics)
+from model.finetune_tasks import (
+    IGNORE,
+    SpecialTokens,
+    TaskError,
+    collate,
+    encode_task,
+    label_space,
+    mark_task,
+    metric_names,
+    split_metrics,
+)
 from model.fused_loss import linear_cross_entropy
 from model.gpt import GPT, INIT_STD, GPTConfig
 from model.optim import LRSchedule, make_optimizer
-from model.run_folder import (LOSS_PLOT, METRICS_FILE, export_hf, keep_metrics_until, plot_task_run, resume_state,
-                              resumed_config)
+from model.run_folder import (
+    LOSS_PLOT,
+    METRICS_FILE,
+    export_hf,
+    keep_metrics_until,
+    plot_task_run,
+    resume_state,
+    resumed_config,
+)
 from model.shapes import meta_gpt
 from model.tokenizer import BPETokenizer
 from model.train import exit_status, run_in_run_folder  # noqa: F401 (exit_status: the command's exit code, read by pipelines.cli)
@@ -522,7 +546,7 @@ def write_report(out, cfg, task, space, regression, evaluation, eval_set, dirty,
             "No --training corpus: every metric is on all evaluation examples.")
     write_atomically(paths["md"], f"# Fine-tuning: {task} ({cfg.format})\n\n{metrics_table(metrics)}\n\n{note}\n")
     rows = []
-    for n, (example, prediction) in enumerate(zip(eval_set, evaluation["predictions"])):
+    for n, (example, prediction) in enumerate(zip(eval_set, evaluation["predictions"], strict=True)):
         row = {"id": example.id, "target": example.target, "prediction": prediction}
         if space:
             row.update(target_label=space[example.target], predicted_label=space[prediction])
@@ -563,7 +587,7 @@ def write_demo_task(folder: str) -> tuple[str, str]:
         for n, sentence in enumerate(DEMO_SENTENCES[topic]):
             (dev if n % 4 == 3 else train).append(f"{sentence}\t{label}")
     paths = os.path.join(folder, "train.tsv"), os.path.join(folder, "dev.tsv")
-    for path, lines in zip(paths, (train, dev)):
+    for path, lines in zip(paths, (train, dev), strict=True):
         write_atomically(path, "\n".join(lines) + "\n")
     return paths
 

@@ -192,7 +192,7 @@ def read_race(path: str) -> TaskData:
             raise TaskFormatError(f"{file}: {len(record['questions'])} questions, {len(record['options'])} option "
                                   f"lists and {len(record['answers'])} answers")
         name = str(record.get("id", os.path.basename(file)))
-        for q, (question, options, answer) in enumerate(zip(record["questions"], record["options"], record["answers"])):
+        for q, (question, options, answer) in enumerate(zip(record["questions"], record["options"], record["answers"], strict=True)):
             if answer not in RACE_LETTERS[:len(options)]:
                 raise TaskFormatError(f"{file}: question {q}: answer {answer!r} is not one of "
                                       f"{list(RACE_LETTERS[:len(options)])}")

@@ -151,7 +151,7 @@ class Batch:
     choice_mask: torch.Tensor  # [B, K] False for a missing candidate (fewer choices than the batch's most)
     targets: torch.Tensor  # [B] long (class / candidate) or float (regression)
 
-    def to(self, device) -> "Batch":
+    def to(self, device) -> Batch:
         return Batch(*(t.to(device) for t in (self.idx, self.extract, self.lm_targets, self.choice_mask, self.targets)))
 
 
@@ -274,7 +274,7 @@ def mark_task(data: TaskData, training, *, name: str = "task", n: int = 8, thres
     ids = [e.id for e in data.examples]
     if len(set(ids)) != len(ids):  # the marks are keyed by id: make them unique by position
         ids = [f"{i}:{e.id}" for i, e in enumerate(data.examples)]
-    bench = BenchmarkSet(name, "eval", [Example(i, e.text()) for i, e in zip(ids, data.examples)], data.source)
+    bench = BenchmarkSet(name, "eval", [Example(i, e.text()) for i, e in zip(ids, data.examples, strict=True)], data.source)
     marks = mark_benchmarks([bench], training, n=n, threshold=threshold, progress=progress)[name]
     by_id = marks.by_id()
     return [bool(by_id[i].dirty) for i in ids], marks

@@ -103,7 +103,7 @@ class GPTConfig:
         return list(_NAMED) + list(_ALIASES)
 
     @classmethod
-    def named(cls, name: str, **overrides) -> "GPTConfig":
+    def named(cls, name: str, **overrides) -> GPTConfig:
         """A published size by name ("gpt1", "gpt2", "124M", "gpt2-xl", ...), with overrides."""
         key = str(name).strip().lower()
         key = _ALIASES.get(key, key)
@@ -121,7 +121,7 @@ class GPTConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "GPTConfig":
+    def from_dict(cls, d: dict) -> GPTConfig:
         if not isinstance(d, dict):
             raise ValueError(f"a GPT config must be a dict, got {type(d).__name__}")
         unknown = set(d) - {f.name for f in fields(cls)}

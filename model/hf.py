@@ -24,14 +24,14 @@ import json
 import os
 import re
 import shutil
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from common.errors import InputError
-from model.gpt import GPT, GPTConfig, INIT_STD
+from model.gpt import GPT, INIT_STD, GPTConfig
 from model.shapes import meta_gpt
 
 CONFIG_NAME = "config.json"  # transformers' file names (transformers.utils.CONFIG_NAME ...)

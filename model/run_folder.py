@@ -18,12 +18,18 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import fields
-from typing import Callable
 
 from common.storage import atomic_path, write_atomically
-from model.checkpoint import (CHECKPOINT_FILE, HF_DIR, RUN_CONFIG_FILE, TOKENIZER_DIR, kept_checkpoints,
-                              latest_good_checkpoint)
+from model.checkpoint import (
+    CHECKPOINT_FILE,
+    HF_DIR,
+    RUN_CONFIG_FILE,
+    TOKENIZER_DIR,
+    kept_checkpoints,
+    latest_good_checkpoint,
+)
 from model.gpt import GPT
 from model.hf import hf_export_parts, write_hf_folder
 
@@ -81,9 +87,9 @@ def plot_losses(metrics_path: str, png_path: str, title: str = "") -> None:
     val = [(r["step"], r["val_loss"]) for r in records if "val_loss" in r]
     fig, ax = plt.subplots(figsize=(7, 4))
     if train:
-        ax.plot(*zip(*train), label="train", linewidth=1)
+        ax.plot(*zip(*train, strict=True), label="train", linewidth=1)
     if val:
-        ax.plot(*zip(*val), "o-", label="validation", markersize=3)
+        ax.plot(*zip(*val, strict=True), "o-", label="validation", markersize=3)
     ax.set_xlabel("step")
     ax.set_ylabel("loss (nats/token)")
     ax.set_title(title or "loss")
@@ -101,12 +107,12 @@ def plot_task_run(metrics_path: str, png_path: str, headline: str, title: str) -
     scores = [(r["step"], r["eval"]["all"][headline]) for r in records if "eval" in r]
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     if train:
-        left.plot(*zip(*train), linewidth=1)
+        left.plot(*zip(*train, strict=True), linewidth=1)
     left.set_xlabel("step")
     left.set_ylabel("loss (task + lambda x LM)")
     left.grid(alpha=0.3)
     if scores:
-        right.plot(*zip(*scores), "o-", markersize=3)
+        right.plot(*zip(*scores, strict=True), "o-", markersize=3)
     right.set_xlabel("step")
     right.set_ylabel(f"evaluation {headline} (all)")
     right.grid(alpha=0.3)

@@ -22,8 +22,8 @@ import torch
 
 from common.errors import InputError
 from model.checkpoint import load_model, tokenizer_folder
-from model.tokenizer import BPETokenizer
 from model.sample_options import DESCRIPTION, EXTRA_OPTIONS, add_arguments  # noqa: F401  (the job contract: pipelines.cli)
+from model.tokenizer import BPETokenizer
 
 log = logging.getLogger("corpusforge.sample")
 

@@ -41,7 +41,7 @@ import os
 import platform
 import re
 import sys
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -209,7 +209,7 @@ class BPETokenizer:
 
     # --- construction -----------------------------------------------------------------------
     @classmethod
-    def from_merges(cls, merges: Sequence[tuple[str, str]], engine: str = "auto") -> "BPETokenizer":
+    def from_merges(cls, merges: Sequence[tuple[str, str]], engine: str = "auto") -> BPETokenizer:
         """The canonical vocabulary of a merge list: the 256 bytes in GPT-2's order, then each
         merge's new token in rank order (a merge that remakes an existing token adds none),
         then end-of-text -- GPT-2's own id layout."""
@@ -309,7 +309,7 @@ class BPETokenizer:
                 encoded = self._tiktoken_encoding.encode_ordinary_batch(batch, num_threads=threads)
             else:
                 encoded = [e.ids for e in self._hf_tokenizer.encode_batch(batch, add_special_tokens=False)]
-            for i, ids in zip(plain, encoded):
+            for i, ids in zip(plain, encoded, strict=True):
                 out[i] = ids
         for i, text in enumerate(texts):
             if out[i] is None:
@@ -374,7 +374,7 @@ class BPETokenizer:
         storage.write_atomically(storage.join(folder, "merges.txt"), "\n".join(lines) + "\n")
 
     @classmethod
-    def load(cls, folder_or_file: str | os.PathLike, engine: str = "auto") -> "BPETokenizer":
+    def load(cls, folder_or_file: str | os.PathLike, engine: str = "auto") -> BPETokenizer:
         """From ``vocab.json`` + ``merges.txt`` or OpenAI's ``encoder.json`` + ``vocab.bpe``:
         a folder holding one pair, or either file of a pair (its partner beside it)."""
         vocab_path, merges_path = _find_files(os.fspath(folder_or_file))

@@ -47,9 +47,9 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
-from typing import Callable
 
 import numpy as np
 import torch
@@ -60,17 +60,47 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 from common import storage
 from common.errors import InputError
 from common.storage import write_atomically
-from model.checkpoint import (CHECKPOINT_FILE, RUN_CONFIG_FILE, TOKENIZER_DIR, clean_state_dict, check_optimizer_state,
-                              save_checkpoint)
-from model.device import (DTYPES, allow_tf32, autocast_for, peak_flops, resolve_device, resolve_dtype, rng_state,
-                          seed_everything, set_rng_state)
+from model.checkpoint import (
+    CHECKPOINT_FILE,
+    RUN_CONFIG_FILE,
+    TOKENIZER_DIR,
+    check_optimizer_state,
+    clean_state_dict,
+    save_checkpoint,
+)
+from model.device import (
+    DTYPES,
+    allow_tf32,
+    autocast_for,
+    peak_flops,
+    resolve_device,
+    resolve_dtype,
+    rng_state,
+    seed_everything,
+    set_rng_state,
+)
 from model.distributed import Dist, all_mean, barrier_and_close, gather_objects, init_distributed
 from model.gpt import GPT, GPT2_VOCAB, LOSS_IMPLS, GPTConfig
 from model.optim import LRSchedule, make_optimizer
-from model.run_folder import (LOSS_PLOT, METRICS_FILE, export_hf, keep_metrics_until, plot_losses, resume_state,
-                              resumed_config)
-from model.token_loader import (DataError, TokenLoader, TokenWindows, consumed_batches, eval_indices, read_meta, split_paths,
-                                tokenizer_dir)
+from model.run_folder import (
+    LOSS_PLOT,
+    METRICS_FILE,
+    export_hf,
+    keep_metrics_until,
+    plot_losses,
+    resume_state,
+    resumed_config,
+)
+from model.token_loader import (
+    DataError,
+    TokenLoader,
+    TokenWindows,
+    consumed_batches,
+    eval_indices,
+    read_meta,
+    split_paths,
+    tokenizer_dir,
+)
 from model.validation import mean_loss
 
 log = logging.getLogger("corpusforge.train")

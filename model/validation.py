@@ -10,7 +10,7 @@ of examples in it, summed in float64.
 from __future__ import annotations
 
 import math
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 import torch
 

@@ -20,19 +20,39 @@ from common import storage
 from common.decision import DOCUMENTS
 from corpus.inputs import InputError
 from corpus.shards import shard_files, shard_split
-from dedup.audit import benchmark_rows, build_indexes, load_benchmarks, merge_counters, own_train_overlap, scan_documents
+from dedup.audit import (
+    benchmark_rows,
+    build_indexes,
+    load_benchmarks,
+    merge_counters,
+    own_train_overlap,
+    scan_documents,
+)
 from dedup.bloom import BloomFileError, ngram_meta, split_by_part
 from dedup.decontaminate import decontaminate
 from dedup.ngrams import NgramConfig
 from dedup.partitioned import FILTER_MANIFEST, PartitionedBloom, corpus_fingerprint
 from dedup.report import render_html, render_json, render_markdown
 from pipelines import progress, staging
-from pipelines.audit_shards import (AUDIT, DECONTAMINATE, DOCUMENTS_SCANNED, FILTER_UNITS, REMOVED_FILE, build_part, count_ngrams,
-                                    filter_capacity, finish_filter, matched_documents, shard_hashes, shard_texts, write_removed)
 from pipelines.audit_options import EXTRA_OPTIONS, add_arguments  # noqa: F401  (the job contract: pipelines.cli)
-from pipelines.options import spark_engine, stage_setup_file
+from pipelines.audit_shards import (
+    AUDIT,
+    DECONTAMINATE,
+    DOCUMENTS_SCANNED,
+    FILTER_UNITS,
+    REMOVED_FILE,
+    build_part,
+    count_ngrams,
+    filter_capacity,
+    finish_filter,
+    matched_documents,
+    shard_hashes,
+    shard_texts,
+    write_removed,
+)
 from pipelines.cli import run_job
 from pipelines.jobs import begin_job, counters_of, finish_job, write_json
+from pipelines.options import spark_engine, stage_setup_file
 from pipelines.sources import WriteShards
 from pipelines.steps import Steps, collect_examples, count, units_of
 
@@ -92,8 +112,7 @@ class WithIndexes(beam.DoFn):
 def _hashes_by_part(path, config, parts):
     counts, keys = shard_hashes(path, config)
     count(AUDIT, counts, FILTER_UNITS)
-    for index, part_keys in enumerate(split_by_part(keys, parts)):
-        yield index, part_keys
+    yield from enumerate(split_by_part(keys, parts))
 
 
 def build_filter(files, config, args, folder, beam_args) -> dict:

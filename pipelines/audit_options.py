@@ -24,8 +24,15 @@ import argparse
 from corpus.shards import FORMATS
 from dedup.decontaminate import GPT3_MARGIN, GPT3_MAX_SPLITS, GPT3_MIN_PIECE
 from dedup.overlap import GPT3_MAX_DOC_COUNT
-from pipelines.options import (add_engine_arguments, add_overwrite_argument, non_negative_int, open_probability, positive_int, power_of_two,
-                               unit_fraction)
+from pipelines.options import (
+    add_engine_arguments,
+    add_overwrite_argument,
+    non_negative_int,
+    open_probability,
+    positive_int,
+    power_of_two,
+    unit_fraction,
+)
 
 EXTRA_OPTIONS = "beam"  # pipelines.cli: what is not this job's option is a Beam pipeline option
 MODES = ("both", "bloom", "exact")

@@ -117,7 +117,7 @@ def build(pipeline: beam.Pipeline, files: list[str], args: argparse.Namespace, r
         pages = run_step(pages, "9 Bad words", BADWORDS_NAMESPACES,
                          functools.partial(c4.badwords_filter, matcher=resources["badwords"]))
     splits = pages | "9 Split by md5(url)" >> beam.Partition(c4.split_index, len(c4.SPLITS))
-    for index, (split, num_shards) in enumerate(zip(c4.SPLITS, (args.num_shards, args.num_validation_shards))):
+    for index, (split, num_shards) in enumerate(zip(c4.SPLITS, (args.num_shards, args.num_validation_shards), strict=True)):
         docs = run_step(splits[index], f"9 {split} documents", split, c4.to_document)
         docs | f"Write {split}" >> WriteShards(args.output, formats=args.format, name="c4", split=split, num_shards=num_shards)
     read.errors | "Write errors" >> WriteErrors(args.output)

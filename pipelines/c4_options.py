@@ -22,8 +22,14 @@ import argparse
 from corpus import c4
 from corpus.inputs import COMMON_CRAWL_BASE_URL
 from corpus.shards import FORMATS
-from pipelines.options import (add_engine_arguments, add_manifest_path_argument, add_max_record_bytes, add_overwrite_argument, positive_float,
-                               positive_int)
+from pipelines.options import (
+    add_engine_arguments,
+    add_manifest_path_argument,
+    add_max_record_bytes,
+    add_overwrite_argument,
+    positive_float,
+    positive_int,
+)
 
 EXTRA_OPTIONS = "beam"  # pipelines.cli: what is not this job's option is a Beam pipeline option
 DEDUP_MODES = ("lines", "spans")

@@ -77,7 +77,10 @@ class C4PageReader:
             wet.add(c4.warcinfo_records(path, stats.counts.get("records:warcinfo", 0)))
 
     def _extracted_page(self, index, page: HtmlPage):
-        from corpus.extract import MainTextExtractor, extract_text_from_page  # trafilatura (120 ms): only when a WARC page comes
+        from corpus.extract import (  # trafilatura (120 ms): only when a WARC page comes
+            MainTextExtractor,
+            extract_text_from_page,
+        )
 
         if self.extractor is None:
             self.extractor = MainTextExtractor(timeout_s=self.extract_timeout_s)

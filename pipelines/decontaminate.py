@@ -9,7 +9,8 @@ Beam until the options are parsed (``--help`` and a usage error come first).
 
 from __future__ import annotations
 
-from pipelines.audit_options import EXTRA_OPTIONS, add_decontaminate_arguments as add_arguments
+from pipelines.audit_options import EXTRA_OPTIONS
+from pipelines.audit_options import add_decontaminate_arguments as add_arguments
 
 __all__ = ["add_arguments", "run", "format_summary", "EXTRA_OPTIONS"]
 

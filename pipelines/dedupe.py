@@ -12,11 +12,17 @@ from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
 from corpus import c4
-from dedup.lines import CLAIM_BUCKETS, CLAIMS_PER_BATCH, claim_batches, keep_smallest_claims, key_claims, owned_keys_by_file  # noqa: F401  (owned_keys_by_file: the tests import it from here)
+from dedup.lines import (  # noqa: F401  (owned_keys_by_file: the tests import it from here)
+    CLAIM_BUCKETS,
+    CLAIMS_PER_BATCH,
+    claim_batches,
+    keep_smallest_claims,
+    key_claims,
+    owned_keys_by_file,
+)
 from dedup.text import dedupe_rule
 from pipelines.staging import LoadStaged, Stage
 from pipelines.steps import step
-
 
 
 class _SmallestClaimsFn(beam.DoFn):

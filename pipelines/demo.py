@@ -16,7 +16,13 @@ import torch
 from tqdm import tqdm
 
 from common import memfs, storage
-from corpus.sentences import PUNKT_INSTALL_COMMAND, PunktMissingError, punkt_data_environment, require_punkt, use_trained_punkt
+from corpus.sentences import (
+    PUNKT_INSTALL_COMMAND,
+    PunktMissingError,
+    punkt_data_environment,
+    require_punkt,
+    use_trained_punkt,
+)
 from corpus.shards import FORMATS, find_shards, read_documents
 from corpus.stats import compute_stats, format_stats, plot_length_histogram
 from corpus.warc import inspect_archive

@@ -27,7 +27,7 @@ import socket
 import subprocess
 import sys
 import tempfile
-from typing import Sequence
+from collections.abc import Sequence
 
 from common import storage
 from common.environ import environment_with

@@ -54,12 +54,11 @@ import tempfile
 import threading
 import time
 
-import grpc
 from apache_beam.options.pipeline_options import DirectOptions
 from apache_beam.portability.api import beam_job_api_pb2
-from apache_beam.runners.runner import PipelineState
 from apache_beam.runners.portability import local_job_service
 from apache_beam.runners.portability.fn_api_runner import fn_runner, worker_handlers
+from apache_beam.runners.runner import PipelineState
 from apache_beam.runners.worker.worker_pool_main import BeamFnExternalWorkerPoolServicer
 
 from pipelines.options import LOST_WORKER

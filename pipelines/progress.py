@@ -106,7 +106,9 @@ def describe(counts: Counter, files: int | None, unit: str = "files") -> str:
 
 def runner_name(options: PipelineOptions) -> str:
     """The job's runner, lower-cased (``directrunner`` when none is named)."""
-    from apache_beam.options.pipeline_options import StandardOptions  # Beam: only where a pipeline runs (module docstring)
+    from apache_beam.options.pipeline_options import (
+        StandardOptions,  # Beam: only where a pipeline runs (module docstring)
+    )
 
     runner = options.view_as(StandardOptions).runner or "DirectRunner"
     return (runner if isinstance(runner, str) else type(runner).__name__).lower()
@@ -117,7 +119,9 @@ DIRECT_RUNNERS = ("directrunner", "direct", "fnapirunner", "bundlebaseddirectrun
 
 def in_process(options: PipelineOptions) -> bool:
     """Whether the job's DoFns run in this process (so the tally sees them)."""
-    from apache_beam.options.pipeline_options import DirectOptions  # Beam: only where a pipeline runs (module docstring)
+    from apache_beam.options.pipeline_options import (
+        DirectOptions,  # Beam: only where a pipeline runs (module docstring)
+    )
 
     if runner_name(options) not in DIRECT_RUNNERS:
         return False
@@ -314,7 +318,9 @@ WORKER_STARTUP_LINES = (
 def starts_local_workers(options: PipelineOptions) -> bool:
     """Whether the job runs in worker processes that this machine starts and whose stderr is
     ours: the DirectRunner's ``multi_processing`` mode, the PortableRunner's embedded job server."""
-    from apache_beam.options.pipeline_options import DirectOptions  # Beam: only where a pipeline runs (module docstring)
+    from apache_beam.options.pipeline_options import (
+        DirectOptions,  # Beam: only where a pipeline runs (module docstring)
+    )
 
     runner = runner_name(options)
     if runner in ("directrunner", "direct"):
@@ -330,7 +336,9 @@ def quiet_worker_args(beam_args: list[str]) -> list[str]:
     log on this terminal, unless the user chose a level or asked for debug logs (``-v``)."""
     if logging.getLogger().isEnabledFor(logging.DEBUG) or any(a.startswith("--default_sdk_harness_log_level") for a in beam_args):
         return list(beam_args)
-    from apache_beam.options.pipeline_options import PipelineOptions  # Beam: only where a pipeline runs (module docstring)
+    from apache_beam.options.pipeline_options import (
+        PipelineOptions,  # Beam: only where a pipeline runs (module docstring)
+    )
 
     if not starts_local_workers(PipelineOptions(beam_args)):
         return list(beam_args)

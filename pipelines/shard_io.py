@@ -91,12 +91,13 @@ def write_shard(out_dir: str, formats, name: str, split: str, index: int, count:
     polars and ``pyarrow.dataset`` refuse, and the manifest lists the shards there are."""
     formats = tuple(formats)
     relpaths = [shard_relpath(name, split, index, count, fmt, formats) for fmt in formats]
-    files = [ShardFile(storage.join(out_dir, *relpath.split("/")), fmt, manifest_name=relpath) for fmt, relpath in zip(formats, relpaths)]
+    files = [ShardFile(storage.join(out_dir, *relpath.split("/")), fmt, manifest_name=relpath) for fmt, relpath in zip(formats, relpaths, strict=True)]
     staged = [shard for shard in files if shard.fmt == STAGED_FORMAT]  # take the staged line as it is
     decoded = [shard for shard in files if shard.fmt != STAGED_FORMAT]
     written = 0
     try:
-        for written, line in enumerate(lines, start=1):
+        for line in lines:
+            written += 1
             for shard in staged:
                 shard.write_line(line[: line.index(STAGED_SEPARATOR)])
             if decoded:

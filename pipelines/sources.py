@@ -27,8 +27,17 @@ from common.decision import OTHER
 from corpus.records import Document, HtmlPage, ReadError
 from corpus.warc import MAX_RECORD_BYTES, ReadStats
 from pipelines import progress
-from pipelines.shard_io import (READ_NAMESPACE, WRITE_NAMESPACE, WRITTEN_PARTS, WRITTEN_RUNS, crawl_records, encode_row, staged_sort_key,
-                                write_errors, write_shard)
+from pipelines.shard_io import (
+    READ_NAMESPACE,
+    WRITE_NAMESPACE,
+    WRITTEN_PARTS,
+    WRITTEN_RUNS,
+    crawl_records,
+    encode_row,
+    staged_sort_key,
+    write_errors,
+    write_shard,
+)
 from pipelines.steps import count
 
 

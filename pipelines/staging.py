@@ -28,8 +28,18 @@ from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
 from pipelines.staged_files import (  # noqa: F401  (re-exported: the Beam wiring's names)
-    STAGE_DIR, STAGE_FILE_BYTES, STAGE_ZSTD_LEVEL, StagedWriter, StagingError, load_file, new_file_id, read_staged, stage_folder,
-    staged_file, Stager, write_staged,
+    STAGE_DIR,
+    STAGE_FILE_BYTES,
+    STAGE_ZSTD_LEVEL,
+    StagedWriter,
+    Stager,
+    StagingError,
+    load_file,
+    new_file_id,
+    read_staged,
+    stage_folder,
+    staged_file,
+    write_staged,
 )
 
 

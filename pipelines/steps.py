@@ -54,10 +54,15 @@ from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
 from common import storage
-from common.decision import OTHER
 from pipelines.shard_io import ERRORS_FILE, READ_NAMESPACE, read_nothing  # noqa: F401  (also the steps' names)
 from pipelines.tally import (  # noqa: F401  (the steps' own names; the formatters for the jobs that import them from here)
-    EXAMPLES_PER_REASON, ReasonExamples, Tally, examples_document, format_counter_table, format_read_errors, resolve_units,
+    EXAMPLES_PER_REASON,
+    ReasonExamples,
+    Tally,
+    examples_document,
+    format_counter_table,
+    format_read_errors,
+    resolve_units,
 )
 
 log = logging.getLogger(__name__)

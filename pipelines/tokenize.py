@@ -22,17 +22,34 @@ from common.decision import DOCUMENTS, OTHER
 from corpus.inputs import InputError
 from corpus.shards import first_texts, nonempty_text, shard_files
 from model.token_shards import MAX_TOKEN_ID, find_token_shards
-from model.tokenizer import (BPETokenizer, MissingLibraryError, TokenizerFileError, missing_library_line, require_tokenize_libraries,
-                             train_tokenizer)
+from model.tokenizer import (
+    BPETokenizer,
+    MissingLibraryError,
+    TokenizerFileError,
+    missing_library_line,
+    require_tokenize_libraries,
+    train_tokenizer,
+)
 from pipelines import progress
 from pipelines.cli import run_job
-from pipelines.options import spark_engine, stage_setup_file
 from pipelines.jobs import begin_job, counters_of, error_examples, finish_job, write_json
+from pipelines.options import spark_engine, stage_setup_file
 from pipelines.sources import WriteErrors
 from pipelines.steps import ERRORS_FILE, Steps, collect_examples, count, units_of
-from pipelines.tokenize_shards import (NAMESPACE, SHARDS_WRITTEN, SPLITS, document_digest, encode_document, file_texts,
-                                       last_val_digest, plan_and_record, worker_tokenizer, write_part, write_planned_shard)
 from pipelines.tokenize_options import DEFAULT_VAL_FRACTION, EXTRA_OPTIONS, add_arguments  # noqa: F401  (the job contract: pipelines.cli)
+from pipelines.tokenize_shards import (
+    NAMESPACE,
+    SHARDS_WRITTEN,
+    SPLITS,
+    document_digest,
+    encode_document,
+    file_texts,
+    last_val_digest,
+    plan_and_record,
+    worker_tokenizer,
+    write_part,
+    write_planned_shard,
+)
 
 log = logging.getLogger(__name__)
 

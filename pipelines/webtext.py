@@ -29,26 +29,71 @@ from corpus import c4
 from corpus.fetch import OK, FetchConfig, fetch_links, read_fetch_log
 from corpus.inputs import SUBMISSION_DUMPS, InputError, expand_inputs
 from corpus.records import HtmlPage
-from corpus.reddit import (DEFAULT_DOMAIN_BLOCKLIST_PATH, DEFAULT_EXTENSION_BLOCKLIST_PATH, LINK_ROW_GROUP_ROWS, LinkFilter,
-                           LinkTableWriter, filter_submission, merge_link)
+from corpus.reddit import (
+    DEFAULT_DOMAIN_BLOCKLIST_PATH,
+    DEFAULT_EXTENSION_BLOCKLIST_PATH,
+    LINK_ROW_GROUP_ROWS,
+    LinkFilter,
+    LinkTableWriter,
+    filter_submission,
+    merge_link,
+)
 from corpus.sentences import shipped_punkt
 from corpus.shards import shard_index
 from corpus.urls import url_key
 from corpus.warc import read_archive
-from corpus.webtext import capture_of_link, clean_webtext, doc_id, extract_document, fetched_page, text_hash, webtext_extractor
+from corpus.webtext import (
+    capture_of_link,
+    clean_webtext,
+    doc_id,
+    extract_document,
+    fetched_page,
+    text_hash,
+    webtext_extractor,
+)
 from dedup import minhash
 from pipelines import progress, staging
 from pipelines.cli import run_job
 from pipelines.dedupe import DedupeText
-from pipelines.options import spark_engine, stage_setup_file
 from pipelines.jobs import begin_job, counters_of, finish_job, read_status
+from pipelines.options import spark_engine, stage_setup_file
 from pipelines.sources import ReadCrawlFiles, WriteErrors, WriteShards
-from pipelines.steps import Steps, Tally, collect_examples, count, flush_tally, format_counter_table, format_read_errors, keyed_step, units_of
-from pipelines.webtext_rows import (CLEAN, CRAWL_JOIN, CRAWL_TEXT_MODE, DUMPS_READ, EXACT_DEDUP, EXTRACT, FETCH,
-                                    LINKS_FETCHED, LINK_KARMA, LINK_TABLE, NEAR_DEDUP, PAGES_EXTRACTED, SHARD_NAME,
-                                    SHARD_SPLIT, SPAN_DEDUP_MODE, SUBMISSIONS, SUMMARY_STAGES, band_claims, carry_shingles,
-                                    dump_error_counts, dump_lines, with_span_deduped_text)
+from pipelines.steps import (
+    Steps,
+    Tally,
+    collect_examples,
+    count,
+    flush_tally,
+    format_counter_table,
+    format_read_errors,
+    keyed_step,
+    units_of,
+)
 from pipelines.webtext_options import EXTRA_OPTIONS, add_arguments  # noqa: F401  (the job contract: pipelines.cli)
+from pipelines.webtext_rows import (
+    CLEAN,
+    CRAWL_JOIN,
+    CRAWL_TEXT_MODE,
+    DUMPS_READ,
+    EXACT_DEDUP,
+    EXTRACT,
+    FETCH,
+    LINK_KARMA,
+    LINK_TABLE,
+    LINKS_FETCHED,
+    NEAR_DEDUP,
+    PAGES_EXTRACTED,
+    SHARD_NAME,
+    SHARD_SPLIT,
+    SPAN_DEDUP_MODE,
+    SUBMISSIONS,
+    SUMMARY_STAGES,
+    band_claims,
+    carry_shingles,
+    dump_error_counts,
+    dump_lines,
+    with_span_deduped_text,
+)
 
 log = logging.getLogger(__name__)
 

@@ -33,8 +33,13 @@ import sys
 
 import grpc
 from apache_beam.portability import common_urns
-from apache_beam.portability.api import (beam_artifact_api_pb2, beam_artifact_api_pb2_grpc, beam_provision_api_pb2,
-                                         beam_provision_api_pb2_grpc, beam_runner_api_pb2)
+from apache_beam.portability.api import (
+    beam_artifact_api_pb2,
+    beam_artifact_api_pb2_grpc,
+    beam_provision_api_pb2,
+    beam_provision_api_pb2_grpc,
+    beam_runner_api_pb2,
+)
 from google.protobuf import json_format
 
 EXTRA_PACKAGES_FILE = "extra_packages.txt"  # Beam's stager: the --extra_package names, in order

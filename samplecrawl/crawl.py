@@ -42,9 +42,9 @@ import time
 import unicodedata
 import uuid
 import zlib
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Iterator, Mapping
 from urllib.parse import urlsplit
 
 import zstandard
@@ -59,7 +59,7 @@ DEFAULT_PAGES = 300
 FILE_COUNT = 3
 CRAWL = "CC-MAIN-2019-18"
 # CC-MAIN-2019-18 was fetched from 18 to 26 April 2019; its WET files were made just after.
-FETCH_START = dt.datetime(2019, 4, 18, tzinfo=dt.timezone.utc)
+FETCH_START = dt.datetime(2019, 4, 18, tzinfo=dt.UTC)
 FETCH_SECONDS = 9 * 24 * 3600
 WET_EXTRACTED = "2019-04-27T03:12:45Z"
 TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
@@ -742,9 +742,9 @@ SELF_POSTS = (
 )
 # Scores at capture time: many tiny ones, a few large (GPT-2 keeps links with >= 3 karma).
 SCORES = (0, 1, 1, 1, 2, 2, 3, 3, 4, 5, 8, 13, 27, 100, 421)
-FIRST_CREATED = int(dt.datetime(2015, 1, 1, tzinfo=dt.timezone.utc).timestamp())
-LAST_CREATED = int(dt.datetime(2019, 12, 31, 23, 59, 59, tzinfo=dt.timezone.utc).timestamp())
-WEBTEXT_CUTOFF = int(dt.datetime(2018, 1, 1, tzinfo=dt.timezone.utc).timestamp())
+FIRST_CREATED = int(dt.datetime(2015, 1, 1, tzinfo=dt.UTC).timestamp())
+LAST_CREATED = int(dt.datetime(2019, 12, 31, 23, 59, 59, tzinfo=dt.UTC).timestamp())
+WEBTEXT_CUTOFF = int(dt.datetime(2018, 1, 1, tzinfo=dt.UTC).timestamp())
 FIRST_REDDIT_ID = int("2qzz00", 36)  # ids of early-2015 submissions look like this
 
 
@@ -1090,7 +1090,7 @@ def build_specials(d: Drafts) -> list[Page]:
           for i, title in enumerate(rng.sample(SHORT_PAGE_TITLES, 3))),
         *(article_page(d, foreign, f"{foreign.language}-{i}") for foreign in FOREIGN_SITES for i in range(3)),
         *(wikipedia_page(d, subject, host, f"wikipedia-{i}") for i, (subject, host) in enumerate(
-            zip(rng.sample(WIKI_PLACES, 4), ("en.wikipedia.org",) * 3 + ("en.m.wikipedia.org",)))),
+            zip(rng.sample(WIKI_PLACES, 4), ("en.wikipedia.org",) * 3 + ("en.m.wikipedia.org",), strict=True))),
         german_wikipedia_page(d, "wikipedia-de"),
         too_long_page(d, "too-long"),
         article_page(d, SITES_BY_HOST["crumbledger.com"], "latin1", ("article", "latin1"), (("p", LATIN1_PARAGRAPH),),
@@ -1110,7 +1110,7 @@ def build_specials(d: Drafts) -> list[Page]:
 URL_VARIANTS = ("scheme", "www", "trailing_slash", "utm", "fragment")
 REWORDINGS = {"usually": "generally", "really": "truly", "simple": "easy", "small": "modest", "happy": "pleasant",
               "often": "frequently", "said": "stated", "expects": "predicts", "more": "far more"}
-REWORDABLE = re.compile(r"\b(%s)\b" % "|".join(REWORDINGS))
+REWORDABLE = re.compile(r"\b({})\b".format("|".join(REWORDINGS)))
 # Copies made from ordinary articles: mirrored, re-fetched, URL variants, near-duplicates.
 MIRROR_COPIES = 3
 RECRAWLS = 3
@@ -1183,19 +1183,19 @@ def duplicate_pages(d: Drafts, originals: list[Page]) -> list[Page]:
     """Exact copies (mirror host, re-fetch, URL variants) and near copies of ``originals``."""
     originals = iter(originals)
     copies = []
-    for i, page in zip(range(MIRROR_COPIES), originals):
+    for i, page in zip(range(MIRROR_COPIES), originals, strict=False):
         parts = urlsplit(page.url)
         copies.append(replace(page, key=f"mirror-{i}", url=f"https://{MIRROR_HOST}/{parts.netloc}{parts.path}",
                               timestamp=d.fetch_time(), duplicate_of=page.key,
                               kinds=tuple(k for k in page.kinds if k != "realnews") + ("exact_duplicate",)))
-    for i, page in zip(range(RECRAWLS), originals):
+    for i, page in zip(range(RECRAWLS), originals, strict=False):
         copies.append(replace(page, key=f"recrawl-{i}", timestamp=other_fetch_time(d, page), duplicate_of=page.key,
                               kinds=page.kinds + ("same_url_recrawl",)))
-    for variant, page in zip(URL_VARIANTS, originals):
+    for variant, page in zip(URL_VARIANTS, originals, strict=False):
         copies.append(replace(page, key=f"variant-{variant}", url=url_variant(page.url, variant),
                               timestamp=d.fetch_time(), duplicate_of=page.key, variant=variant,
                               kinds=page.kinds + ("url_variant",)))
-    for i, (variant, page) in enumerate(zip(NEAR_DUPLICATES, originals)):
+    for i, (variant, page) in enumerate(zip(NEAR_DUPLICATES, originals, strict=False)):
         copies.append(near_duplicate(d, page, variant, f"near-{i}"))
     return copies
 
@@ -1315,7 +1315,7 @@ REASONS = {200: "OK", 301: "Moved Permanently", 404: "Not Found"}
 
 
 def http_date(timestamp: str) -> str:
-    fetched = dt.datetime.strptime(timestamp, TIMESTAMP_FORMAT).replace(tzinfo=dt.timezone.utc)
+    fetched = dt.datetime.strptime(timestamp, TIMESTAMP_FORMAT).replace(tzinfo=dt.UTC)
     return email.utils.format_datetime(fetched, usegmt=True)
 
 
@@ -1481,7 +1481,7 @@ def draft_submissions(rng: random.Random, pages: list[Page]) -> list[dict]:
         # The first group's scores sum to 4 but peak at 2: "sum >= 3" keeps it, "max >= 3" does not.
         scores = (1, 1, 2) if group == 0 else rng.sample(sorted(set(SCORES)), 3)
         subreddits = (page_subreddit(rng, page), *rng.sample(GENERAL_SUBREDDITS, 2))
-        for n, (score, subreddit) in enumerate(zip(scores, subreddits)):
+        for n, (score, subreddit) in enumerate(zip(scores, subreddits, strict=True)):
             url = url_variant(page.url, rng.choice(LINK_VARIANTS)) if n else page.url
             kinds = ["page_link", "repeat_url"] + (["url_variant"] if n else [])
             drafts.append(link_post(rng, url, page.title.split(" | ")[0], subreddit, score, kinds, index))
@@ -1544,7 +1544,7 @@ def mark_oddities(rng: random.Random, drafts: list[dict]) -> None:
         if draft["fields"]["is_self"]:
             draft["fields"]["selftext"] = rng.choice(("[deleted]", "[removed]"))
         draft["kinds"].append("deleted")
-    for draft, missing in zip(chosen[OVER_18_POSTS + DELETED_POSTS:], MISSING_FIELDS):
+    for draft, missing in zip(chosen[OVER_18_POSTS + DELETED_POSTS:], MISSING_FIELDS, strict=False):
         for name in missing:
             del draft["fields"][name]
         draft["missing"] = list(missing)
@@ -1557,7 +1557,7 @@ def submission_truth(draft: dict) -> dict:
     return {
         "malformed": False, "id": fields["id"], "url": fields["url"], "subreddit": fields["subreddit"],
         "score": fields.get("score"), "created_utc": fields["created_utc"],
-        "created": dt.datetime.fromtimestamp(created, dt.timezone.utc).strftime(TIMESTAMP_FORMAT),
+        "created": dt.datetime.fromtimestamp(created, dt.UTC).strftime(TIMESTAMP_FORMAT),
         "is_self": fields.get("is_self"), "over_18": fields.get("over_18"), "links_to": draft["links_to"],
         "kinds": draft["kinds"], "missing": draft.get("missing", []),
     }

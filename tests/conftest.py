@@ -34,7 +34,7 @@ def pytest_ignore_collect(collection_path: Path, config) -> bool | None:
     others = sorted(expression.idents() - {"pipeline"})
     for bits in range(1 << len(others)):  # whatever other marks a test of the file carries
         marks = {"pipeline"} | {name for i, name in enumerate(others) if bits >> i & 1}
-        if expression.evaluate(lambda name, **_: name in marks):
+        if expression.evaluate(lambda name, marks=marks, **_: name in marks):
             return None  # a pipeline test of this file could be selected
     lines = collection_path.read_text(encoding="utf-8").splitlines()
     return True if any(line.startswith(WHOLE_FILE_PIPELINE) for line in lines) else None

@@ -13,7 +13,8 @@ from corpus.records import Document
 from corpus.shards import read_documents, shard_files, shard_split, write_shard
 from dedup.benchmark_sets import load_benchmark
 from dedup.ngrams import DEFAULT, ngram_hashes
-from pipelines import audit, c4 as c4_pipeline
+from pipelines import audit
+from pipelines import c4 as c4_pipeline
 
 pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`
 
@@ -35,7 +36,7 @@ def benchmark_heads(real_data: Path, folder: Path, names) -> dict[str, str]:
         head = folder / relative
         head.parent.mkdir(parents=True, exist_ok=True)
         with open(real_data / "lm_benchmarks" / relative, encoding="utf-8", newline="") as f:
-            head.write_text("".join(line for _, line in zip(range(count), f)), encoding="utf-8", newline="")
+            head.write_text("".join(line for _, line in zip(range(count), f, strict=False)), encoding="utf-8", newline="")
         specs[name] = f"{name}:{head}"
     return specs
 

@@ -6,9 +6,20 @@ import json
 
 import pytest
 
-from dedup.benchmark_sets import (BenchmarkSpecError, load_1bw, load_benchmark, load_cbt, load_enwik8,
-                                  load_jsonl, load_lambada, load_ptb, load_text, load_text8, load_wikitext,
-                                  load_wsc, split_from_filename)
+from dedup.benchmark_sets import (
+    BenchmarkSpecError,
+    load_1bw,
+    load_benchmark,
+    load_cbt,
+    load_enwik8,
+    load_jsonl,
+    load_lambada,
+    load_ptb,
+    load_text,
+    load_text8,
+    load_wikitext,
+    split_from_filename,
+)
 
 
 @pytest.fixture(scope="module")

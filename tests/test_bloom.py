@@ -10,8 +10,20 @@ import numpy as np
 import pytest
 
 from dedup import bloom_native
-from dedup.bloom import (BloomFileError, BloomFilter, BloomMismatchError, FORMAT_VERSION, MAGIC, fp_upper_bound, from_pybloom_file,
-                         ngram_meta, optimal_parameters, partition_of, split_by_part, to_pybloom)
+from dedup.bloom import (
+    FORMAT_VERSION,
+    MAGIC,
+    BloomFileError,
+    BloomFilter,
+    BloomMismatchError,
+    fp_upper_bound,
+    from_pybloom_file,
+    ngram_meta,
+    optimal_parameters,
+    partition_of,
+    split_by_part,
+    to_pybloom,
+)
 
 
 def random_keys(n: int, seed: int) -> np.ndarray:
@@ -80,7 +92,7 @@ def test_probe_positions_are_pinned_triple_hashing():
     pos = bloom.positions(np.array(keys, dtype=np.uint64))
     assert pos.shape == (4, 10)
     m = bloom.m
-    for key, row in zip(keys, pos.tolist()):
+    for key, row in zip(keys, pos.tolist(), strict=True):
         # (h1 + i*h2 + i(i-1)/2 * h3) mod m in exact integer arithmetic, from the three
         # seeded hashes of the key.
         h1 = _fmix_reference(key ^ int(bloom._s1)) % m
@@ -465,7 +477,7 @@ def test_filters_built_over_shards_merge_to_the_filter_over_everything():
     assert first.count == 100_000  # | left its operands alone
     # Four shards, in place.
     shards = [BloomFilter(200_000, 1e-8, seed=5, meta=META) for _ in range(4)]
-    for shard, part in zip(shards, np.array_split(keys[::-1], 4)):
+    for shard, part in zip(shards, np.array_split(keys[::-1], 4), strict=True):
         shard.add(part)
     total = shards[0]
     for shard in shards[1:]:
@@ -521,7 +533,7 @@ def test_partitioned_filters_answer_like_one_filter():
     queries = np.concatenate([keys[:10_000], random_keys(10_000, seed=15)])
     parts = 4
     filters = [BloomFilter(50_000 // parts, 1e-8) for _ in range(parts)]
-    for bloom, part_keys in zip(filters, split_by_part(keys, parts)):
+    for bloom, part_keys in zip(filters, split_by_part(keys, parts), strict=True):
         bloom.add(part_keys)
     assert sum(b.count for b in filters) == 50_000
     answer = np.zeros(queries.size, dtype=bool)

@@ -15,12 +15,20 @@ import pytest
 
 from common.decision import Decision
 from corpus import c4, langid
-from corpus.sentences import (PunktMissingError, count_line_sentences, count_sentences, has_sentences, import_punkt, punkt_tokenizer, shipped_punkt,
-                              split_sentences)
+from corpus.sentences import (
+    PunktMissingError,
+    count_line_sentences,
+    count_sentences,
+    has_sentences,
+    import_punkt,
+    punkt_tokenizer,
+    shipped_punkt,
+    split_sentences,
+)
+from corpus.urls import normalize_url, url_digest
 from corpus.warc import read_archive
 from dedup.lines import line_key, page_line_keys, remove_duplicate_lines
 from dedup.spans import page_span_keys, remove_duplicate_spans
-from corpus.urls import normalize_url, url_digest
 from pipelines.c4_pages import registered_domain_parts
 
 GOOD = "This line is long enough and ends with a period."
@@ -396,7 +404,7 @@ def test_remembered_break_decisions_split_exactly_as_punkt_itself(real_data, sam
     assert len(texts) > 3000
     expected = [list(plain.span_tokenize(text)) for text in texts]  # plain punkt remembers nothing: once is enough
     hits = ours.text_contains_sentbreak.cache_info().hits
-    for text, spans in [*zip(texts, expected), *zip(texts, expected)]:  # the second round answers from remembered decisions
+    for text, spans in [*zip(texts, expected, strict=True), *zip(texts, expected, strict=True)]:  # the second round answers from remembered decisions
         assert list(ours.span_tokenize(text)) == spans, text[:200]
     assert ours.text_contains_sentbreak.cache_info().hits - hits > 1000
 

@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 import tldextract
-
 from c4_reference import run_reference
+
 from corpus import c4
 from corpus.shards import find_shards, read_documents
 from pipelines import c4 as c4_pipeline
+from pipelines.c4_pages import registered_domain_parts
 from pipelines.jobs import STATS_FILE
 from pipelines.steps import ERRORS_FILE
-from pipelines.c4_pages import registered_domain_parts
 
 pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`
 

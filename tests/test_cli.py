@@ -66,8 +66,8 @@ def test_commands_without_a_pipeline_never_import_beam(real_data, tmp_path, argv
     (tmp_path / "none.txt").write_text("")
     argv = [a.format(wet=real_data / WET, tmp=tmp_path) for a in argv]
     code = ("import sys; from pipelines import cli\n"
-            "status = cli.main(%r)\n"
-            "print('exit', status, 'beam' if 'apache_beam' in sys.modules else 'no beam')" % argv)
+            f"status = cli.main({argv!r})\n"
+            "print('exit', status, 'beam' if 'apache_beam' in sys.modules else 'no beam')")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == "exit 0 no beam"

@@ -13,12 +13,28 @@ import re
 import zlib
 
 import pytest
+from damage import (
+    LENGTH_EDITS,
+    Unseekable,
+    damaged_variants,
+    gzip_members,
+    ids_in,
+    intact_records_before,
+    length_variants,
+    with_member_replaced,
+)
 
 import corpus.warc as warc
 from corpus.records import ReadError
-from corpus.warc import DECODED_TOO_LARGE, RECORD_TOO_LARGE, ReadStats, WRONG_LENGTH, digest_matches, iter_records, read_archive
-from damage import (LENGTH_EDITS, Unseekable, damaged_variants, gzip_members, ids_in, intact_records_before, length_variants,
-                    with_member_replaced)
+from corpus.warc import (
+    DECODED_TOO_LARGE,
+    RECORD_TOO_LARGE,
+    WRONG_LENGTH,
+    ReadStats,
+    digest_matches,
+    iter_records,
+    read_archive,
+)
 
 WET = "warc/ccscalatools/filter_test_1.wet.gz"  # one gzip stream for the whole file
 WARC = "warc/resiliparse/warcfile.warc.gz"  # one gzip member per record, 50 records
@@ -198,6 +214,7 @@ def test_zlib_ng_reads_damage_exactly_as_zlib(monkeypatch, warc_bytes, wet_bytes
 
 def test_every_seeded_damage_to_a_bloom_filter_folder_is_refused(tmp_path):
     from damage import build_filter_folder, filter_variants, write_folder
+
     from dedup.bloom import BloomFileError, ngram_meta
     from dedup.partitioned import PartitionedBloom
 
@@ -219,6 +236,7 @@ def test_every_seeded_crafted_checkpoint_is_refused_by_resume_in_one_line(tmp_pa
     import logging
 
     from damage import checkpoint_variants, tiny_training_run
+
     from model.checkpoint import load_checkpoint, save_checkpoint
     from pipelines.cli import main as corpusforge_main
 

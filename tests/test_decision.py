@@ -108,7 +108,7 @@ def test_every_c4_rule_keeps_the_contract(text):
         assert isinstance(decision, Decision), name
         assert dataclasses.astuple(page) == before, f"{name} changed its input"
         units = dict(decision.units)
-        for counter, n in decision.counts:
+        for counter, _ in decision.counts:
             assert counter in units, f"{name}: {counter} has no declared unit"
         for reason, _ in decision.dropped:
             assert reason in dict(decision.counts), f"{name}: {reason} sampled but not counted"

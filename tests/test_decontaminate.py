@@ -8,8 +8,16 @@ from common.decision import Decision
 from corpus.records import Document
 from dedup.audit import build_indexes
 from dedup.benchmark_sets import BenchmarkSet, Example
-from dedup.decontaminate import (MASK_TOKEN, Decontaminated, Decontamination, Matched, decontaminate, decontaminate_document,
-                                 match_documents, merge_spans)
+from dedup.decontaminate import (
+    MASK_TOKEN,
+    Decontaminated,
+    Decontamination,
+    Matched,
+    decontaminate,
+    decontaminate_document,
+    match_documents,
+    merge_spans,
+)
 from dedup.ngrams import NgramConfig
 
 

@@ -15,8 +15,17 @@ from corpus.shards import read_documents, write_shards
 from dedup.benchmark_sets import BenchmarkSet, load_benchmark
 from dedup.bloom import BloomFilter, ngram_meta
 from dedup.ngrams import NgramConfig, ngram_hashes, words
-from model.eval_contamination import (BUCKETS, ContaminationError, bootstrap_ci, bootstrap_replicates, bucket_of,
-                                      mark_benchmarks, mark_examples, open_source, summarize_benchmark)
+from model.eval_contamination import (
+    BUCKETS,
+    ContaminationError,
+    bootstrap_ci,
+    bootstrap_replicates,
+    bucket_of,
+    mark_benchmarks,
+    mark_examples,
+    open_source,
+    summarize_benchmark,
+)
 from model.eval_metrics import ExampleScore, compute_metric
 from pipelines.cli import run_job  # `corpusforge audit` through the registry: Apache Beam loads when the job runs
 

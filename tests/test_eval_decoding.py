@@ -7,8 +7,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-from model.eval_decoding import (Decoding, GenerationError, StopRule, answer_logprob, fit_prompt, generate_batch,
-                                 generate_texts)
+from model.eval_decoding import (
+    Decoding,
+    GenerationError,
+    StopRule,
+    answer_logprob,
+    fit_prompt,
+    generate_batch,
+    generate_texts,
+)
 from model.gpt import GPT, GPTConfig, KVCache, decode
 from model.hf import save_hf_dir
 
@@ -36,7 +43,7 @@ def test_cached_decoding_gives_the_full_forward_logits_for_left_padded_rows(arch
     first = decode(gpt, idx, cache, valid)
     second = decode(gpt, torch.tensor([[20], [21]]), cache)
     with torch.no_grad():
-        for row, (prompt, new) in enumerate(zip(rows, (20, 21))):
+        for row, (prompt, new) in enumerate(zip(rows, (20, 21), strict=True)):
             full, _ = gpt(torch.tensor([prompt + [new]]))
             assert torch.allclose(first[row], full[0, -2], atol=1e-4)
             assert torch.allclose(second[row], full[0, -1], atol=1e-4)
@@ -75,7 +82,7 @@ def test_a_row_decodes_in_a_batch_as_it_does_alone_and_logprobs_are_the_models()
     gpt = _gpt()
     prompts = [[1, 2, 3, 4, 5, 6, 7, 8, 9], [40, 41], [60, 61, 62, 63]]
     batch = generate_batch(gpt, prompts, 6)
-    for prompt, got in zip(prompts, batch):
+    for prompt, got in zip(prompts, batch, strict=True):
         alone = generate_batch(gpt, [prompt], 6)[0]
         assert got.tokens == alone.tokens
         with torch.no_grad():

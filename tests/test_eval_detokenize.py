@@ -9,8 +9,18 @@ import warnings
 
 import pytest
 
-from model.eval_detokenize import (DETOKENIZERS, count_bytes, count_chars, count_words, detokenize, detokenize_line,
-                                   detokenize_with_offsets, detokenizer_for, retokenize, split_lines)
+from model.eval_detokenize import (
+    DETOKENIZERS,
+    count_bytes,
+    count_chars,
+    count_words,
+    detokenize,
+    detokenize_line,
+    detokenize_with_offsets,
+    detokenizer_for,
+    retokenize,
+    split_lines,
+)
 
 
 def _lines(text: str) -> list[str]:
@@ -48,7 +58,7 @@ def _check_invertible_by_line(original: str, kind: str):
     assert result.not_invertible == ()
     before, after = _lines(original), _lines(result.text)
     assert len(after) == len(before) == result.lines
-    for number, (line, detok_line) in enumerate(zip(before, after)):
+    for number, (line, detok_line) in enumerate(zip(before, after, strict=True)):
         assert retokenize(detok_line, kind) == line, f"{kind} line {number}"
     assert retokenize(result.text, kind) == original
     return result, before, after
@@ -251,7 +261,7 @@ def test_counts_on_small_texts():
     # counts add up over line slices, as the harness sums them per example
     slices = [" a b \n", " c \r\n", "\n", " d e f \n"]
     assert sum(count_words(s, "wikitext") for s in slices) == count_words("".join(slices), "wikitext") == 10
-    assert count_bytes("café — naïve\r\n") == len("café — naïve\r\n".encode("utf-8")) == 18
+    assert count_bytes("café — naïve\r\n") == len("café — naïve\r\n".encode()) == 18
     assert count_chars("café — naïve\r\n") == 14
     with pytest.raises(TypeError, match="must be str"):
         count_bytes(b"abc")

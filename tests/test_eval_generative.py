@@ -22,8 +22,15 @@ from corpus.records import Document
 from corpus.sentences import import_with_nltk
 from corpus.shards import write_shards
 from dedup.benchmark_sets import load_benchmark, load_cnn_dm, load_coqa, load_nq, load_wmt14
-from model.eval_generative import (TASK_METRICS, bleu_values, coqa_turn_scores, draw_others, exact_match,
-                                   normalize_answer, token_f1)
+from model.eval_generative import (
+    TASK_METRICS,
+    bleu_values,
+    coqa_turn_scores,
+    draw_others,
+    exact_match,
+    normalize_answer,
+    token_f1,
+)
 from model.eval_harness import run_eval
 from model.eval_metrics import ExampleScore, compute_metric
 from pipelines import cli
@@ -113,7 +120,7 @@ def test_corpus_bleu_from_sentence_statistics_equals_sacrebleu_on_any_subset():
     refs = [" ".join(rng.choices(words, k=rng.randint(4, 12))) + " ." for _ in range(40)]
     hyps = [" ".join(rng.choices(words, k=rng.randint(2, 12))) for _ in range(40)]
     bleu = sacrebleu.BLEU(tokenize="13a", effective_order=True)
-    scores = [ExampleScore(str(i), values=bleu_values(bleu, h, r)) for i, (h, r) in enumerate(zip(hyps, refs))]
+    scores = [ExampleScore(str(i), values=bleu_values(bleu, h, r)) for i, (h, r) in enumerate(zip(hyps, refs, strict=True))]
     for subset in (range(40), range(0, 40, 3), [5]):
         expected = sacrebleu.corpus_bleu([hyps[i] for i in subset], [[refs[i] for i in subset]], tokenize="13a").score
         assert compute_metric([scores[i] for i in subset], "bleu") == pytest.approx(expected, abs=1e-9)
@@ -188,12 +195,12 @@ def test_every_task_end_to_end_with_a_planted_clean_dirty_split(lm, tiny, tmp_pa
     assert counts == {"coqa": (1, 5), "cnn_dm": (1, 1), "wmt14-fr-en": (5, 1), "wmt14-en-fr": (6, 0), "nq": (5, 1)}
     dirty = {name: [r["id"] for r in e["per_example"] if r["dirty"]] for name, e in entries.items()}
     assert dirty["wmt14-fr-en"] == ["wmt14-fr-en-2"] and dirty["nq"] == ["nq-0"] and dirty["cnn_dm"] == ["cnn_dm-1"]
-    for name, entry in entries.items():
+    for entry in entries.values():
         assert [r["metric"] for r in entry["results"]][:len(TASK_METRICS[entry["kind"]])] == TASK_METRICS[entry["kind"]]
         assert entry["reference"]["label"] == "GPT-2 1542M (paper)"
     # the metrics are the libraries' numbers on the generated outputs
     scorer = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=True)
-    for row, example in zip(entries["cnn_dm"]["per_example"], cnn.examples):
+    for row, example in zip(entries["cnn_dm"]["per_example"], cnn.examples, strict=True):
         expected = scorer.score(example.meta["reference"], row["extra"]["prediction"])
         assert row["values"]["tldr:rouge2"] == pytest.approx(100 * expected["rouge2"].fmeasure)
         assert row["values"]["tldr:rougeL"] == pytest.approx(100 * expected["rougeL"].fmeasure)
@@ -207,13 +214,13 @@ def test_every_task_end_to_end_with_a_planted_clean_dirty_split(lm, tiny, tmp_pa
         assert entries[name]["results"][0]["all"]["value"] == pytest.approx(expected, abs=1e-9)
         assert "tok:13a" in entries[name]["meta"]["bleu_signature"]
         assert "drawn (seed 0) from other documents" in entries[name]["meta"]["example_pairs"]
-    for row, example in zip(entries["nq"]["per_example"], nq.examples):
+    for row, example in zip(entries["nq"]["per_example"], nq.examples, strict=True):
         assert row["correct"]["em"] == any(exact_match(row["extra"]["prediction"], a) for a in example.meta["answers"])
         assert 0.0 <= row["extra"]["probability"] <= 1.0
     assert len(entries["nq"]["most_confident"]) == 6
     probabilities = [r["probability"] for r in entries["nq"]["most_confident"]]
     assert probabilities == sorted(probabilities, reverse=True)
-    for row, example in zip(entries["coqa"]["per_example"], coqa.examples):
+    for row, example in zip(entries["coqa"]["per_example"], coqa.examples, strict=True):
         assert row["values"]["f1"] == pytest.approx(100 * coqa_turn_scores(row["extra"]["prediction"],
                                                                            example.meta["answers"])[1])
     md = (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
@@ -294,7 +301,7 @@ def test_lead3_and_a_summarys_sentences_never_count_a_lone_full_stop(lm):
     punct_only = lambda sentences: [s for s in sentences if not any(ch.isalnum() for ch in s)]  # noqa: E731
     before = [punct_only(split_sentences(" ".join(a.split()))) for a in articles]
     assert any(before), "the file no longer holds the case this test is about"
-    for article, lone in zip(articles, before):
+    for article, lone in zip(articles, before, strict=True):
         sentences = _article_sentences(article)
         assert not punct_only(sentences)
         words = [s for s in split_sentences(" ".join(article.split())) if s not in lone]

@@ -16,8 +16,17 @@ from dedup.benchmark_sets import BenchmarkSet, load_benchmark
 from model.eval_contamination import mark_examples, per_example_rows, summarize_benchmark
 from model.eval_harness import table3_reference
 from model.eval_metrics import ExampleScore
-from model.eval_report import (FORMAT, benchmark_entry, build_report, format_summary, gpt2_size, load_report,
-                               render_html, render_markdown, write_report)
+from model.eval_report import (
+    FORMAT,
+    benchmark_entry,
+    build_report,
+    format_summary,
+    gpt2_size,
+    load_report,
+    render_html,
+    render_markdown,
+    write_report,
+)
 
 torch.set_num_threads(1)
 

@@ -13,8 +13,18 @@ import transformers  # its model classes load on first use (a few CPU-seconds), 
 from dedup.benchmark_sets import load_benchmark, load_wsc
 from model.eval_detokenize import count_bytes, count_chars, count_words, detokenize, detokenizer_for
 from model.eval_metrics import compute_metric
-from model.eval_scoring import (STOPWORDS, ScoringModel, TABLE3, TABLE3_COLUMNS, cbt_prompt, evaluate_benchmark, example_offsets,
-                                split_last_word, wsc_option, wsc_prompts)
+from model.eval_scoring import (
+    STOPWORDS,
+    TABLE3,
+    TABLE3_COLUMNS,
+    ScoringModel,
+    cbt_prompt,
+    evaluate_benchmark,
+    example_offsets,
+    split_last_word,
+    wsc_option,
+    wsc_prompts,
+)
 from model.gpt import GPT, GPTConfig
 from model.hf import hf_config_dict, to_hf_state_dict
 from model.tokenizer import train_tokenizer
@@ -59,7 +69,7 @@ class Bigram(torch.nn.Module):
 def bigram_nll(table: torch.Tensor, eot: int, ids: list[int]) -> np.ndarray:
     prev = [eot, *ids[:-1]]
     logp = torch.log_softmax(table.double(), dim=-1)
-    return np.array([-float(logp[p, t]) for p, t in zip(prev, ids)])
+    return np.array([-float(logp[p, t]) for p, t in zip(prev, ids, strict=True)])
 
 
 # ----------------------------------------------------------------------------- windows and token NLLs
@@ -244,7 +254,7 @@ def test_documents_protocol_scores_each_example_from_the_start(tok, tmp_path):
     sm = ScoringModel(tiny_gpt(tok), tok)
     result = evaluate_benchmark(sm, bench, progress=False)
     assert result.meta["protocol"] == "documents"
-    for row, score in zip(rows, result.examples):
+    for row, score in zip(rows, result.examples, strict=True):
         assert score.nll == pytest.approx(sm.token_nlls(tok.encode(row["text"])).sum(), rel=1e-6)
         assert score.bytes == len(row["text"].encode())
 
@@ -283,7 +293,7 @@ def test_lambada_protocols_on_a_hand_checked_example(tok, tmp_path):
     # " zebra": first piece not the top choice after " a", later pieces forced
     table[tok.encode(" a")[0], z[0]] = 1.0
     table[tok.encode(" a")[0], tok.encode(" dog")[0]] = 2.0
-    for a, b in zip(z, z[1:]):
+    for a, b in zip(z, z[1:], strict=False):
         table[a, b] = 9.0
     path = tmp_path / "lambada_test.jsonl"
     passages = ["the dog saw the cat", "the cat saw the dog saw", "the dog saw a zebra"]
@@ -394,7 +404,7 @@ def test_wsc_partial_scoring(tok, tmp_path):
     assert max(len(tok.encode(c + x)) for e in bench.examples for c, x in wsc_prompts(e)) <= 128  # all in context
     result = evaluate_benchmark(sm, bench, progress=False)
     assert result.metrics == ["acc:partial"] and len(result.examples) == 3
-    for example, score in zip(bench.examples, result.examples):
+    for example, score in zip(bench.examples, result.examples, strict=True):
         direct = []
         for context, continuation in wsc_prompts(example):  # no end-of-text before a non-empty context
             ctx, cont = tok.encode(context), tok.encode(continuation)

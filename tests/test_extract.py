@@ -152,8 +152,8 @@ def gold_texts(gold_pages):
 
 @pytest.mark.slow  # the extractor over all 86 gold pages (as tests/test_webtext.py's sweeps)
 def test_gold_pages_keep_main_text_and_drop_boilerplate(gold_pages, gold_texts):
-    found = sum(snippet in text for (_, _, must, _), text in zip(gold_pages, gold_texts) for snippet in must)
-    avoided = sum(snippet not in text for (_, _, _, must_not), text in zip(gold_pages, gold_texts) for snippet in must_not)
+    found = sum(snippet in text for (_, _, must, _), text in zip(gold_pages, gold_texts, strict=True) for snippet in must)
+    avoided = sum(snippet not in text for (_, _, _, must_not), text in zip(gold_pages, gold_texts, strict=True) for snippet in must_not)
     n_must = sum(len(must) for _, _, must, _ in gold_pages)
     n_must_not = sum(len(must_not) for _, _, _, must_not in gold_pages)
     assert (n_must, n_must_not) == (261, 252)
@@ -179,7 +179,7 @@ def test_resiliparse_warc_pages_all_extract(real_data, extractor):
     assert len(pages) == 16
     results = [extract_text_from_page(page, extractor) for page in pages]
     assert [r.outcome for _, r in results] == [EXTRACTED] * 16
-    for page, (doc, result) in zip(pages, results):
+    for page, (doc, result) in zip(pages, results, strict=True):
         assert doc.text == result.text and doc.url == page.url and doc.timestamp == page.timestamp
         assert doc.meta == {
             "source": page.source,
@@ -187,7 +187,7 @@ def test_resiliparse_warc_pages_all_extract(real_data, extractor):
             "record_id": page.record_id,
             "extractor": "trafilatura",
         }
-    by_url = {page.url: doc.text for page, (doc, _) in zip(pages, results)}
+    by_url = {page.url: doc.text for page, (doc, _) in zip(pages, results, strict=True)}
     assert by_url["http://01spb.ru/company/"].startswith("О компании\n")  # cp1251 page, decoded
 
 

@@ -21,9 +21,29 @@ import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from corpus import fetch_archive, fetch_client
-from corpus.fetch import (BAD_RESPONSE, BAD_URL, CONNECTION_ERROR, DEADLINE, DECOMPRESSION_BOMB, FetchConfig, Fetcher, HTTP_ERROR,
-                          NON_HTML, OK, REFUSED_ADDRESS, REFUSED_SCHEME, ROBOTS_DISALLOWED, ROBOTS_UNREACHABLE, SKIPPED_RESUME, TOO_LARGE,
-                          TOO_MANY_REDIRECTS, fetch_links, forbidden_reason, is_transient, read_fetch_log)
+from corpus.fetch import (
+    BAD_RESPONSE,
+    BAD_URL,
+    CONNECTION_ERROR,
+    DEADLINE,
+    DECOMPRESSION_BOMB,
+    HTTP_ERROR,
+    NON_HTML,
+    OK,
+    REFUSED_ADDRESS,
+    REFUSED_SCHEME,
+    ROBOTS_DISALLOWED,
+    ROBOTS_UNREACHABLE,
+    SKIPPED_RESUME,
+    TOO_LARGE,
+    TOO_MANY_REDIRECTS,
+    FetchConfig,
+    Fetcher,
+    fetch_links,
+    forbidden_reason,
+    is_transient,
+    read_fetch_log,
+)
 from corpus.records import HtmlPage
 from corpus.warc import read_archive
 from pipelines import cli

@@ -9,8 +9,22 @@ from types import SimpleNamespace
 
 import pytest
 
-from corpus.fetch_policy import (BAD_URL, HTTP_ERROR, OK, REFUSED_ADDRESS, REFUSED_SCHEME, TOO_MANY_REDIRECTS, FetchConfig, PageFailed,
-                                 check_addresses, parse_target, refused_content_type, retry_after_seconds, retry_delay, robots_rules)
+from corpus.fetch_policy import (
+    BAD_URL,
+    HTTP_ERROR,
+    OK,
+    REFUSED_ADDRESS,
+    REFUSED_SCHEME,
+    TOO_MANY_REDIRECTS,
+    FetchConfig,
+    PageFailed,
+    check_addresses,
+    parse_target,
+    refused_content_type,
+    retry_after_seconds,
+    retry_delay,
+    robots_rules,
+)
 
 
 def test_parse_target_gives_host_port_request_target_and_host_header():

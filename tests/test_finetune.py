@@ -17,8 +17,17 @@ from corpus.records import Document
 from corpus.shards import write_shards
 from dedup.benchmark_sets import load_wsc
 from model.checkpoint import load_checkpoint, load_model, save_checkpoint
-from model.finetune import (DEMO_SENTENCES, TaskModel, add_task_tokens, batch_indices, config_from_args, demo_finetune, finetune,
-                            format_summary, task_loss)
+from model.finetune import (
+    DEMO_SENTENCES,
+    TaskModel,
+    add_task_tokens,
+    batch_indices,
+    config_from_args,
+    demo_finetune,
+    finetune,
+    format_summary,
+    task_loss,
+)
 from model.finetune_task_files import read_task_file
 from model.finetune_tasks import SpecialTokens, collate, encode_task
 from model.gpt import GPT, GPTConfig

@@ -14,8 +14,25 @@ import pytest
 from corpus.records import Document
 from corpus.shards import write_shards
 from model.finetune_task_files import NLI_LABELS, TaskData, TaskExample, TaskFormatError, parse_fields, read_task_file
-from model.finetune_tasks import (EncodedExample, IGNORE, SpecialTokens, TaskError, accuracy, average_ranks, collate, encode_task, f1_score,
-                                  label_space, mark_task, matthews, metric_names, pearson, spearman, split_metrics, transform)
+from model.finetune_tasks import (
+    IGNORE,
+    EncodedExample,
+    SpecialTokens,
+    TaskError,
+    accuracy,
+    average_ranks,
+    collate,
+    encode_task,
+    f1_score,
+    label_space,
+    mark_task,
+    matthews,
+    metric_names,
+    pearson,
+    spearman,
+    split_metrics,
+    transform,
+)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "finetune"
 SPECIAL = SpecialTokens(start=100, delim=101, extract=102)

@@ -9,9 +9,9 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from test_gpt import one_thread  # noqa: F401  (test_gpt's autouse fixture: one torch thread for this module)
 
 from model.fused_loss import linear_cross_entropy
-from test_gpt import one_thread  # noqa: F401  (test_gpt's autouse fixture: one torch thread for this module)
 
 
 @pytest.mark.parametrize("padded", [False, True])  # real-rows matmul with reused buffers (CPU) / padded + masked (GPU)

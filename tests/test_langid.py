@@ -295,7 +295,7 @@ def test_ngram_lists_match_langdetect(real_data):
     for code, row in enumerate(model.unigram_row.tolist()):
         if row >= 0:
             grams[row] = chr(code)
-    for key, row in zip(model.sorted_key.tolist(), model.sorted_row.tolist()):
+    for key, row in zip(model.sorted_key.tolist(), model.sorted_row.tolist(), strict=True):
         chars = []
         while key:
             chars.append(chr(int(model.alphabet[key & ((1 << langid.LETTER_BITS) - 1)])))
@@ -315,7 +315,7 @@ def test_ngram_lists_match_langdetect(real_data):
 
 def lambada_passages(real_data: Path, count: int) -> list[str]:
     with open(real_data / "lm_benchmarks/lambada/lambada_test.jsonl", encoding="utf-8") as f:
-        return [json.loads(line)["text"] for line, _ in zip(f, range(count))]
+        return [json.loads(line)["text"] for line, _ in zip(f, range(count), strict=True)]
 
 
 def test_code_tables_give_the_hash_tables_rows(real_data, sample_crawl):
@@ -378,7 +378,7 @@ def test_compiled_trial_gives_the_numpy_trials_answers_on_real_pages(real_data):
              + [crude_text(p.html) for p in resiliparse] + lambada_passages(real_data, 400))
     compiled = [outcome(partial(langid._detect, state=state, run_trial=kernel), t) for t in texts]
     numpy_trial = [outcome(partial(langid._detect, state=state, run_trial=langid._run_trial), t) for t in texts]
-    for i, (ours, theirs) in enumerate(zip(compiled, numpy_trial)):
+    for i, (ours, theirs) in enumerate(zip(compiled, numpy_trial, strict=True)):
         assert ours == theirs, f"text #{i} ({texts[i][:60]!r}): compiled {ours} != numpy {theirs}"
     assert len({found[0][0] for found in compiled if isinstance(found, list)}) >= 4  # several languages
     assert [compiled[i] for i in range(0, len(texts), 9)] == [outcome(reference_detect_langs, texts[i]) for i in range(0, len(texts), 9)]
@@ -418,7 +418,7 @@ def test_compiled_detection_gives_the_old_decisions_on_real_pages(real_data, mon
     old = [outcome(detect_langs, t) for t in texts]  # numpy n-grams and draws, the compiled trial
     old_decisions = [c4.detect_english(c4.C4Page("u", t, "t"), detect_langs, LanguageDetectionError) for t in wet]
     numpy_trial = [outcome(partial(langid._detect, state=state, run_trial=langid._run_trial), t) for t in texts]
-    for i, (ours, before, numpy_answer) in enumerate(zip(new, old, numpy_trial)):
+    for i, (ours, before, numpy_answer) in enumerate(zip(new, old, numpy_trial, strict=True)):
         assert ours == before == numpy_answer, f"text #{i} ({texts[i][:60]!r}): compiled {ours}, before {before}, numpy {numpy_answer}"
     assert new[: len(wet)] == [outcome(reference_detect_langs, t) for t in wet]
     assert new_decisions == old_decisions

@@ -22,7 +22,6 @@ from __future__ import annotations
 import math
 import re
 import types
-import sys
 
 import numpy as np
 import pytest
@@ -123,12 +122,12 @@ def test_wikitext_word_perplexity_and_bits_per_byte(hf_pair, wiki_path):
     from model.eval_scoring import example_slices
 
     text, starts, _, _ = example_slices(bench, bench.examples[:limit])
-    pages = [text[a:b] for a, b in zip(starts, [*starts[1:], len(text)])]
+    pages = [text[a:b] for a, b in zip(starts, [*starts[1:], len(text)], strict=True)]
     # theirs: the same pages through the wikitext task's own pieces
     loglik = theirs.loglikelihood_rolling(_instances("loglikelihood_rolling",
                                                      [(lm_eval_detokenizer(p),) for p in pages]), disable_tqdm=True)
-    processed = [task.process_results({"page": p}, [ll]) for p, ll in zip(pages, loglik)]
-    for score, ll, page in zip(result.examples, loglik, pages):
+    processed = [task.process_results({"page": p}, [ll]) for p, ll in zip(pages, loglik, strict=True)]
+    for score, ll, page in zip(result.examples, loglik, pages, strict=True):
         assert score.nll == pytest.approx(-ll, rel=2e-6)
         assert score.bytes == len(page.encode("utf-8"))
         # the documented difference: one end-of-line word per line here, whitespace pieces there
@@ -136,7 +135,7 @@ def test_wikitext_word_perplexity_and_bits_per_byte(hf_pair, wiki_path):
         assert len(re.split(r"\s+", page)) == len(page.split()) + 2  # the page opens with " " and ends with "\n"
     assert result.metric("bpb") == pytest.approx(bits_per_byte([r["bits_per_byte"] for r in processed]), rel=2e-6)
     with_their_words = [ExampleScore(s.id, s.nll, s.tokens, r["word_perplexity"][1], s.bytes, s.chars)
-                        for s, r in zip(result.examples, processed)]
+                        for s, r in zip(result.examples, processed, strict=True)]
     assert compute_metric(with_their_words, "word_ppl") == pytest.approx(
         weighted_perplexity([r["word_perplexity"] for r in processed]), rel=2e-6)
     # and the two word perplexities differ only by the denominator
@@ -153,10 +152,10 @@ def test_lambada_last_word_loglikelihood_and_greedy(hf_pair, real_data):
     result = evaluate_benchmark(sm, bench, limit=limit, progress=False)
     # lambada_openai: doc_to_text = all but the last space-separated word, doc_to_target = " " + last word
     pairs = [(" ".join(e.text.split(" ")[:-1]), " " + e.text.split(" ")[-1]) for e in bench.examples[:limit]]
-    for e, (ctx, target) in zip(bench.examples, pairs):
+    for e, (ctx, target) in zip(bench.examples, pairs, strict=True):
         assert split_last_word(e.text) == (ctx, target)
     outputs = theirs.loglikelihood(_instances("loglikelihood", pairs), disable_tqdm=True)
-    for score, (ll, greedy) in zip(result.examples, outputs):
+    for score, (ll, greedy) in zip(result.examples, outputs, strict=True):
         assert score.nll == pytest.approx(-ll, rel=2e-6)
         assert score.correct["whole_word"] == bool(greedy)
     assert result.metric("lastword_ppl") == pytest.approx(perplexity([ll for ll, _ in outputs]), rel=2e-6)

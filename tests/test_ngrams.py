@@ -11,8 +11,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dedup.ngrams import (DEFAULT, HASH_ID, NgramConfig, ngram_char_spans, ngram_hashes, ngram_hashes_batch,
-                          ngram_hashes_many, ngram_strings, normalised_stream, normalize, word_spans, words)
+from dedup.ngrams import (
+    DEFAULT,
+    HASH_ID,
+    NgramConfig,
+    ngram_char_spans,
+    ngram_hashes,
+    ngram_hashes_batch,
+    ngram_hashes_many,
+    ngram_strings,
+    normalised_stream,
+    normalize,
+    word_spans,
+    words,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 MASK = (1 << 64) - 1
@@ -134,7 +146,7 @@ def test_hashes_match_reference_on_wikitext(real_data):
     lines = text.split("\n")
     batch = ngram_hashes_many(lines, DEFAULT)
     assert len(batch) == len(lines)
-    for line, hashes in zip(lines, batch):
+    for line, hashes in zip(lines, batch, strict=True):
         assert hashes.tolist() == ngram_hashes(line).tolist()
 
 
@@ -155,7 +167,7 @@ def test_char_spans_map_back_to_the_words(real_data):
     for config in (DEFAULT, JOIN, ASCII):
         spans, grams = ngram_char_spans(text, config), ngram_strings(text, config)
         assert len(spans) == len(grams) == len(ngram_hashes(text, config))
-        for (start, end), gram in zip(spans, grams):
+        for (start, end), gram in zip(spans, grams, strict=True):
             assert normalize(text[start:end], config) == gram
     assert len(word_spans(text)) == len(words(text))
 

@@ -27,7 +27,9 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from common import memfs, storage
 from corpus.inputs import InputError
 from corpus.shards import find_shards, read_documents
-from pipelines import audit, c4 as c4_pipeline, cli, read as read_pipeline, sources, tokenize, webtext
+from pipelines import audit, cli, sources, tokenize, webtext
+from pipelines import c4 as c4_pipeline
+from pipelines import read as read_pipeline
 from pipelines.jobs import STATS_FILE
 from pipelines.options import PORTABLE_JOB_TIMEOUT_S, portable_runner_options
 

@@ -22,7 +22,7 @@ def test_linear_decay_is_gpt1s_schedule_to_the_last_bit():
 def test_linear_decay_ends_at_min_lr_and_the_cosine_is_the_default():
     values = [lr_at(s, 1.0, 0.1, 2, 12, decay="linear") for s in range(14)]
     assert values[:3] == [0.5, 1.0, 1.0]
-    assert all(a > b for a, b in zip(values[2:12], values[3:12]))  # falls every step
+    assert all(a > b for a, b in zip(values[2:12], values[3:12], strict=False))  # falls every step
     assert values[7] == pytest.approx(0.1 + 0.9 * 0.5) and values[12:] == [0.1, 0.1]
     cosine = [lr_at(s, 1.0, 0.1, 2, 12) for s in range(14)]
     assert cosine[7] == pytest.approx(0.55) and cosine[4] > values[4]  # a cosine stays high longer than the line

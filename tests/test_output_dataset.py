@@ -25,7 +25,9 @@ import pytest
 from common import storage
 from corpus.records import Document
 from corpus.shards import find_shards, format_folder, read_documents, shard_files, shard_index, shard_name, write_shards
-from pipelines import c4 as c4_pipeline, cli, read as read_pipeline
+from pipelines import c4 as c4_pipeline
+from pipelines import cli
+from pipelines import read as read_pipeline
 from pipelines.jobs import OLD_LAYOUT_FILES, STATS_FILE
 from pipelines.steps import ERRORS_FILE
 

@@ -241,7 +241,7 @@ def test_batched_scan_equals_one_document_at_a_time(real_data):
     counter_many = OverlapCounter(index)
     many = counter_many.add_many(docs)
     assert sum(bool(h) for h in many) >= 51  # the 50 shared passages and the planted one
-    for a, b in zip(one, many):
+    for a, b in zip(one, many, strict=True):
         assert (a.doc_id, a.num_ngrams) == (b.doc_id, b.num_ngrams)
         assert a.positions.tolist() == b.positions.tolist() and a.unique_index.tolist() == b.unique_index.tolist()
         assert a.examples.tolist() == b.examples.tolist() and a.spans == b.spans
@@ -299,7 +299,7 @@ def test_audit_core_scans_once_for_every_benchmark_and_merges_by_parts(real_data
         members.update(ngram_hashes(text, NgramConfig(n=8)).tolist())
     exact = {name: counter.to_dict() for name, counter in whole.items()}
     rows = benchmark_rows(indexes, corpus_name="wiki", exact=exact, bloom=_SetFilter(members), own_train={"late": 1.5})
-    for row, name in zip(rows, ("early", "late")):
+    for row, name in zip(rows, ("early", "late"), strict=True):
         assert row["name"] == name and row["source"] == "exact" and row["corpus"] == "wiki"
         assert row["agreement"]["false_negatives"] == row["agreement"]["bloom_only"] == 0
         assert row["agreement"]["exact_found"] == row["unique_found"] > 0

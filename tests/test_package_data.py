@@ -39,7 +39,7 @@ TEXTS = ("The quick brown fox jumps over the lazy dog while the farmer watches f
          "Le renard brun rapide saute par-dessus le chien paresseux pendant que le fermier regarde.",
          "Быстрая коричневая лиса прыгает через ленивую собаку, а фермер смотрит от ворот.")
 
-PROBE = r"""
+PROBE = rf"""
 import json, sys
 import corpus
 from corpus import langid, native, reddit
@@ -51,10 +51,10 @@ webtext_options.add_arguments(parser)
 job_filter = webtext.link_filter_from(parser.parse_args(["--submissions", "dumps/", "--pages", "crawl", "--output", "out/"]))
 default = reddit.LinkFilter()
 texts = json.loads(sys.argv[1])
-print(json.dumps({
+print(json.dumps({{
     "corpus": corpus.__file__,
-    "project": sorted({m.__file__ for n, m in list(sys.modules.items())
-                       if n.partition(".")[0] in %r and getattr(m, "__file__", None)}),
+    "project": sorted({{m.__file__ for n, m in list(sys.modules.items())
+                       if n.partition(".")[0] in {PACKAGES!r} and getattr(m, "__file__", None)}}),
     "domains": sorted(reddit.default_domain_blocklist()), "extensions": sorted(reddit.default_extension_blocklist()),
     "filter": [sorted(default.domain_blocklist), sorted(default.extension_blocklist)],
     "from_files": [sorted(reddit.LinkFilter.from_files().domain_blocklist), sorted(reddit.LinkFilter.from_files().extension_blocklist)],
@@ -63,8 +63,8 @@ print(json.dumps({
     "fallback": langid._fallback is not None,
     "bloom": bloom_native.kernel() is not None,
     "kernels": native.status(),
-}))
-""" % (PACKAGES,)
+}}))
+"""
 
 
 def zip_folders(archive: Path, folders: list[tuple[Path, str]]) -> None:

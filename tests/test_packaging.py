@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 
 import pytest
-from packaging.utils import canonicalize_name
 from apache_beam.options.pipeline_options import PipelineOptions, TypeOptions
+from packaging.utils import canonicalize_name
 
 from pipelines.options import WORKER_EXTRAS_FILE, build_worker_package, construction_check_options, stage_setup_file
 
@@ -257,8 +257,8 @@ def test_cli_help_imports_no_model_library(argv):
     """A worker (or a laptop without the `model` extra) runs the corpus jobs: their CLI path
     must never import torch; tokenize's never imports torch either."""
     code = ("import sys; from pipelines import cli\n"
-            "try: cli.main(%r)\nexcept SystemExit: pass\n"
-            "print('imported:', *(m for m in %r if m in sys.modules))" % (argv, sorted(MODEL_LIBRARIES)))
+            f"try: cli.main({argv!r})\nexcept SystemExit: pass\n"
+            f"print('imported:', *(m for m in {sorted(MODEL_LIBRARIES)!r} if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == "imported:", done.stdout[-500:]
@@ -335,7 +335,7 @@ def test_worker_sdist_installs_from_the_index_without_torch_and_runs_c4(real_dat
     assert {canonicalize_name(d["name"]): d["version"] for d in listed} == {**resolved, "corpusforge": "0.1.0"}
     timings["install"] = time.monotonic() - started
 
-    probe = "import importlib.util as u; print(' '.join(m for m in %r if u.find_spec(m)))" % sorted(MODEL_LIBRARIES)
+    probe = f"import importlib.util as u; print(' '.join(m for m in {sorted(MODEL_LIBRARIES)!r} if u.find_spec(m)))"
     assert _run([python, "-c", probe], timeout=120, env=env, cwd=tmp_path).stdout.split() == []
     no_torch = subprocess.run([python, "-c", "import torch"], capture_output=True, text=True, env=env, cwd=tmp_path)
     assert no_torch.returncode != 0 and "No module named 'torch'" in no_torch.stderr

@@ -7,7 +7,14 @@ import numpy as np
 import pytest
 
 from dedup.bloom import BloomFileError, BloomFilter, ngram_meta, partition_of, split_by_part
-from dedup.partitioned import CAPACITY_SLACK, FILTER_MANIFEST, PartitionedBloom, part_capacity, part_path, write_filter_manifest
+from dedup.partitioned import (
+    CAPACITY_SLACK,
+    FILTER_MANIFEST,
+    PartitionedBloom,
+    part_capacity,
+    part_path,
+    write_filter_manifest,
+)
 
 
 def keys(n: int, seed: int) -> np.ndarray:

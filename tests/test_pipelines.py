@@ -12,8 +12,8 @@ import pytest
 from corpus.inputs import ManifestPathError, join_base, read_manifest
 from corpus.shards import read_documents
 from corpus.warc import ReadStats, read_archive
-from pipelines.read import run
 from pipelines.jobs import STATS_FILE
+from pipelines.read import run
 from pipelines.steps import ERRORS_FILE
 
 pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`
@@ -188,7 +188,6 @@ def test_an_empty_input_is_an_error_and_a_job_that_read_nothing_commits_nothing(
 
 
 def test_a_full_disk_ends_the_read_job_with_one_line_and_commits_nothing(real_data, tmp_path):
-    import subprocess
     import sys
 
     from full_disk import error_lines, small_disk

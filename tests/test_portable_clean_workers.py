@@ -26,14 +26,14 @@ import sysconfig
 from pathlib import Path
 
 import pytest
+from test_audit_pipeline import benchmark_heads
+from test_object_store import bound_port, wait_for
+from test_portable import HANG_GUARD_S, children
 
 from common import storage
 from pipelines.jobs import STATS_FILE
 from pipelines.shard_io import WRITE_NAMESPACE
 from samplecrawl.crawl import write_sample_crawl
-from test_audit_pipeline import benchmark_heads
-from test_object_store import bound_port, wait_for
-from test_portable import HANG_GUARD_S, children
 
 pytestmark = pytest.mark.pipeline  # Beam jobs on the PortableRunner in subprocesses: not in `make test-fast`
 

@@ -28,12 +28,12 @@ from corpus.reddit import (
     DEFAULT_EXTENSION_BLOCKLIST_PATH,
     LINK_PROBLEMS,
     LINK_SCHEMA,
-    LinkTableWriter,
     PARSE_PROBLEMS,
     SUBMISSION_PROBLEMS,
     DumpReadError,
     Link,
     LinkFilter,
+    LinkTableWriter,
     Submission,
     TooLongLine,
     _zstd_pieces,
@@ -51,14 +51,14 @@ from corpus.reddit import (
     submission_problem,
     write_link_table,
 )
-from samplecrawl.crawl import pushshift_zst
 from corpus.urls import canonical_host, canonical_url, url_key
+from samplecrawl.crawl import pushshift_zst
 
 REAL_SUBMISSIONS = Path("reddit") / "pushshift_importer" / "test_submissions.json"
 
 
 def utc(*args: int) -> int:
-    return int(dt.datetime(*args, tzinfo=dt.timezone.utc).timestamp())
+    return int(dt.datetime(*args, tzinfo=dt.UTC).timestamp())
 
 
 def sub(url: str = "https://example.com/a", score: int = 5, created: int = utc(2016, 5, 1), **fields) -> Submission:
@@ -688,7 +688,7 @@ def test_sample_filter_outcomes_match_the_truth(sample_crawl, until_2017):
     groups: dict[str, list[Submission]] = {}
     identities: dict[tuple, set] = {}
     expected_scores: dict[tuple, list[int]] = {}
-    for line, entry in zip(lines, entries):
+    for line, entry in zip(lines, entries, strict=True):
         parsed = parse_submission(line)
         got = parsed if isinstance(parsed, str) else submission_problem(parsed, filt)
         assert got == expected_problem(entry, until_2017), (entry["line"], entry["kinds"], entry["url"])

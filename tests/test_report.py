@@ -9,8 +9,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from dedup.report import (GPT2_TABLE6, JSON_FORMAT, html_report, load_json, render_html, render_json,
-                          render_markdown)
+from dedup.report import GPT2_TABLE6, JSON_FORMAT, html_report, load_json, render_html, render_json, render_markdown
 
 SVG = "{http://www.w3.org/2000/svg}"
 

@@ -46,15 +46,15 @@ def test_requires_python_is_the_lowest_python_the_pins_support():
     assert "numpy" in pins and "pandas" in pins
     lowest = max(lowest_python(spec) for spec in pins.values() if spec)
     assert lowest_python(declared) == lowest, {name: spec for name, spec in pins.items() if spec and lowest_python(spec) == lowest}
-    minimum = "%d.%d" % lowest
+    minimum = ".".join(map(str, lowest))
     assert all(SpecifierSet(spec).contains(minimum) for spec in pins.values() if spec)  # no pin excludes it either
 
 
 def test_the_readme_names_the_same_python():
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
-    assert re.search(r"Needs Python >= %d\.%d\b" % lowest_python(declared), (ROOT / "README.md").read_text())
+    assert re.search(r"Needs Python >= {}\.{}\b".format(*lowest_python(declared)), (ROOT / "README.md").read_text())
 
 
 def test_the_worker_setup_file_names_the_same_python():
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["requires-python"]
-    assert f'python_requires=">={"%d.%d" % lowest_python(declared)}"' in (ROOT / "beam_setup.py").read_text(encoding="utf-8")
+    assert f'python_requires=">={".".join(map(str, lowest_python(declared)))}"' in (ROOT / "beam_setup.py").read_text(encoding="utf-8")

@@ -102,7 +102,7 @@ def test_same_seed_writes_identical_bytes_and_another_seed_does_not(tmp_path):
     assert not any(name.endswith(".tmp") for name in names)
     for name in names:
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
-    for mine, theirs in zip(first.wet_paths + first.warc_paths, other.wet_paths + other.warc_paths):
+    for mine, theirs in zip(first.wet_paths + first.warc_paths, other.wet_paths + other.warc_paths, strict=True):
         assert Path(mine).read_bytes() != Path(theirs).read_bytes()
     assert Path(first.submissions_path).read_bytes() != Path(other.submissions_path).read_bytes()
     assert second.pages == first.pages == 120
@@ -344,7 +344,7 @@ def test_submission_lines_are_what_truth_says(crawl, truth):
     expected = truth["submissions"]
     assert len(lines) == len(expected) >= 100
     created_types = Counter()
-    for line, want in zip(lines, expected):
+    for line, want in zip(lines, expected, strict=True):
         if want["malformed"]:
             with pytest.raises(json.JSONDecodeError):
                 json.loads(line)
@@ -397,7 +397,7 @@ def test_only_the_badword_pages_match_c4s_bad_words_filter(truth, wet):
     if not data:
         pytest.skip("CORPUSFORGE_TEST_DATA is not set; it names the folder holding badwords/en")
     words = [word.strip() for word in (Path(data) / "badwords" / "en").read_text(encoding="utf-8").splitlines()]
-    pattern = re.compile(r"(?:\W|^)(%s)(?:\W|$)" % "|".join(re.escape(word) for word in words if word))
+    pattern = re.compile(r"(?:\W|^)({})(?:\W|$)".format("|".join(re.escape(word) for word in words if word)))
     for page in truth["pages"]:
         if page["wet_file"]:
             assert bool(pattern.search(text_of(page, wet).lower())) == ("badword" in page["kinds"]), page["url"]

@@ -80,7 +80,7 @@ def test_duckdb_reads_the_shards_and_their_meta(documents_folder):
 def test_polars_reads_the_shards_and_decodes_meta(documents_folder):
     frame = pl.read_parquet(str(documents_folder / "parquet" / "*.parquet"))
     assert frame.columns == ["text", "url", "timestamp", "meta"]
-    rows = [(u, t, json.loads(m)) for u, t, m in zip(frame["url"].to_list(), frame["text"].to_list(), frame["meta"].to_list())]
+    rows = [(u, t, json.loads(m)) for u, t, m in zip(frame["url"].to_list(), frame["text"].to_list(), frame["meta"].to_list(), strict=True)]
     assert sorted(rows, key=str) == with_meta(documents_folder)
     ids = frame.with_columns(pl.col("meta").str.json_path_match("$.record_id").alias("record_id"))["record_id"].to_list()
     assert sorted(ids) == sorted(m["record_id"] for _, _, m in with_meta(documents_folder))

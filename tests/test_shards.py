@@ -13,8 +13,17 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from common.storage import atomic_path, write_atomically
 from corpus import shards
 from corpus.records import Document
-from corpus.shards import (FORMATS, ShardWriter, find_shards, open_dataset, read_documents, shard_index, shard_name, write_shard,
-                           write_shards)
+from corpus.shards import (
+    FORMATS,
+    ShardWriter,
+    find_shards,
+    open_dataset,
+    read_documents,
+    shard_index,
+    shard_name,
+    write_shard,
+    write_shards,
+)
 from pipelines import shard_io, sources
 
 TIMESTAMP = "2019-04-25T12:57:54Z"
@@ -104,7 +113,7 @@ def test_c4json_line_is_the_released_layout(tmp_path):
         line = f.read()
     assert line == (
         '{"text":"Beginners BBQ Class 日本","timestamp":"2019-04-25T12:57:54Z","url":"https://klyq.com/bbq/"}\n'
-    ).encode("utf-8")
+    ).encode()
     assert list(json.loads(line)) == ["text", "timestamp", "url"]
 
 
@@ -165,8 +174,7 @@ def test_write_shards_of_nothing_gives_valid_empty_files(tmp_path):
 
 
 def failing_documents(count):
-    for doc in many_documents(count):
-        yield doc
+    yield from many_documents(count)
     raise RuntimeError("reader broke midway")
 
 
@@ -199,7 +207,7 @@ def test_same_documents_give_byte_identical_files(tmp_path, fmt):
     docs = hard_documents() + many_documents()
     first = write_shards(docs, tmp_path / "a", fmt=fmt, num_shards=3)
     second = write_shards(docs, tmp_path / "b", fmt=fmt, num_shards=3)
-    for a, b in zip(first, second):
+    for a, b in zip(first, second, strict=True):
         with open(a, "rb") as fa, open(b, "rb") as fb:
             assert fa.read() == fb.read()
 
@@ -230,7 +238,7 @@ def test_small_row_groups_and_buffer_keep_order_and_bytes(tmp_path):
     first, second = write(tmp_path / "a"), write(tmp_path / "b")
     assert all(pq.ParquetFile(p).num_row_groups > 5 for p in first)
     assert list(read_documents(first)) == in_shard_order(docs, 3)
-    for a, b in zip(first, second):
+    for a, b in zip(first, second, strict=True):
         with open(a, "rb") as fa, open(b, "rb") as fb:
             assert fa.read() == fb.read()
 

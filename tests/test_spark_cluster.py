@@ -22,14 +22,15 @@ import pytest
 
 pytest.importorskip("pyspark", reason="the spark extra is not installed: pip install 'corpusforge[spark]'")
 
+from spark_cluster import SHORT_JVM, SPARK_HOME, Cluster, hidden_project_python  # noqa: E402
+from test_packaging import project_wheel  # noqa: E402
+from test_spark_engine import assert_same_output, variant_args  # noqa: E402
+from test_spark_jobs_audit import assert_same_output as assert_same_files  # noqa: E402
+from test_spark_jobs_tokweb import same_files  # noqa: E402
+
 from pipelines import c4 as c4_pipeline  # noqa: E402
 from pipelines.cli import run_job  # noqa: E402
 from pipelines.spark_package import LAUNCHER_NAME, ZIP_NAME  # noqa: E402
-from spark_cluster import SHORT_JVM, SPARK_HOME, Cluster, hidden_project_python  # noqa: E402
-from test_spark_engine import assert_same_output, variant_args  # noqa: E402
-from test_spark_jobs_audit import assert_same_output as assert_same_files  # noqa: E402
-from test_packaging import project_wheel  # noqa: E402
-from test_spark_jobs_tokweb import same_files  # noqa: E402
 
 pytestmark = [pytest.mark.pipeline, pytest.mark.slow, pytest.mark.usefixtures("java")]
 

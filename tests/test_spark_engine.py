@@ -19,15 +19,16 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from test_object_store import BUCKET, closed_port, s3, upload  # noqa: F401  (the moto S3 server fixture)
 
 from common import storage
 from corpus.inputs import InputError
-from pipelines import c4 as c4_pipeline, read as read_pipeline
+from pipelines import c4 as c4_pipeline
+from pipelines import read as read_pipeline
 from pipelines.jobs import STATS_FILE
 from pipelines.options import MASTER_FORMS, SHORT_RUN_JVM_OPTIONS, SPARK_JAVA_HINT, check_spark_master
 from pipelines.shard_io import ERRORS_FILE, WRITE_NAMESPACE
 from samplecrawl.crawl import write_sample_crawl
-from test_object_store import BUCKET, closed_port, s3, upload  # noqa: F401  (the moto S3 server fixture)
 
 pyspark = pytest.importorskip("pyspark", reason="the spark extra is not installed: pip install 'corpusforge[spark]'")
 

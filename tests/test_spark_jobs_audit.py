@@ -19,15 +19,16 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_audit_pipeline import benchmark_heads
+from test_object_store import BUCKET, s3  # noqa: F401  (the moto S3 server fixture)
 
 from common import storage
 from corpus.records import Document
 from corpus.shards import read_documents, shard_relpath, write_shard
 from dedup.benchmark_sets import load_benchmark
-from pipelines import audit, audit_shards, read as read_pipeline, spark_main
+from pipelines import audit, audit_shards, spark_main
+from pipelines import read as read_pipeline
 from pipelines.jobs import STATS_FILE
-from test_audit_pipeline import benchmark_heads
-from test_object_store import BUCKET, s3  # noqa: F401  (the moto S3 server fixture)
 
 pyspark = pytest.importorskip("pyspark", reason="the spark extra is not installed: pip install 'corpusforge[spark]'")
 

@@ -18,16 +18,18 @@ from pathlib import Path
 
 import pytest
 import zstandard
+from test_spark_engine import assert_same_output
+from test_webtext_pipeline import article, paragraphs, submission, write_warc
 
 from common import storage
 from corpus.records import Document, HtmlPage
 from corpus.shards import shard_relpath
 from corpus.warc import read_archive
-from pipelines import cli, spark_main, tokenize as tokenize_pipeline, webtext as webtext_pipeline
+from pipelines import cli, spark_main
+from pipelines import tokenize as tokenize_pipeline
+from pipelines import webtext as webtext_pipeline
 from pipelines.jobs import STATS_FILE
 from pipelines.shard_io import ERRORS_FILE
-from test_spark_engine import assert_same_output
-from test_webtext_pipeline import article, paragraphs, submission, write_warc
 
 pytest.importorskip("pyspark", reason="the spark extra is not installed: pip install 'corpusforge[spark]'")
 pytestmark = [pytest.mark.pipeline, pytest.mark.usefixtures("java")]  # runs Beam and Spark jobs: not in `make test-fast`; skipped without Java

@@ -121,8 +121,9 @@ def test_stats_plot_on_a_full_disk_is_one_line_exit_1_and_no_png(tmp_path):
     import sys
     from pathlib import Path
 
-    from corpus.shards import write_shard
     from full_disk import error_lines, small_disk
+
+    from corpus.shards import write_shard
 
     shard = tmp_path / "docs-train.00000-of-00001.jsonl"
     write_shard(small_corpus() * 50, shard, "jsonl")

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from common import memfs, storage
-from pipelines.jobs import STATS_FILE
-from pipelines.steps import ERRORS_FILE
 from corpus.records import Document
 from corpus.shards import find_shards, read_documents, write_shards
+from pipelines.jobs import STATS_FILE
+from pipelines.steps import ERRORS_FILE
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -21,7 +21,6 @@ import threading
 from pathlib import Path
 
 import pytest
-
 from test_object_store import MOTO_BOUND, bound_port, closed_port, lambada, start, stop, wait_for
 
 pytestmark = pytest.mark.pipeline  # runs every job in a fresh subprocess on a moto S3 server: not in `make test-fast`

@@ -6,8 +6,17 @@ import numpy as np
 import pytest
 import torch
 
-from model.token_loader import (Cursor, DataError, TokenLoader, TokenWindows, WindowSampler, eval_indices, read_meta, split_paths,
-                        tokenizer_dir)
+from model.token_loader import (
+    Cursor,
+    DataError,
+    TokenLoader,
+    TokenWindows,
+    WindowSampler,
+    eval_indices,
+    read_meta,
+    split_paths,
+    tokenizer_dir,
+)
 from model.token_shards import shard_name, write_token_shard
 
 
@@ -86,7 +95,7 @@ def test_a_restored_cursor_continues_exactly(shards):
     expected = [a.next_batch() for _ in range(12)]
     b = TokenLoader(windows, micro_batch=5, seed=11)
     b.load_state_dict(state)
-    for (ex, ey), (gx, gy) in zip(expected, (b.next_batch() for _ in range(12))):
+    for (ex, ey), (gx, gy) in zip(expected, (b.next_batch() for _ in range(12)), strict=True):
         assert torch.equal(ex, gx) and torch.equal(ey, gy)
 
 

@@ -23,9 +23,9 @@ from corpus.shards import nonempty_text, read_error, read_texts, shard_files
 from model.token_shards import find_token_shards, read_token_shard
 from model.tokenizer import BPETokenizer
 from pipelines import tokenize, tokenize_shards
+from pipelines.cli import main
 from pipelines.jobs import STATS_FILE
 from pipelines.steps import ERRORS_FILE
-from pipelines.cli import main
 
 pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`
 
@@ -71,7 +71,7 @@ def run(corpus_folder, out, *extra):
 def documents_of(tokens: np.ndarray, eot: int) -> list[np.ndarray]:
     assert tokens[0] == eot  # every document is preceded by end-of-text
     cuts = np.flatnonzero(tokens == eot)
-    return [tokens[a + 1:b] for a, b in zip(cuts, list(cuts[1:]) + [len(tokens)])]
+    return [tokens[a + 1:b] for a, b in zip(cuts, list(cuts[1:]) + [len(tokens)], strict=True)]
 
 
 @pytest.fixture(scope="module")

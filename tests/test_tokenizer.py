@@ -16,8 +16,18 @@ import pytest
 import regex
 import transformers  # its tokenizer classes load on first use, only in the test that builds one
 
-from model.tokenizer import (BPETokenizer, EOT, GPT2_SPLIT_PATTERN, TOKENIZE_LIBRARIES, MissingLibraryError, TokenizerFileError,
-                             bytes_to_unicode, missing_library_line, require_tokenize_libraries, train_tokenizer)
+from model.tokenizer import (
+    EOT,
+    GPT2_SPLIT_PATTERN,
+    TOKENIZE_LIBRARIES,
+    BPETokenizer,
+    MissingLibraryError,
+    TokenizerFileError,
+    bytes_to_unicode,
+    missing_library_line,
+    require_tokenize_libraries,
+    train_tokenizer,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -260,7 +270,7 @@ def reference_encode(vocab: dict, merges: list, text: str) -> list[int]:
     for piece in regex.findall(GPT2_SPLIT_PATTERN, text):
         word = [table[b] for b in piece.encode("utf-8")]
         while len(word) > 1:
-            best = min(zip(word, word[1:]), key=lambda pair: ranks.get(pair, float("inf")))
+            best = min(zip(word, word[1:], strict=False), key=lambda pair: ranks.get(pair, float("inf")))
             if best not in ranks:
                 break
             merged, i = [], 0

@@ -20,8 +20,15 @@ import pytest
 import torch
 import transformers  # its generation classes load on first use, only in the test that compares with them
 
-from model.checkpoint import (CheckpointError, clean_state_dict, load_checkpoint, load_model, model_from_state, save_checkpoint,
-                              tokenizer_folder)
+from model.checkpoint import (
+    CheckpointError,
+    clean_state_dict,
+    load_checkpoint,
+    load_model,
+    model_from_state,
+    save_checkpoint,
+    tokenizer_folder,
+)
 from model.device import FALLBACK_PEAK, peak_for_name
 from model.gpt import GPT, GPTConfig
 from model.optim import decay_groups, lr_at, make_optimizer
@@ -114,7 +121,7 @@ def test_learning_rate_warms_up_linearly_then_follows_a_cosine_to_min_lr():
     assert lr_at(110, lr, min_lr, warmup, decay) == pytest.approx(min_lr)
     assert lr_at(5000, lr, min_lr, warmup, decay) == pytest.approx(min_lr)
     values = [lr_at(s, lr, min_lr, warmup, decay) for s in range(10, 111)]
-    assert all(a >= b for a, b in zip(values, values[1:]))
+    assert all(a >= b for a, b in zip(values, values[1:], strict=False))
 
 
 def test_weight_decay_applies_to_matrices_only():
@@ -148,7 +155,7 @@ def test_cpu_optimizer_is_the_fused_adamw_and_updates_like_the_reference_loop():
             m(x, x, return_logits=False)[1].backward()
             opt.step()
             opt.zero_grad(set_to_none=True)
-    for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+    for (name, p), q in zip(model.named_parameters(), reference.parameters(), strict=True):
         torch.testing.assert_close(p, q, atol=1e-6, rtol=1e-5, msg=name)
     assert not torch.equal(model.transformer.wte.weight, GPT(model.config).transformer.wte.weight)
 

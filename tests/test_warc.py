@@ -91,10 +91,10 @@ def test_c4_text_mode_applies_reference_quirks(real_data):
     faithful, _, _, _ = read_all(real_data / "warc/ccscalatools/filter_test_1.wet.gz")
     c4, _, _, _ = read_all(real_data / "warc/ccscalatools/filter_test_1.wet.gz", text_mode="c4")
     assert [d.url for d in c4] == [d.url for d in faithful]
-    for f, c in zip(faithful, c4):
+    for f, c in zip(faithful, c4, strict=True):
         assert c.text == c4_wet_text(f.text)
         assert all(line == line.strip() and line for line in c.text.split("\n"))
-    assert any(f.text != c.text for f, c in zip(faithful, c4))
+    assert any(f.text != c.text for f, c in zip(faithful, c4, strict=True))
 
 
 def test_c4_wet_text_drops_warc_and_content_lines():
@@ -390,7 +390,7 @@ def test_http_heads_are_read_as_warcio_reads_them(tmp_path):
     for _ in range(5000):
         head = [rng.choice(lines) for _ in range(rng.randrange(1, 7))]
         sep = [rng.choice([b"\r\n", b"\r\n", b"\n", b"\r\r\n"]) for _ in head]
-        blocks.append(b"".join(h + s for h, s in zip(head, sep)) + b"\r\n" + rng.choice([b"<html>\r\n\r\nx", b"", b"\r\n"]))
+        blocks.append(b"".join(h + s for h, s in zip(head, sep, strict=True)) + b"\r\n" + rng.choice([b"<html>\r\n\r\nx", b"", b"\r\n"]))
     assert [ours(b) for b in blocks] == [warcio_reads(b) for b in blocks]
 
 

@@ -36,9 +36,9 @@ from corpus.webtext import (
     capture_of_link,
     clean_webtext,
     doc_id,
-    extract_document,
     english_problem,
     extract_combined,
+    extract_document,
     extract_newspaper,
     extract_text,
     extract_trafilatura,
@@ -136,8 +136,8 @@ def example_page(real_data):
 
 def gold_score(pages, texts) -> tuple[int, int]:
     """(must-contain snippets found, must-not-contain snippets avoided)."""
-    found = sum(s in text for (_, _, must, _), text in zip(pages, texts) for s in must)
-    avoided = sum(s not in text for (_, _, _, must_not), text in zip(pages, texts) for s in must_not)
+    found = sum(s in text for (_, _, must, _), text in zip(pages, texts, strict=True) for s in must)
+    avoided = sum(s not in text for (_, _, _, must_not), text in zip(pages, texts, strict=True) for s in must_not)
     return found, avoided
 
 
@@ -155,7 +155,7 @@ def aggregates(pages, texts) -> dict[str, float]:
     recall = found / sum(len(must) for _, _, must, _ in pages)
     precision = avoided / sum(len(must_not) for _, _, _, must_not in pages)
     return {"precision": precision, "recall": recall, "f1": 2 * precision * recall / (precision + recall),
-            "page_f1": sum(page_f1(page, text) for page, text in zip(pages, texts)) / len(pages)}
+            "page_f1": sum(page_f1(page, text) for page, text in zip(pages, texts, strict=True)) / len(pages)}
 
 
 @pytest.mark.slow  # every extractor over all the gold pages
@@ -199,7 +199,7 @@ def test_gold_newspaper_is_asked_only_where_trafilaturas_text_is_too_short(gold_
     # one gold page's trafilatura text is under MIN_WORDS words (a slideshow: 26 words of menu);
     # newspaper finds fewer there, so the combination is trafilatura on every page, including
     # the five where newspaper's own text scores better
-    short = [url for (url, *_), text in zip(gold_pages, gold_texts["trafilatura"]) if len(text.split()) < MIN_WORDS]
+    short = [url for (url, *_), text in zip(gold_pages, gold_texts["trafilatura"], strict=True) if len(text.split()) < MIN_WORDS]
     assert short == [SLIDESHOW]
     assert gold_texts["combined"] == gold_texts["trafilatura"]
     assert Counter(gold_texts["combined_names"]) == {TRAFILATURA: 86}
@@ -211,7 +211,7 @@ def test_gold_newspaper_is_asked_only_where_trafilaturas_text_is_too_short(gold_
     real = webtext.extract_newspaper
     asked = []
     monkeypatch.setattr(webtext, "extract_newspaper", lambda html, url=None: asked.append(url) or real(html, url))
-    assert [extract_combined(html, url) for url, html, _, _ in gold_pages] == list(zip(gold_texts["trafilatura"], [TRAFILATURA] * 86))
+    assert [extract_combined(html, url) for url, html, _, _ in gold_pages] == list(zip(gold_texts["trafilatura"], [TRAFILATURA] * 86, strict=True))
     assert asked == [SLIDESHOW]
 
 
@@ -242,7 +242,7 @@ def test_extract_newspaper_is_newspapers_article_text(gold_pages, gold_texts):
     config = newspaper.Config()
     config.fetch_images = False
     config.memoize_articles = False
-    for (url, html, _, _), text in zip(gold_pages, gold_texts["newspaper"]):
+    for (url, html, _, _), text in zip(gold_pages, gold_texts["newspaper"], strict=True):
         article = newspaper.Article(url, config=config)
         article.download(input_html=html)
         article.parse()
@@ -389,7 +389,7 @@ def test_warc_pages_become_documents_that_say_which_extractor(resiliparse_pages)
     with webtext_extractor() as extractor:
         results = [extract_webtext_from_page(page, extractor) for page in resiliparse_pages]
     assert [r.outcome for _, r in results] == [EXTRACTED] * 16
-    for page, (doc, result) in zip(resiliparse_pages, results):
+    for page, (doc, result) in zip(resiliparse_pages, results, strict=True):
         assert isinstance(doc, Document) and type(doc.text) is str and doc.text == result.text
         assert (doc.url, doc.timestamp) == (page.url, page.timestamp)
         assert doc.meta == {
@@ -638,7 +638,7 @@ def test_text_without_letters_is_a_langdetect_exception(text):
 
 @pytest.mark.slow  # every gold page through the default extractor and the cleaning (test_extract.py keeps a gold pass in the unit tier)
 def test_gold_pages_after_cleaning(gold_pages, gold_texts):
-    reasons = {url: cleaned(text, url)[1] for (url, *_), text in zip(gold_pages, gold_texts["default"])}
+    reasons = {url: cleaned(text, url)[1] for (url, *_), text in zip(gold_pages, gold_texts["default"], strict=True)}
     assert Counter(reasons.values()) == {None: 84, "not_english": 1, "too_short": 1}
     assert reasons[SLIDESHOW] == "too_short"
     assert reasons["https://prof-pc.de/"] == "not_english"  # a German page in the English gold set

@@ -27,8 +27,20 @@ from __future__ import annotations
 from common import storage
 from dedup.audit import merge_counters, scan_documents
 from dedup.bloom import ngram_meta, split_by_part
-from pipelines.audit_shards import (AUDIT, DECONTAMINATE, FILTER_UNITS, REMOVED_FILE, build_part, count_ngrams, filter_capacity,
-                                    finish_filter, matched_documents, shard_hashes, shard_texts, write_removed)
+from pipelines.audit_shards import (
+    AUDIT,
+    DECONTAMINATE,
+    FILTER_UNITS,
+    REMOVED_FILE,
+    build_part,
+    count_ngrams,
+    filter_capacity,
+    finish_filter,
+    matched_documents,
+    shard_hashes,
+    shard_texts,
+    write_removed,
+)
 from pipelines.spark.engine import SparkJob, keyed_values, on_worker, tally_of
 
 

@@ -23,7 +23,6 @@ from pipelines.spark.engine import SparkJob, add_tally, on_worker, tally_of
 from pipelines.spark.staging import load, stage
 from pipelines.tally import Tally
 
-
 PAGES_STAGE = "pages"  # the pages' staging folder for URL dedup, as the Beam job's "3 Stage pages"
 
 
@@ -62,7 +61,7 @@ def _documents_by_split(tallies, beam_args):
             per_split[position].add(decision)
             if decision.record is not None:
                 yield position, decision.record
-        for split, tally in zip(c4.SPLITS, per_split):
+        for split, tally in zip(c4.SPLITS, per_split, strict=True):
             add_tally(tallies, (split,), tally)
     return run
 
@@ -118,7 +117,7 @@ def run(spark, files: list[str], args, resources: dict, beam_args=()) -> dict:
     if variant.badwords:
         pages = job.step(pages, BADWORDS_NAMESPACES, functools.partial(c4.badwords_filter, matcher=resources["badwords"]))
     docs = pages.mapPartitions(_documents_by_split(job.tallies, job.beam_args))
-    job.write_shards(docs, args.output, args.format, "c4", list(zip(c4.SPLITS, (args.num_shards, args.num_validation_shards))))
+    job.write_shards(docs, args.output, args.format, "c4", list(zip(c4.SPLITS, (args.num_shards, args.num_validation_shards), strict=True)))
     job.release()
     write_errors(job.error_rows(), args.output)
     return {"counters": job.counters(), "examples": job.examples(), "units": job.units()}

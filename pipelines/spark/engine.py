@@ -45,12 +45,12 @@ from pyspark.errors import PySparkRuntimeError
 from pyspark.sql import SparkSession
 
 from common import storage
-from common.environ import environment_with, prepended
 from common.decision import OTHER
+from common.environ import environment_with, prepended
 from pipelines.options import SPARK_JAVA_HINT, SparkStartError, absolute_local_path, java_for_spark
-from pipelines.spark_package import project_zip
-from pipelines.spark import jvm
 from pipelines.shard_io import WRITE_NAMESPACE, WRITTEN_PARTS, encode_row, write_shard
+from pipelines.spark import jvm
+from pipelines.spark_package import project_zip
 from pipelines.tally import EXAMPLES_PER_REASON, Tally, examples_document, resolve_units
 
 APP_NAME = "corpusforge"
@@ -422,7 +422,7 @@ class SparkJob:
         names = list(named)
         first, *rest = (named[name] for name in names)
         grouped = first.cogroup(rest[0], self.partitions) if len(rest) == 1 else first.groupWith(*rest)
-        return grouped.map(lambda keyed: (keyed[0], dict(zip(names, keyed[1]))))
+        return grouped.map(lambda keyed: (keyed[0], dict(zip(names, keyed[1], strict=True))))
 
     def once(self, rdd):
         """``rdd`` persisted and computed now: steps that read it twice (two joins, a join and

@@ -16,7 +16,14 @@ until the job commits and ``_temporary/`` goes.
 
 from __future__ import annotations
 
-from dedup.lines import CLAIM_BUCKETS, CLAIMS_PER_BATCH, claim_batches, keep_smallest_claims, key_claims, owned_keys_by_file
+from dedup.lines import (
+    CLAIM_BUCKETS,
+    CLAIMS_PER_BATCH,
+    claim_batches,
+    keep_smallest_claims,
+    key_claims,
+    owned_keys_by_file,
+)
 from pipelines.spark.engine import on_worker
 from pipelines.staged_files import Stager, load_file, stage_folder, staged_file
 

@@ -21,8 +21,18 @@ from corpus.shards import nonempty_text
 from model.tokenizer import require_tokenize_libraries
 from pipelines.shard_io import write_errors
 from pipelines.spark.engine import SparkJob, on_worker, ship_project, tally_of
-from pipelines.tokenize_shards import (NAMESPACE, SHARDS_WRITTEN, document_digest, encode_document, file_texts, last_val_digest,
-                                       plan_and_record, worker_tokenizer, write_part, write_planned_shard)
+from pipelines.tokenize_shards import (
+    NAMESPACE,
+    SHARDS_WRITTEN,
+    document_digest,
+    encode_document,
+    file_texts,
+    last_val_digest,
+    plan_and_record,
+    worker_tokenizer,
+    write_part,
+    write_planned_shard,
+)
 
 
 def _require_on_worker(_partition) -> None:

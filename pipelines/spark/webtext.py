@@ -34,9 +34,27 @@ from pipelines.spark.dedupe import dedupe_text
 from pipelines.spark.engine import SparkJob, add_tally, on_worker, tally_of
 from pipelines.spark.read import read_crawl_files
 from pipelines.tally import Tally
-from pipelines.webtext_rows import (CLEAN, CRAWL_JOIN, CRAWL_TEXT_MODE, EXACT_DEDUP, EXTRACT, LINK_KARMA, LINK_TABLE, NEAR_DEDUP,
-                                    PAGES_EXTRACTED, SHARD_NAME, SHARD_SPLIT, SPAN_DEDUP_MODE, SUBMISSIONS, band_claims, carry_shingles,
-                                    dump_error_counts, dump_lines, with_span_deduped_text, write_link_shard)
+from pipelines.webtext_rows import (
+    CLEAN,
+    CRAWL_JOIN,
+    CRAWL_TEXT_MODE,
+    EXACT_DEDUP,
+    EXTRACT,
+    LINK_KARMA,
+    LINK_TABLE,
+    NEAR_DEDUP,
+    PAGES_EXTRACTED,
+    SHARD_NAME,
+    SHARD_SPLIT,
+    SPAN_DEDUP_MODE,
+    SUBMISSIONS,
+    band_claims,
+    carry_shingles,
+    dump_error_counts,
+    dump_lines,
+    with_span_deduped_text,
+    write_link_shard,
+)
 
 
 def _read_dumps(tallies, errors, beam_args):
