@@ -59,7 +59,7 @@ def intact_records_before(data: bytes, damage_at: int) -> list[str]:
     prefix = zlib.decompressobj(31).decompress(data[:damage_at])
     starts = [m.start() for m in re.finditer(rb"WARC/1\.0\r\n", prefix)]
     ends = starts[1:]  # a record is whole when the next one has begun
-    return [ids_in(prefix[s:e])[0] for s, e in zip(starts, ends, strict=True)]
+    return [ids_in(prefix[s:e])[0] for s, e in zip(starts, ends, strict=False)]
 
 
 def damaged_variants(data: bytes, seed: int, count: int):
