@@ -7,6 +7,8 @@ DATA   ?= $(abspath ../shared/data)
 DEMO_OUT ?= demo-out
 # The pins: the Beam jobs (requirements.txt), model/ (extra `model`), tests and benchmarks (extra `dev`).
 REQUIREMENTS := requirements.txt requirements-model.txt requirements-dev.txt requirements-spark.txt
+# Every transitive dependency at the version CI tested (pip's -c); `make constraints` rewrites it.
+CONSTRAINTS := constraints.txt
 
 # The real-data folder and NLTK's punkt model, when they exist here: without them the
 # tests that need them skip and say why, and the demo trains a punkt stand-in.
@@ -21,12 +23,12 @@ endif
 # rewrite the asserts of every test file again, about 7 s of CPU per worker (docs/architecture.md).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: demo test test-fast install bench clean
+.PHONY: demo test test-fast lint constraints install bench clean
 
-$(STAMP): pyproject.toml $(REQUIREMENTS)
+$(STAMP): pyproject.toml $(REQUIREMENTS) $(CONSTRAINTS)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip setuptools wheel
-	$(PY) -m pip install --quiet -e '.[model,dev,spark]'
+	$(PY) -m pip install --quiet -c $(CONSTRAINTS) -e '.[model,dev,spark]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -45,6 +47,17 @@ test: $(STAMP)
 # (transformers' model classes, scikit-learn, the language model) are paid once, not once a worker.
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -n auto --dist loadfile --no-loadscope-reorder -m "not pipeline and not slow"
+
+# The habits CI enforces before the tests (configured in pyproject.toml): ruff's F, B, I and UP
+# rules on the whole tree, mypy on the engine-free layers (common/, corpus/, dedup/).
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+
+# After a change to requirements*.txt and `make install`: the installed set becomes the constraints.
+constraints: $(STAMP)
+	{ sed -n '/^#/p' $(CONSTRAINTS); $(PY) -m pip freeze --exclude-editable | sed 's/+cpu$$//' | grep -v -i '^corpusforge'; } > $(CONSTRAINTS).new
+	mv $(CONSTRAINTS).new $(CONSTRAINTS)
 
 bench: $(STAMP)
 	$(PY) benchmarks/read_warc.py

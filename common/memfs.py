@@ -78,6 +78,7 @@ class InMemoryFileSystem(FileSystem):
             yield FileMetadata(path, size, mtime)
 
     def _open(self, path, mode, compression_type):
+        raw: io.BytesIO
         if mode == "wb":
             raw = _ObjectWriter(path)
         else:

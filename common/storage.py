@@ -41,7 +41,7 @@ import time
 import urllib.parse
 import uuid
 from collections.abc import Iterable, Iterator
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from common.errors import InputError
 
@@ -104,7 +104,7 @@ def free_bytes(path: str) -> int | None:
 def disk_full_message(error: OSError, path: str | None) -> str:
     """One line: what ran out, where, the free space there and what the write needed."""
     path = getattr(error, "filename", None) or path or "the output"
-    reason = DISK_FULL_ERRNOS.get(error.errno, error.strerror or "write failed")
+    reason = DISK_FULL_ERRNOS.get(error.errno or 0, error.strerror or "write failed")
     free = free_bytes(path)
     where = f"{free:,} bytes free there" if free is not None else "free space unknown"
     needed = getattr(error, "needed", None)
@@ -192,7 +192,7 @@ class StoreError(InputError):
     library): one line naming the store and what to check."""
 
 
-_STORE = {"options": None, "timeout_s": STORE_TIMEOUT_S}
+_STORE: dict[str, Any] = {"options": None, "timeout_s": STORE_TIMEOUT_S}
 _CHECKED: dict[tuple, StoreError | None] = {}
 _S3_CLIENTS: dict[tuple, object] = {}
 
@@ -325,7 +325,7 @@ def _share_s3_clients() -> None:
             self._download_stream = None
             self._download_pos = 0
 
-    boto3_client.Client = SharedClient
+    boto3_client.Client = SharedClient  # type: ignore[misc]  # replaces Beam's class on purpose
 
 
 def _store_of(path: str) -> tuple[str, str]:
@@ -342,8 +342,9 @@ def check_store(path: str) -> None:
     key = (scheme, name, _option(options, "s3_endpoint_url"), _option(options, "hdfs_host"), _option(options, "hdfs_port"))
     if key not in _CHECKED:
         _CHECKED[key] = _probe(scheme, name, options, _STORE["timeout_s"])
-    if _CHECKED[key] is not None:
-        raise _CHECKED[key]
+    error = _CHECKED[key]
+    if error is not None:
+        raise error
 
 
 def _probe(scheme: str, name: str, options, timeout_s: float) -> StoreError | None:
@@ -992,7 +993,7 @@ def failed_job_claim(folder: str) -> dict | None:
 
 def _recorded_names(folder: str) -> set[str]:
     """The file names a job recorded under ``_temporary/written-*.json`` (unreadable records aside)."""
-    names = set()
+    names: set[str] = set()
     for path in glob(staging_path(folder, "written-*.json")):
         with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
             names.update(str(info["name"]) for info in json.loads(read_text(path)))
@@ -1053,6 +1054,7 @@ def begin_output(folder: str, job: str, *, overwrite: bool = False, keep: tuple[
                                f"{failed.get('job', 'corpusforge')} job's claim: nothing was changed; run it again")
     _CLAIMS[folder] = job_id
     if leftovers:
+        assert failed is not None  # leftovers are found only for a failed job
         log.info("%s: removing %d file(s) that a %s job left when it failed (started %s, pid %s): %s%s", folder,
                     len(leftovers), failed.get("job", "corpusforge"), failed.get("started"), failed.get("pid"),
                     leftovers[0], ", ..." if len(leftovers) > 1 else "")

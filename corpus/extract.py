@@ -62,7 +62,7 @@ import threading
 try:
     import resource
 except ImportError:  # pragma: no cover - Windows has no resource module; the child runs uncapped
-    resource = None
+    resource = None  # type: ignore[assignment]  # mypy cannot type a module that may be missing
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -70,6 +70,9 @@ from typing import TYPE_CHECKING
 import trafilatura
 
 if TYPE_CHECKING:  # corpus.records imports pyarrow, which the extraction child does not need
+    from multiprocessing.connection import Connection
+    from multiprocessing.process import BaseProcess
+
     from corpus.records import Document, HtmlPage
 
 # Per-page wall-clock limit for extraction; trafilatura's own CLI uses 30 s, but a crawl
@@ -245,8 +248,8 @@ class MainTextExtractor:
 
     def _init_runtime(self) -> None:
         self._lock = threading.Lock()
-        self._process = None
-        self._conn = None
+        self._process: BaseProcess | None = None
+        self._conn: Connection | None = None
 
     # -- pickling: settings only; the child is started again where the copy is used --
 
@@ -292,7 +295,7 @@ class MainTextExtractor:
         if self.start_method == "forkserver":
             _preload_in_forkserver(context)
         parent_conn, child_conn = context.Pipe(duplex=True)
-        process = context.Process(
+        process = context.Process(  # type: ignore[attr-defined]  # every real context has it; typeshed's BaseContext not
             target=_serve, args=(child_conn, self.extract_fn, self.max_memory_bytes), name="trafilatura-extractor", daemon=True
         )
         process.start()
@@ -337,8 +340,10 @@ class MainTextExtractor:
         for attempt in (1, 2):
             if self._process is None:
                 self._start_child()
+            conn = self._conn
+            assert conn is not None  # set together with self._process
             try:
-                self._conn.send((html, url))
+                conn.send((html, url))
                 break
             except (OSError, ValueError) as exc:
                 # the child died while idle (e.g. the OOM killer): not this page's fault, so
@@ -346,15 +351,16 @@ class MainTextExtractor:
                 self._stop_child(kill=True)
                 if attempt == 2:
                     return Extraction("", CRASHED, _describe(exc))
+        assert conn is not None  # the loop either sent the page on conn or returned
         try:
-            ready = self._conn.poll(self.timeout_s)
+            ready = conn.poll(self.timeout_s)
         except (OSError, EOFError):
             ready = True  # let recv report how the child ended
         if not ready:
             self._stop_child(kill=True)
             return Extraction("", TIMED_OUT, f"no result after {self.timeout_s:g} s; extraction process killed")
         try:
-            outcome, text, detail = self._conn.recv()
+            outcome, text, detail = conn.recv()
         except (EOFError, OSError) as exc:
             code = self._stop_child(kill=True)
             return Extraction("", CRASHED, f"extraction process died (exit code {code}): {_describe(exc)}"[:MAX_DETAIL_CHARS])

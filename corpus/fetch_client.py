@@ -61,7 +61,7 @@ import ssl
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable
 from dataclasses import dataclass, field
 from urllib.parse import urldefrag, urljoin
 
@@ -196,7 +196,9 @@ class _Deadline:
         self.when: float | None = None  # loop time it fires at, while running
         self.started = False
         self.fired = False
-        self._task = asyncio.current_task()
+        task = asyncio.current_task()
+        assert task is not None  # made in the page's own task (AsyncFetcher._fetch)
+        self._task = task
         self._handle: asyncio.TimerHandle | None = None
 
     def arm(self) -> None:
@@ -240,6 +242,7 @@ async def _time_limit(seconds: float):
             yield
     else:  # pragma: no cover - Python 3.10
         task = asyncio.current_task()
+        assert task is not None  # entered from a page's task
         handle = asyncio.get_running_loop().call_later(seconds, task.cancel)
         try:
             yield
@@ -415,7 +418,7 @@ class AsyncFetcher:
                 if not deadline.fired:
                     raise
                 task = asyncio.current_task()
-                if hasattr(task, "uncancel"):
+                if task is not None and hasattr(task, "uncancel"):
                     task.uncancel()
                 return state.result(DEADLINE, f"deadline of {self.config.deadline_s:g}s passed")
             except Exception as exc:  # a bug here must not end the run
@@ -467,6 +470,7 @@ class AsyncFetcher:
     async def _with_retries(self, target, addresses, state, deadline, purpose) -> _Exchange:
         cfg = self.config
         attempt = 0
+        exchange: _Exchange | None
         while True:
             attempt += 1
             state.attempts = attempt
@@ -750,7 +754,7 @@ class Fetcher:
         return {"config": self.config, "window": self.window}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["config"], window=state["window"])
+        type(self).__init__(self, state["config"], window=state["window"])
 
     def __enter__(self) -> Fetcher:
         return self
@@ -782,13 +786,16 @@ class Fetcher:
 
     def close(self) -> None:
         if self._thread is not None and threading.current_thread() is self._thread:
-            self._loop.call_soon(self._loop.stop)  # closed from inside its own loop (e.g. by the GC)
+            own_loop = self._loop
+            assert own_loop is not None  # set by _start before any work is scheduled on the loop
+            own_loop.call_soon(own_loop.stop)  # closed from inside its own loop (e.g. by the GC)
             return
         with self._lock:
             loop, thread, engine = self._loop, self._thread, self._engine
             self._loop = self._thread = self._engine = None
         if loop is None:
             return
+        assert thread is not None and engine is not None  # _start sets all three
         if not loop.is_closed() and thread.is_alive():
             with contextlib.suppress(Exception):
                 asyncio.run_coroutine_threadsafe(_shutdown(engine), loop).result(timeout=10)
@@ -800,17 +807,17 @@ class Fetcher:
     def fetch(self, url: str) -> FetchResult:
         return next(iter(self.fetch_many([url])))
 
-    def fetch_many(self, urls: Iterable[str]) -> Iterator[FetchResult]:
+    def fetch_many(self, urls: Iterable[str]) -> Generator[FetchResult, None, None]:
         """Fetch every URL; results come in completion order. Closing the generator stops the rest."""
         loop = self._start()
-        engine = self._engine
+        engine, thread = self._engine, self._thread
+        assert engine is not None and thread is not None  # _start sets them with the loop
         results: queue.SimpleQueue = queue.SimpleQueue()
         run = _Run()
         source = iter(urls)
         exhausted = False
         pending = 0
         refill_at = self.window - max(1, self.window // 16)  # start pages in batches, not one by one
-        thread = self._thread
 
         def deliver(url: str, task: asyncio.Task) -> None:
             run.tasks.discard(task)

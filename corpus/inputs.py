@@ -114,11 +114,11 @@ def read_manifest(path: str, base: str = COMMON_CRAWL_BASE_URL, *, allow_any_pat
     if lines > MAX_MANIFEST_LINES:
         raise InputError(f"{path}: a manifest of {lines:,} lines (over {MAX_MANIFEST_LINES:,}) is not a list of crawl paths")
     files = []
-    for number, line in enumerate(data.split(b"\n"), 1):
-        if len(line) > MAX_MANIFEST_LINE_CHARS:
-            raise InputError(f"{path}, line {number}: {len(line):,} bytes, over the {MAX_MANIFEST_LINE_CHARS:,}-byte limit "
-                             f"of a manifest line: {excerpt(line)}")
-        line = line.decode("utf-8", "replace").strip()
+    for number, raw_line in enumerate(data.split(b"\n"), 1):
+        if len(raw_line) > MAX_MANIFEST_LINE_CHARS:
+            raise InputError(f"{path}, line {number}: {len(raw_line):,} bytes, over the {MAX_MANIFEST_LINE_CHARS:,}-byte limit "
+                             f"of a manifest line: {excerpt(raw_line)}")
+        line = raw_line.decode("utf-8", "replace").strip()
         if not line or line.startswith("#"):
             continue
         try:

@@ -380,7 +380,8 @@ def _load_model() -> _Model:
 
 
 def _code_tables(ranked: list[int], normalize: np.ndarray, upper: np.ndarray, letter: np.ndarray, unigram_row: np.ndarray,
-                 sorted_key: np.ndarray, sorted_row: np.ndarray) -> tuple[np.ndarray, ...]:
+                 sorted_key: np.ndarray, sorted_row: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Direct tables for the n-grams of the characters most pages are made of.
 
     Every BMP character gets a code from its normalised character: space and the first
@@ -414,6 +415,8 @@ def _code_tables(ranked: list[int], normalize: np.ndarray, upper: np.ndarray, le
     code_unigram[other] = ASK_HASH
     code_unigram[CODE_SPACE + 1 : CODE_SPACE + len(own)] = unigram_row[own[1:]]  # a space is never a 1-gram
 
+    a: np.ndarray  # 2-D for the pairs, 3-D for the triples
+    b: np.ndarray
     a, b = np.meshgrid(np.arange(CODES), np.arange(CODES), indexing="ij")
     pairs = rows_of((code_letter[a] << np.uint64(LETTER_BITS)) | code_letter[b])
     pairs[other[a] | other[b]] = ASK_HASH
@@ -897,7 +900,7 @@ def _ngram_rows_by_hash(cps: np.ndarray, model: _Model) -> np.ndarray:
     asked[:, 0] = emits & (letter != 0) & (prev != 0)
     asked[:, 1] = asked[:, 0] & ~prev_space & (prev2 != 0)  # a trigram needs two characters since the last space
 
-    rows = np.full((m, 3), -1, dtype=np.int32)
+    rows: np.ndarray = np.full((m, 3), -1, dtype=np.int32)
     rows[:, 0] = np.where(emits & ~space, unigram, -1)
     rows[:, 1:] = np.where(asked, _lookup(keys.ravel(), model).reshape(m, 2), -1)
     rows = rows.ravel()
@@ -1043,7 +1046,7 @@ def _run_trial(draws: _Draws, first: int, weight: float) -> tuple[np.ndarray, in
             ends = start - 1
         entering_rows = blocks[1:, 0]
         for b in range(size):
-            multiply_rows(blocks[b], 0, None, prob)  # ((p * f1) * f2) ... * f5, per element
+            multiply_rows(blocks[b], 0, None, out=prob)  # ((p * f1) * f2) ... * f5, per element
             if by_accumulate:  # the running sum's last value: the builtin sum, same order, same rounding
                 accumulate(prob, 0, None, sums)
                 total = sums.item(-1)
@@ -1094,6 +1097,7 @@ def detect_langs(text: str) -> Prediction:
     """
     state = _ensure_loaded()
     if state is None:
+        assert _fallback is not None  # set whenever the emulation is not
         return _fallback(text)
     if _detect_kernel is not None:
         return _detect_kernel(text, state)

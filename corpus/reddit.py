@@ -36,11 +36,11 @@ import os
 import urllib.parse
 import zlib
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from importlib.resources.abc import Traversable
-from typing import BinaryIO
+from typing import Any, BinaryIO, cast
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -191,7 +191,7 @@ def _zstd_pieces(raw: BinaryIO, name: str) -> Iterator[bytes]:
 
 
 # One decompressor per gzip member / bz2 stream / xz stream (a file may hold several).
-_STREAM_DECOMPRESSORS = {
+_STREAM_DECOMPRESSORS: dict[str, Callable[[], zlib._Decompress | bz2.BZ2Decompressor | lzma.LZMADecompressor]] = {
     "gz": lambda: zlib.decompressobj(zlib.MAX_WBITS | 16),
     "bz2": bz2.BZ2Decompressor,
     "xz": lzma.LZMADecompressor,
@@ -551,8 +551,9 @@ class LinkFilter:
     @property
     def window(self) -> tuple[int | None, int | None]:
         """The kept ``created_utc`` range as (first second, first second after), ``None`` = open."""
-        start = _utc_seconds(self.since) if self.since else None
-        end = _utc_seconds(self.until + dt.timedelta(days=1)) if self.until else None
+        since, until = cast("dt.date | None", self.since), cast("dt.date | None", self.until)  # dates since __post_init__
+        start = _utc_seconds(since) if since else None
+        end = _utc_seconds(until + dt.timedelta(days=1)) if until else None
         return start, end
 
 
@@ -706,12 +707,12 @@ def merge_submissions(subs: Iterable[Submission]) -> Link:
     keys = {url_key(sub.url) for sub in unique}
     if None in keys or len(keys) != 1:
         raise ValueError(f"submissions do not share one URL key: {sorted(map(str, keys))}")
-    spellings = Counter(canonical_url(sub.url) for sub in unique)
+    spellings = Counter(cast(str, canonical_url(sub.url)) for sub in unique)  # each has a key, so a canonical URL
     url = min(spellings, key=lambda u: (not u.startswith("https://"), -spellings[u], u))
     first = unique[0]  # sorted by _submission_order: earliest first
     return Link(
         url=url,
-        key=keys.pop(),
+        key=cast(str, keys.pop()),
         domain=_site(urllib.parse.urlsplit(url).hostname or ""),
         submission_urls=tuple(sorted({sub.url for sub in unique})),
         subreddits=tuple(sorted({sub.subreddit for sub in unique if sub.subreddit})),
@@ -760,7 +761,7 @@ def select_links(lines: Iterable[str], filt: LinkFilter) -> tuple[list[Link], Co
             counts.update(dict(decision.counts))
             continue
         counts["kept_submissions"] += 1
-        groups.setdefault(url_key(decision.record.url), []).append(decision.record)
+        groups.setdefault(cast(str, url_key(decision.record.url)), []).append(decision.record)  # kept: its URL is canonical
     kept = []
     for key in sorted(groups):
         decision = merge_link(key, groups[key], filt)
@@ -820,7 +821,9 @@ class LinkTableWriter:
 
     def __init__(self, path: str | os.PathLike, row_group_rows: int = LINK_ROW_GROUP_ROWS):
         self.path, self.row_group_rows = os.fspath(path), row_group_rows
-        self.rows, self.target, self.writer = [], None, None
+        self.rows: list[dict] = []
+        self.target: storage.AtomicFile | None = None
+        self.writer: pq.ParquetWriter | None = None
 
     def add(self, link: Link) -> None:
         self.rows.append(_link_row(link))
@@ -840,6 +843,7 @@ class LinkTableWriter:
         try:
             if self.rows or self.writer is None:
                 self._write_row_group()
+            assert self.writer is not None and self.target is not None  # _write_row_group made both
             self.writer.close()
         except BaseException:
             self.discard()
@@ -874,6 +878,6 @@ def read_link_table(path: str | os.PathLike) -> list[Link]:
     with storage.open_read(os.fspath(path)) as stream:
         table = pq.read_table(stream, schema=LINK_SCHEMA)
     return [
-        Link(**{name: (tuple(value) if isinstance(value, list) else value) for name, value in row.items()})
+        Link(**cast("dict[str, Any]", {name: tuple(value) if isinstance(value, list) else value for name, value in row.items()}))
         for row in table.to_pylist()
     ]

@@ -71,7 +71,7 @@ def _optional_imports_hidden(names: tuple[str, ...] = NLTK_OPTIONAL_IMPORTS):
     """
     hidden = [name for name in names if name not in sys.modules]
     for name in hidden:
-        sys.modules[name] = None
+        sys.modules[name] = None  # type: ignore[assignment]  # a None entry blocks the import; typeshed allows modules only
     try:
         yield
     finally:
@@ -165,7 +165,7 @@ class PunktModel:
         return {"packed": zlib.compress(marshal.dumps(self.files), 9), "digest": self.digest}
 
     def __setstate__(self, state):
-        self.__init__(marshal.loads(zlib.decompress(state["packed"])))
+        type(self).__init__(self, marshal.loads(zlib.decompress(state["packed"])))
         if self.digest != state["digest"]:
             raise PunktMissingError("the punkt model shipped with the job arrived damaged (its sha256 differs); rerun the job")
 

@@ -172,7 +172,7 @@ class _JsonLinesSink:
 
     buffered_bytes = 0  # lines go straight to the (compressed) stream
 
-    def __init__(self, stream: BinaryIO, fmt: str, compress: bool):
+    def __init__(self, stream: BinaryIO | storage.HashingWriter, fmt: str, compress: bool):
         self._fmt = fmt
         self._file = stream
         # No file name and mtime 0 in the gzip header: same documents, same bytes.
@@ -199,7 +199,7 @@ class _JsonLinesSink:
 class _ParquetSink:
     """One Parquet shard written to a stream; rows are buffered and written a row group at a time."""
 
-    def __init__(self, stream: BinaryIO, row_group_bytes: int):
+    def __init__(self, stream: BinaryIO | storage.HashingWriter, row_group_bytes: int):
         self._row_group_bytes = row_group_bytes
         self._writer = pq.ParquetWriter(stream, DOCUMENT_SCHEMA, compression="zstd")
         self._rows: list[dict] = []
@@ -223,7 +223,7 @@ class _ParquetSink:
         self._writer.close()
 
 
-def open_sink(fmt: str, stream: BinaryIO, row_group_bytes: int = ROW_GROUP_BYTES):
+def open_sink(fmt: str, stream: BinaryIO | storage.HashingWriter, row_group_bytes: int = ROW_GROUP_BYTES):
     """A writer of document rows (``document_row``) in format ``fmt`` onto ``stream``:
     ``write(row)``, ``flush()``, ``close()`` (which finishes the format, not the stream)."""
     _check_format(fmt)
@@ -422,7 +422,7 @@ def find_shards(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     found: list[str] = []
-    for path in map(os.fspath, paths):
+    for path in (os.fspath(p) for p in paths):  # (map() cannot type-check os.fspath's overloads)
         if storage.is_folder(path):
             found += one_format_per_shard(_folder_shards(path))
         elif storage.has_magic(path):

@@ -180,9 +180,10 @@ def canonical_host(host: str) -> str | None:
     if host.endswith("."):
         host = host[:-1]
     if not host.isascii():
-        host = _idna_host(host)
-        if host is None:
+        mapped = _idna_host(host)
+        if mapped is None:
             return None
+        host = mapped
     labels = host.split(".")
     if len(labels) < 2 or len(host) > 253 or not all(_HOST_LABEL_RE.fullmatch(label) for label in labels):
         return None

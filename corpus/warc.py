@@ -36,6 +36,7 @@ import itertools
 import logging
 import operator
 import re
+import types
 import zlib
 from collections import Counter
 from collections.abc import Iterator
@@ -113,6 +114,7 @@ class _Break:
     detail: str
 
 
+_inflate: types.ModuleType
 try:  # zlib-ng inflates the same bytes to the same output as zlib, about 1.6x as fast
     from zlib_ng import zlib_ng as _inflate
 except ImportError:  # pragma: no cover - zlib-ng is pinned in requirements.txt
@@ -135,9 +137,7 @@ def _byte_stream(raw: BinaryIO) -> Iterator[tuple[bytes, int] | _Break]:
     if head[:2] != b"\x1f\x8b":
         yield from _plain_stream(raw, head)
         return
-    if not _is_seekable(raw):
-        raw = _Rewindable(raw, head)
-    yield from _gzip_stream(raw, head)
+    yield from _gzip_stream(raw if _is_seekable(raw) else _Rewindable(raw, head), head)
 
 
 def _is_seekable(raw) -> bool:
@@ -208,7 +208,7 @@ def _plain_stream(raw: BinaryIO, head: bytes) -> Iterator[tuple[bytes, int] | _B
             return
 
 
-def _gzip_stream(raw: BinaryIO, head: bytes) -> Iterator[tuple[bytes, int] | _Break]:
+def _gzip_stream(raw: BinaryIO | _Rewindable, head: bytes) -> Iterator[tuple[bytes, int] | _Break]:
     pending = head  # compressed bytes not yet given to a decompressor
     pending_offset = 0  # file offset of pending[0]
     member_offset = 0  # file offset where the current member starts
@@ -274,7 +274,8 @@ def _inflate_until_error(inflater, data: bytes) -> bytes:
     return b"".join(out)
 
 
-def _resume_after(raw: BinaryIO, pending: bytes, pending_offset: int, member_offset: int) -> tuple[bytes, int] | None:
+def _resume_after(raw: BinaryIO | _Rewindable, pending: bytes, pending_offset: int,
+                  member_offset: int) -> tuple[bytes, int] | None:
     """Where to go on after a damaged member: the next gzip member header after the byte
     where the damaged member starts. A damaged member can run on through the members after
     it (its end was lost), so the search starts there, not where zlib gave up: by seeking
@@ -288,7 +289,7 @@ def _resume_after(raw: BinaryIO, pending: bytes, pending_offset: int, member_off
     return _seek_next_member(raw, pending, pending_offset, member_offset)
 
 
-def _seek_next_member(raw: BinaryIO, pending: bytes, pending_offset: int, after: int) -> tuple[bytes, int] | None:
+def _seek_next_member(raw: BinaryIO | _Rewindable, pending: bytes, pending_offset: int, after: int) -> tuple[bytes, int] | None:
     """Find the next gzip member header (1f 8b 08) after file offset ``after``."""
     window = pending
     window_offset = pending_offset
@@ -354,7 +355,7 @@ class _Framer:
         if piece is None:
             self.exhausted = True
             return None
-        if piece.__class__ is _Break:
+        if isinstance(piece, _Break):
             self.pending_break = piece
             return None
         data, member = piece
@@ -401,6 +402,7 @@ class _Framer:
     def restart_after_break(self) -> _Break:
         """Drop what is buffered (it cannot be completed) and continue after the break."""
         broken = self.pending_break
+        assert broken is not None  # called only at a break
         self.pending_break = None
         self.stream_base += len(self.buf)
         self.buf = bytearray()
@@ -718,6 +720,7 @@ def read_archive(
             stats.add(f"records:{rec_type}")
             if verify_digest:
                 _check_digests(item, stats, logged)
+            produced: Document | HtmlPage | ReadError | None
             if rec_type == "conversion":
                 produced = _conversion_to_document(item, text_mode)
             elif rec_type == "response":

@@ -280,12 +280,14 @@ class ExtractedText(str):
     pickling keeps the attribute.
     """
 
+    extractor: str
+
     def __new__(cls, text: str, extractor: str) -> ExtractedText:
         self = super().__new__(cls, text)
         self.extractor = extractor
         return self
 
-    def __getnewargs__(self) -> tuple[str, str]:
+    def __getnewargs__(self) -> tuple[str, str]:  # type: ignore[override]  # both are __new__'s arguments, unlike str's one
         return str(self), self.extractor
 
 
@@ -576,6 +578,7 @@ def clean_webtext(
     "words") is counted as not English rather than short.
     """
     text = ""
+    reason: str | None
     if is_wikipedia(doc.url):
         reason = WIKIPEDIA
     elif not (text := normalize_lines(doc.text or "")):

@@ -123,9 +123,10 @@ def benchmark_rows(indexes: Mapping[str, BenchmarkIndex], *, corpus_name: str, e
             report = exact_report(counter, max_doc_count=max_doc_count, dirty_threshold=dirty_threshold)
             exact_found = counter.doc_counts > 0
         else:
+            assert bloom_found is not None  # a row is the exact one or the Bloom filter's: one of them is given
             report = compute_report(index, bloom_found, dirty_threshold=dirty_threshold)
             exact_found = None
-        extra = {"corpus": corpus_name, "source": "exact" if exact is not None else "bloom"}
+        extra: dict[str, object] = {"corpus": corpus_name, "source": "exact" if exact is not None else "bloom"}
         if bloom_found is not None and exact_found is not None:
             extra["agreement"] = {
                 "exact_found": int(exact_found.sum()), "bloom_found": int(bloom_found.sum()),

@@ -162,9 +162,9 @@ def load_wikitext(path: str | os.PathLike, *, name: str = "wikitext2", unit: str
         line = raw.strip()
         if not line:
             continue
-        title = _WIKITEXT_TITLE.match(line)
-        if title or not articles:
-            articles.append((title.group(1) if title else None, number, []))
+        heading = _WIKITEXT_TITLE.match(line)
+        if heading or not articles:
+            articles.append((heading.group(1) if heading else None, number, []))
         articles[-1][2].append(line)
     examples: list[Example] = []
     if unit == "article":
@@ -185,7 +185,7 @@ def load_wikitext(path: str | os.PathLike, *, name: str = "wikitext2", unit: str
 def _load_line_file(path: str | os.PathLike, name: str) -> BenchmarkSet:
     p = _check_file(path)
     full_text = _read_text(p)
-    examples = []
+    examples: list[Example] = []
     for number, line in enumerate(_lines(full_text)):
         if line.strip():
             examples.append(Example(f"{name}-{len(examples)}", line.strip(), {"line": number}))
@@ -492,7 +492,7 @@ def load_coqa(path: str | os.PathLike, *, name: str = "coqa") -> BenchmarkSet:
         extra = story.get("additional_answers") or {}
         if not isinstance(questions, list) or not isinstance(answers, list) or len(questions) != len(answers):
             raise ValueError(f"{where}: questions and answers are not two lists of one length")
-        history = []
+        history: list[tuple[str, str]] = []
         for turn, (question, answer) in enumerate(zip(questions, answers, strict=True)):
             _need(question, ("input_text", "turn_id"), f"{where}.questions[{turn}]")
             _need(answer, ("input_text", "turn_id"), f"{where}.answers[{turn}]")
@@ -561,9 +561,9 @@ def load_cnn_dm(path: str | os.PathLike, *, name: str = "cnn_dm") -> BenchmarkSe
         sources, targets = _lines(_read_text(p)), _lines(_read_text(target))
         if len(sources) != len(targets):
             raise ValueError(f"{p}: {len(sources)} articles but {target.name} has {len(targets)} highlight lines")
-        for number, (article, highlights) in enumerate(zip(sources, targets, strict=True)):
+        for number, (article, target_line) in enumerate(zip(sources, targets, strict=True)):
             # BRIO / fairseq layout: the highlight sentences joined by runs of spaces
-            sentences = [h.strip() for h in re.split(r"\s{2,}", highlights) if h.strip()]
+            sentences = [h.strip() for h in re.split(r"\s{2,}", target_line) if h.strip()]
             if not article.strip() or not sentences:
                 raise ValueError(f"{p}: line {number + 1}: an empty article or no highlights")
             pairs.append((article.strip(), sentences, str(number)))
@@ -580,7 +580,7 @@ _SGM_DOCID = re.compile(r"docid=\"([^\"]*)\"", re.IGNORECASE)
 def read_sgm(path: Path) -> list[tuple[str, str]]:
     """The ``(docid, segment text)`` pairs of a WMT SGML file, in file order (text as written, stripped)."""
     text = _read_text(path)
-    out = []
+    out: list[tuple[str, str]] = []
     for doc in _SGM_DOC.finditer(text):
         docid = _SGM_DOCID.search(doc.group(1))
         if docid is None:
@@ -630,7 +630,7 @@ def load_nq(path: str | os.PathLike, *, name: str = "nq") -> BenchmarkSet:
     One example per question; its text is the question; ``meta["answers"]`` every reference
     answer. A missing field or an empty answer list is an error."""
     p = _check_file(path)
-    examples = []
+    examples: list[Example] = []
     for number, row in json_objects(_lines(_read_text(p)), str(p)):
         _need(row, ("question", "answer"), f"{p}:{number}: not an NQ-open line")
         answers = row["answer"]

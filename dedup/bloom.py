@@ -381,7 +381,7 @@ class BloomFilter:
             # the stride, and the stride grows by h3 after each row. All are < m, so in
             # uint64 ``p - m`` wraps above 2**63 > m exactly when p < m, and min(p, p - m)
             # is p mod m for p < 2m.
-            pos = probes[:total].reshape(k, size)
+            pos: np.ndarray = probes[:total].reshape(k, size)
             pos[0] = h1
             wrapped = spare[:size]
             for i in range(1, k):
@@ -615,7 +615,7 @@ class BloomFilter:
             with open(temporary, "wb") as f:
                 f.write(header)
                 for start in range(0, self._bits.size, _HASH_CHUNK):
-                    f.write(memoryview(np.ascontiguousarray(self._bits[start : start + _HASH_CHUNK])))
+                    f.write(np.ascontiguousarray(self._bits[start : start + _HASH_CHUNK]).data)
 
     @classmethod
     def load(cls, path: str | os.PathLike, mmap: bool = True, verify: bool = True) -> BloomFilter:
@@ -665,6 +665,7 @@ class BloomFilter:
             raise fail(f"corrupt meta JSON: {type(error).__name__}: {str(error)[:80]}") from None
         if not isinstance(meta, dict):
             raise fail(f"corrupt meta JSON: a {type(meta).__name__}, not an object")
+        bits: np.ndarray
         if mmap:
             bits = np.memmap(path, dtype=np.uint8, mode="r", offset=header_size, shape=(m // 8,))
         else:
@@ -684,7 +685,7 @@ class BloomFilter:
 def _checksum(header: bytes, bits: np.ndarray) -> bytes:
     digest = hashlib.blake2b(header, digest_size=32)
     for start in range(0, bits.size, _HASH_CHUNK):
-        digest.update(memoryview(np.ascontiguousarray(bits[start : start + _HASH_CHUNK])))
+        digest.update(np.ascontiguousarray(bits[start : start + _HASH_CHUNK]).data)
     return digest.digest()
 
 

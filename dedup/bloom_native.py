@@ -45,9 +45,9 @@ class Kernel:
 
     def __init__(self, library: ctypes.CDLL) -> None:
         self._add, self._contains = library.cf_bloom_add, library.cf_bloom_contains
-        params = [_U64, _U32, _U64, _U64, _U64, _U64, _U32]
-        self._add.argtypes = [_PTR, _PTR, _SIZE] + params
-        self._contains.argtypes = [_PTR, _PTR, _SIZE] + params + [_PTR]
+        params = (_U64, _U32, _U64, _U64, _U64, _U64, _U32)
+        self._add.argtypes = [_PTR, _PTR, _SIZE, *params]
+        self._contains.argtypes = [_PTR, _PTR, _SIZE, *params, _PTR]
         self._add.restype = self._contains.restype = None
 
     @staticmethod

@@ -90,6 +90,7 @@ import re
 import unicodedata
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import lru_cache
+from typing import cast
 
 import numpy as np
 
@@ -139,7 +140,7 @@ def word_hashes(tokens: Sequence[str]) -> np.ndarray:
             if digest is None:
                 w = tokens[i]
                 digests[i] = cache[w] = blake2b(w.encode("utf-8", "surrogatepass"), digest_size=8).digest()
-    return np.frombuffer(b"".join(digests), dtype="<u8").astype(np.uint64, copy=False)
+    return np.frombuffer(b"".join(cast("list[bytes]", digests)), dtype="<u8").astype(np.uint64, copy=False)
 
 
 def _sorted_unique(x: np.ndarray) -> np.ndarray:
@@ -249,6 +250,7 @@ class MinHasher:
             values += b
             values >>= _SHIFT_32
             sig = values.min(axis=1) if sig is None else np.minimum(sig, values.min(axis=1), out=sig)
+        assert sig is not None  # x is not empty: one block at least
         return sig.astype(np.uint32)
 
     def reference_signature(self, shingle_set: Iterable[int]) -> np.ndarray:
@@ -312,6 +314,7 @@ def choose_bands(num_perm: int, threshold: float,
             rank = (0, round(fp_b, 12), b * rows, b) if feasible else (1, round(fn_b, 12), round(fp_b, 12), b * rows)
             if best is None or rank < best[0]:
                 best = (rank, (b, rows))
+    assert best is not None  # num_perm >= 1: rows=1 has num_perm layouts
     return best[1]
 
 
@@ -324,7 +327,7 @@ def keep_key(doc_id: str) -> bytes:
 
 
 def _sorted_members(bucket: Iterable[tuple[str, object]]) -> list[tuple[str, object]]:
-    members = {}
+    members: dict[str, object] = {}
     for doc_id, payload in bucket:
         members.setdefault(doc_id, payload)  # an id twice in one bucket is one member
     return sorted(members.items(), key=lambda item: keep_key(item[0]))
@@ -405,7 +408,7 @@ def near_duplicate_pairs(
     """
     if (bands is None) != (rows is None):
         raise ValueError("give both bands and rows, or neither")
-    if bands is None:
+    if bands is None or rows is None:  # (both or neither, checked above)
         bands, rows = choose_bands(num_perm, threshold)
     hasher = MinHasher(num_perm, seed)
     shingle_sets = {doc_id: shingles(text, n) for doc_id, text in docs.items()}

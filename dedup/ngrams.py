@@ -362,6 +362,7 @@ def _polynomial(h: np.ndarray, width: int) -> np.ndarray:
                 result_width += block_width
         remaining >>= 1
         if not remaining:
+            assert result is not None  # width >= 1: its top bit set result
             return result
         count = total - 2 * block_width + 1
         doubled = block[:count] * _power(block_width)

@@ -59,7 +59,7 @@ _EMPTY_U64 = np.zeros(0, dtype=np.uint64)
 _EMPTY_I64 = np.zeros(0, dtype=np.int64)
 
 
-def merge_spans(starts: np.ndarray, ends: np.ndarray) -> list[tuple[int, int]]:
+def merge_spans(starts: np.ndarray | Sequence[int], ends: np.ndarray | Sequence[int]) -> list[tuple[int, int]]:
     """Overlapping or touching ``[start, end)`` spans merged; input in n-gram order (both non-decreasing)."""
     starts, ends = np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
     if not len(starts):
@@ -465,7 +465,7 @@ def compute_report(index: BenchmarkIndex, found: np.ndarray, *, doc_counts: np.n
             where = np.flatnonzero(flags) + a
             spans = merge_spans(index.pos_starts[where], index.pos_ends[where])
             if doc_ids:
-                seen = set()
+                seen: set[str] = set()
                 for u in np.unique(index.pos_unique[where]).tolist():
                     seen.update(doc_ids.get(u, ()))
                 training = sorted(seen)[:max_doc_ids]

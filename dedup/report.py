@@ -28,6 +28,7 @@ import html
 import json
 import math
 import os
+from typing import TypeGuard
 
 from common.storage import write_atomically
 
@@ -82,7 +83,7 @@ def display_name(name: str) -> str:
     return DISPLAY_NAMES.get(name, name)
 
 
-def _finite(value) -> bool:
+def _finite(value: object) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
