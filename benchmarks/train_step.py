@@ -164,6 +164,14 @@ def build_config(args) -> GPTConfig:
     return GPTConfig(n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd, **overrides)
 
 
+class TwoNodeGPT(GPT):
+    """``--tied-grad two-nodes``: the token lookup through nn.Embedding's own backward (a dense
+    zero-filled gradient, then autograd's add), the lever ``GPT.sums_tied_gradients`` replaces."""
+
+    def sums_tied_gradients(self, idx: torch.Tensor) -> bool:
+        return False
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--device", default="cpu", help="cpu or cuda")
@@ -182,9 +190,9 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, help="torch.set_num_threads (CPU)")
     p.add_argument("--compile", action="store_true", help="torch.compile both models")
     p.add_argument("--compile-mode", default="default", choices=COMPILE_MODES + ("reduce-overhead",), help="torch.compile mode (ours and baseline)")
-    p.add_argument("--loss", default=GPT.loss_impl, choices=LOSS_IMPLS, help="our training loss path (GPT.loss_impl)")
+    p.add_argument("--loss", default=LOSS_IMPLS[0], choices=LOSS_IMPLS, help="our training loss path (GPT.loss_impl)")
     p.add_argument("--tied-grad", choices=["in-place", "two-nodes"], default="in-place",
-                   help="our tied token embedding on CPU: its two gradients summed in one node (GPT.tied_grad_in_place) "
+                   help="our tied token embedding on CPU: its two gradients summed in one node (GPT.sums_tied_gradients) "
                         "or nn.Embedding's own backward (a dense zero-filled gradient, then autograd's add)")
     p.add_argument("--pad-vocab-multiple", type=int, default=GPTConfig.pad_vocab_multiple,
                    help="our embedding rows rounded up to this multiple (1 = unpadded)")
@@ -230,9 +238,7 @@ def main(argv=None) -> int:
     if config.arch != "gpt2":
         p.error("the baseline is GPT2LMHeadModel: pick a GPT-2 size")
     T = config.block_size
-    ours = GPT(config).to(device)
-    ours.loss_impl = args.loss
-    ours.tied_grad_in_place = args.tied_grad == "in-place"
+    ours = (GPT if args.tied_grad == "in-place" else TwoNodeGPT)(config, loss_impl=args.loss).to(device)
     hf_cfg = {k: v for k, v in hf_config_dict(config).items()
               if k not in ("architectures", "model_type", "dtype", "activation_function")}
     activations = BASELINE_ACTIVATIONS if args.baseline_activation == "both" else (args.baseline_activation,)

@@ -4,14 +4,18 @@
 ``F.cross_entropy(x @ weight[:vocab_size].T, targets)`` (mean, fp32) but runs over chunks
 of positions: each chunk's logits are formed, turned into the loss and, in training, into
 the gradients of ``x`` and ``weight`` right away (the way Liger-Kernel's fused linear
-cross-entropy does), so only a ``[chunk, V]`` buffer is ever held. ``GPT.forward`` calls it
-when targets are given and the logits are not asked for; fine-tuning calls it for GPT-1's
-auxiliary language-modelling loss.
+cross-entropy does), so only a ``[chunk, V]`` buffer is ever held. ``GPT.forward`` computes
+every loss through ``LOSSES[model.loss_impl]``, this function by default; fine-tuning calls it
+for GPT-1's auxiliary language-modelling loss. ``logits_cross_entropy`` is the alternative
+(the trainer's ``--loss_impl full``): the same loss from the padded logits, left to the compiler.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
+import torch.nn.functional as F
 
 LOSS_CHUNK_TOKENS = 256  # positions per chunk of the fused projection + cross-entropy (CPU; measured)
 LOSS_CHUNK_TOKENS_CUDA = 8192  # on a GPU, bigger chunks keep the matmuls large
@@ -179,3 +183,17 @@ def linear_cross_entropy(x: torch.Tensor, weight: torch.Tensor, targets: torch.T
         x, weight = x.to(dtype), weight.to(dtype)
     with torch.autocast(device_type, enabled=False):
         return _LinearCrossEntropy.apply(x, weight, targets, vocab_size, ignore_index, chunk, padded)
+
+
+def logits_cross_entropy(x: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, ignore_index: int = -1,
+                         vocab_size: int | None = None) -> torch.Tensor:
+    """The same loss through the logits: ``x @ weight.T`` over all ``V_padded`` rows (an aligned
+    matmul), cut to ``vocab_size``, then ``F.cross_entropy`` in fp32. Under ``torch.compile`` the
+    slice, the cast and the loss fuse into the compiler's own kernels (``--loss_impl full``)."""
+    vocab_size = weight.shape[0] if vocab_size is None else vocab_size
+    logits = F.linear(x, weight)[..., :vocab_size]  # (N, Vp) -> (N, V)
+    return F.cross_entropy(logits.float(), targets, ignore_index=ignore_index)
+
+
+# The training loss paths by name (GPT.loss_impl, train --loss_impl): one signature, one result.
+LOSSES: dict[str, Callable[..., torch.Tensor]] = {"chunked": linear_cross_entropy, "full": logits_cross_entropy}

@@ -16,10 +16,11 @@ The token embedding has ``padded_vocab_size`` rows (the vocabulary rounded up to
 of 64, a GPU matmul-friendly size); the padding rows are zero, never looked up and never
 scored: logits are computed over the real vocabulary only.
 
-With targets, the loss is computed by ``linear_cross_entropy`` (``model/fused_loss.py``):
-the output projection and the cross-entropy fused over chunks of positions, so the
-``[B*T, vocab]`` logits are never held in memory at once. Pass ``return_logits=False`` to
-skip the full logits when only the loss is wanted (training); the default returns both.
+With targets, the loss has one path: ``LOSSES[model.loss_impl]`` (``model/fused_loss.py``),
+by default ``linear_cross_entropy``, the output projection and the cross-entropy fused over
+chunks of positions, so the ``[B*T, vocab]`` logits are never held in memory at once. Pass
+``return_logits=False`` to skip the full logits when only the loss is wanted (training); the
+default returns both (the logits are then a second projection).
 
 Shapes in the comments: B batch, T time (positions), C channels (``n_embd``), nh heads,
 hs head size (``C // nh``), V the real vocabulary, Vp the padded one.
@@ -34,12 +35,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from model.fused_loss import linear_cross_entropy
+from model.fused_loss import LOSSES
 
 INIT_STD = 0.02  # GPT-1 section 4.1 / GPT-2: weights initialised from N(0, 0.02)
 MLP_RATIO = 4  # GPT-1 section 4.1: 3072-wide inner states for a 768-wide model
 GPT2_VOCAB = 50257  # GPT-2 section 2.2: byte-level BPE vocabulary of 50,257 tokens
-LOSS_IMPLS = ("chunked", "full")  # the training loss path: linear_cross_entropy, or padded logits + F.cross_entropy
+LOSS_IMPLS = tuple(LOSSES)  # the training loss paths: "chunked" (linear_cross_entropy), "full" (logits_cross_entropy)
 
 # name -> (arch, n_layer, n_head, n_embd, block_size, dropout)
 _NAMED = {
@@ -221,17 +222,12 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    # "chunked": linear_cross_entropy (no (B*T, V) logits). "full": the logits over all
-    # Vp padded rows (aligned matmul), cut to the real vocabulary, then F.cross_entropy: under
-    # torch.compile the slice, the cast and the loss fuse into the compiler's own kernels.
-    loss_impl = "chunked"
-    # CPU training with the chunked loss: the tied token embedding's two gradients summed in
-    # one node (_TiedTokenEmbedding); False: nn.Embedding's own backward (a lever to compare)
-    tied_grad_in_place = True
-
-    def __init__(self, config: GPTConfig):
+    def __init__(self, config: GPTConfig, loss_impl: str = "chunked"):
         super().__init__()
+        if loss_impl not in LOSSES:
+            raise ValueError(f"loss_impl must be one of {', '.join(LOSSES)}, got {loss_impl!r}")
         self.config = config
+        self.loss_impl = loss_impl  # a key of model.fused_loss.LOSSES: the one loss path of forward
         self.transformer = nn.ModuleDict(dict(
             wte=nn.Embedding(config.padded_vocab_size, config.n_embd),
             wpe=nn.Embedding(config.block_size, config.n_embd),
@@ -307,31 +303,25 @@ class GPT(nn.Module):
         targets, the logits are not formed (``None``): the loss comes from the fused chunked
         projection + cross-entropy, the fast and memory-light way to train.
         """
-        # CPU training through the fused loss: the token lookup and the output layer as one
-        # node, so the tied weight's two gradients are summed without a dense one of the lookup's
-        tied = (self.tied_grad_in_place and targets is not None and not return_logits and self.loss_impl == "chunked"
-                and idx.device.type == "cpu" and torch.is_grad_enabled() and self.transformer.wte.weight.requires_grad
-                and not torch.compiler.is_compiling())
+        if targets is not None and targets.shape != idx.shape:
+            raise ValueError(f"targets shape {tuple(targets.shape)} differs from idx shape {tuple(idx.shape)}")
+        tied = targets is not None and not return_logits and self.sums_tied_gradients(idx)
         x, output_weight = self._hidden_states(idx, tied)  # (B, T, C); (Vp, C) when tied
+        logits = F.linear(x, self.output_weight).float() if return_logits or targets is None else None  # (B, T, V)
         loss = None
-        if targets is not None:
-            if targets.shape != idx.shape:
-                raise ValueError(f"targets shape {tuple(targets.shape)} differs from idx shape {tuple(idx.shape)}")
-            if not return_logits and self.loss_impl == "full":
-                logits = F.linear(x, self.transformer.wte.weight)[..., : self.config.vocab_size]  # (B, T, Vp) -> (B, T, V)
-                loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1),
-                                       ignore_index=ignore_index)  # (B*T, V) against (B*T,)
-                return None, loss
-            if not return_logits:
-                # (B*T, C) x (Vp, C) against (B*T,), chunk by chunk: no (B*T, V) logits
-                weight = self.transformer.wte.weight if output_weight is None else output_weight
-                loss = linear_cross_entropy(x.reshape(-1, x.shape[-1]), weight, targets.reshape(-1),
-                                            ignore_index=ignore_index, vocab_size=self.config.vocab_size)
-                return None, loss
-        logits = F.linear(x, self.output_weight).float()  # (B, T, C) x (V, C)^T -> (B, T, V)
-        if targets is not None:  # (B*T, V) against (B*T,)
-            loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=ignore_index)
+        if targets is not None:  # (B*T, C) x (Vp, C) against (B*T,); the padding rows never scored
+            weight = self.transformer.wte.weight if output_weight is None else output_weight
+            loss = LOSSES[self.loss_impl](x.reshape(-1, x.shape[-1]), weight, targets.reshape(-1),
+                                          ignore_index=ignore_index, vocab_size=self.config.vocab_size)
         return logits, loss
+
+    def sums_tied_gradients(self, idx: torch.Tensor) -> bool:
+        """Whether a training forward takes the token lookup and the output layer's weight from
+        one node (``_TiedTokenEmbedding``), so the tied weight's two gradients are summed without
+        a dense one of the lookup's: CPU training through the chunked loss, not under compile.
+        ``benchmarks/train_step.py --tied-grad two-nodes`` overrides it to compare."""
+        return (self.loss_impl == "chunked" and idx.device.type == "cpu" and torch.is_grad_enabled()
+                and self.transformer.wte.weight.requires_grad and not torch.compiler.is_compiling())
 
     def num_parameters(self, exclude_embeddings: bool = False) -> int:
         """Trainable parameters, the tied token embedding counted once over the real vocabulary.
