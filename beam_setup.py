@@ -4,8 +4,8 @@
 
 Beam's stager accepts only files named setup.py or pyproject.toml, so corpusforge's jobs
 turn ``--setup_file ./beam_setup.py`` into an sdist built from this file and stage it
-with ``--extra_package`` (``pipelines/options.py``), which every worker pip-installs.
-By hand: ``python -m pipelines.options --setup_file ./beam_setup.py --dist-dir dist
+with ``--extra_package`` (``pipelines/beam_package.py``), which every worker pip-installs.
+By hand: ``python -m pipelines.beam_package --setup_file ./beam_setup.py --dist-dir dist
 [--extras tokenize]``.
 
 It packages the five packages (not the demo's ``samplecrawl``) with their data files. What workers install:
@@ -35,7 +35,7 @@ import setuptools
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PACKAGES = ["common", "corpus", "dedup", "pipelines", "model"]
-WORKER_EXTRAS_FILE = "worker-extras.txt"  # written by pipelines.options.build_worker_package
+WORKER_EXTRAS_FILE = "worker-extras.txt"  # written by pipelines.beam_package.build_worker_package
 TOKENIZE_LIBRARIES = ("tokenizers", "tiktoken")  # what the tokenize job's workers import (model/tokenizer.py)
 
 

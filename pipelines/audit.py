@@ -50,9 +50,10 @@ from pipelines.audit_shards import (
     shard_texts,
     write_removed,
 )
+from pipelines.beam_package import stage_setup_file
 from pipelines.cli import run_job
+from pipelines.engines import spark_engine
 from pipelines.jobs import begin_job, counters_of, finish_job, write_json
-from pipelines.options import spark_engine, stage_setup_file
 from pipelines.sources import WriteShards
 from pipelines.steps import Steps, collect_examples, count, units_of
 

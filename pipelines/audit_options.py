@@ -24,8 +24,8 @@ import argparse
 from corpus.shards import FORMATS
 from dedup.decontaminate import GPT3_MARGIN, GPT3_MAX_SPLITS, GPT3_MIN_PIECE
 from dedup.overlap import GPT3_MAX_DOC_COUNT
+from pipelines.engines import add_engine_arguments
 from pipelines.options import (
-    add_engine_arguments,
     add_overwrite_argument,
     non_negative_int,
     open_probability,

@@ -16,11 +16,12 @@ from corpus.inputs import InputError, expand_inputs, open_input, read_pinned
 from corpus.sentences import shipped_punkt
 from dedup.text import DEDUPE_SPANS
 from pipelines import progress
+from pipelines.beam_package import stage_setup_file
 from pipelines.c4_options import EXTRA_OPTIONS, add_arguments  # noqa: F401  (the job contract: pipelines.cli)
 from pipelines.c4_pages import EXTRACT_NAMESPACE
 from pipelines.cli import run_job
+from pipelines.engines import spark_engine
 from pipelines.jobs import begin_job, counters_of, finish_job, read_status
-from pipelines.options import spark_engine, stage_setup_file
 from pipelines.tally import format_counter_table, format_read_errors
 
 log = logging.getLogger(__name__)

@@ -22,8 +22,8 @@ import argparse
 from corpus import c4
 from corpus.inputs import COMMON_CRAWL_BASE_URL
 from corpus.shards import FORMATS
+from pipelines.engines import add_engine_arguments
 from pipelines.options import (
-    add_engine_arguments,
     add_manifest_path_argument,
     add_max_record_bytes,
     add_overwrite_argument,

@@ -29,7 +29,8 @@ from types import ModuleType
 
 from common import storage
 from common.errors import InputError, UsageError
-from pipelines.options import LOST_WORKER, LOST_WORKER_CLEANUP, split_job_args
+from pipelines.options import split_job_args
+from pipelines.progress import LOST_WORKER, LOST_WORKER_CLEANUP
 
 log = logging.getLogger("corpusforge")
 

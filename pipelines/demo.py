@@ -40,8 +40,8 @@ from pipelines.c4 import format_summary as format_c4_summary
 from pipelines.c4 import run as run_c4
 from pipelines.demo_options import add_arguments  # noqa: F401  (the job contract: pipelines.cli)
 from pipelines.jobs import STATS_FILE, write_json
-from pipelines.options import SparkStartError, missing_java, short_run_jvm
 from pipelines.read import run as run_read
+from pipelines.spark_launch import SparkStartError, missing_java, short_run_jvm
 from pipelines.tokenize import format_summary as format_tokenize
 from pipelines.tokenize import run as run_tokenize
 from pipelines.webtext import format_summary as format_webtext_summary

@@ -61,7 +61,7 @@ from apache_beam.runners.portability.fn_api_runner import fn_runner, worker_hand
 from apache_beam.runners.runner import PipelineState
 from apache_beam.runners.worker.worker_pool_main import BeamFnExternalWorkerPoolServicer
 
-from pipelines.options import LOST_WORKER
+from pipelines.progress import LOST_WORKER
 
 log = logging.getLogger(__name__)
 

@@ -39,12 +39,15 @@ from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
-from pipelines.options import LOST_WORKER
-
 if TYPE_CHECKING:
     from apache_beam.options.pipeline_options import PipelineOptions
 
 log = logging.getLogger(__name__)
+
+# What the FnApiRunner raises when an SDK worker's data channel breaks (the worker died): the
+# launcher turns it into one line (here) and drops the job server's copies of it (pipelines.cli).
+LOST_WORKER = "Channel closed prematurely"
+LOST_WORKER_CLEANUP = "Error closing worker_handler"
 
 INTERVAL_ENV = "CORPUSFORGE_PROGRESS_SECONDS"
 DEFAULT_INTERVAL_S = 30.0

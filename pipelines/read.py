@@ -13,9 +13,10 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from corpus.inputs import expand_inputs
 from pipelines import progress
+from pipelines.beam_package import stage_setup_file
 from pipelines.cli import run_job
+from pipelines.engines import spark_engine
 from pipelines.jobs import begin_job, counters_of, error_examples, finish_job, read_status
-from pipelines.options import spark_engine, stage_setup_file
 from pipelines.read_options import EXTRA_OPTIONS, add_arguments  # noqa: F401  (the job contract: pipelines.cli)
 from pipelines.sources import ReadCrawlFiles, WriteErrors, WriteShards
 

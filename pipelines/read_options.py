@@ -17,13 +17,8 @@ import argparse
 from corpus.inputs import COMMON_CRAWL_BASE_URL
 from corpus.shards import FORMATS
 from corpus.warc import TEXT_MODES
-from pipelines.options import (
-    add_engine_arguments,
-    add_manifest_path_argument,
-    add_max_record_bytes,
-    add_overwrite_argument,
-    positive_int,
-)
+from pipelines.engines import add_engine_arguments
+from pipelines.options import add_manifest_path_argument, add_max_record_bytes, add_overwrite_argument, positive_int
 
 EXTRA_OPTIONS = "beam"  # pipelines.cli: what is not this job's option is a Beam pipeline option
 

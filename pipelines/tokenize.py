@@ -31,9 +31,10 @@ from model.tokenizer import (
     train_tokenizer,
 )
 from pipelines import progress
+from pipelines.beam_package import stage_setup_file
 from pipelines.cli import run_job
+from pipelines.engines import spark_engine
 from pipelines.jobs import begin_job, counters_of, error_examples, finish_job, write_json
-from pipelines.options import spark_engine, stage_setup_file
 from pipelines.sources import WriteErrors
 from pipelines.steps import ERRORS_FILE, Steps, collect_examples, count, units_of
 from pipelines.tokenize_options import DEFAULT_VAL_FRACTION, EXTRA_OPTIONS, add_arguments  # noqa: F401  (the job contract: pipelines.cli)

@@ -42,13 +42,8 @@ from __future__ import annotations
 import argparse
 
 from model.token_shards import DEFAULT_SHARD_TOKENS
-from pipelines.options import (
-    add_engine_arguments,
-    add_overwrite_argument,
-    non_negative_int,
-    positive_int,
-    unit_fraction,
-)
+from pipelines.engines import add_engine_arguments
+from pipelines.options import add_overwrite_argument, non_negative_int, positive_int, unit_fraction
 
 EXTRA_OPTIONS = "beam"  # pipelines.cli: what is not this job's option is a Beam pipeline option
 DEFAULT_VAL_FRACTION = 0.005

@@ -53,10 +53,11 @@ from corpus.webtext import (
 )
 from dedup import minhash
 from pipelines import progress, staging
+from pipelines.beam_package import stage_setup_file
 from pipelines.cli import run_job
 from pipelines.dedupe import DedupeText
+from pipelines.engines import spark_engine
 from pipelines.jobs import begin_job, counters_of, finish_job, read_status
-from pipelines.options import spark_engine, stage_setup_file
 from pipelines.sources import ReadCrawlFiles, WriteErrors, WriteShards
 from pipelines.steps import (
     Steps,

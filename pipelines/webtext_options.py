@@ -24,8 +24,8 @@ from corpus.reddit import SCORE_MODES, WEBTEXT_MIN_SCORE
 from corpus.shards import FORMATS
 from corpus.webtext import DEFAULT_EXTRACTOR, EXTRACTOR_CHOICES, MIN_ENGLISH_PROBABILITY, MIN_WORDS, check_extractor
 from dedup import minhash
+from pipelines.engines import add_engine_arguments
 from pipelines.options import (
-    add_engine_arguments,
     add_manifest_path_argument,
     add_overwrite_argument,
     non_negative_float,

@@ -15,7 +15,7 @@ from xdist.scheduler import LoadFileScheduling
 
 from corpus.sentences import PunktMissingError, require_punkt
 from pipelines.cli import run_job
-from pipelines.options import SHORT_RUN_JVM_OPTIONS, missing_java
+from pipelines.spark_launch import SHORT_RUN_JVM_OPTIONS, missing_java
 from samplecrawl.crawl import write_sample_crawl
 
 DATA_ENV = "CORPUSFORGE_TEST_DATA"
@@ -115,7 +115,7 @@ def small_crawl(tmp_path_factory):
 @pytest.fixture(scope="session")
 def java() -> None:
     """A test that starts Spark (here or in a subprocess) is skipped, saying why, without the
-    Java its JVM needs (``pipelines.options.missing_java``)."""
+    Java its JVM needs (``pipelines.spark_launch.missing_java``)."""
     why = missing_java()
     if why:
         pytest.skip(f"Spark tests skipped: {why}")

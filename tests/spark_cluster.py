@@ -29,7 +29,7 @@ from pathlib import Path
 import pyspark
 
 SPARK_HOME = os.path.dirname(os.path.abspath(pyspark.__file__))
-# The daemons' and executors' JVM flags for short runs (as pipelines.options.SHORT_RUN_JVM_OPTIONS).
+# The daemons' and executors' JVM flags for short runs (as pipelines.spark_launch.SHORT_RUN_JVM_OPTIONS).
 SHORT_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 

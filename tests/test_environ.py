@@ -1,5 +1,5 @@
 """common.environ: variables set for a block, then exactly as they were; and its use for a short
-Spark run's JVM flags (``pipelines.options.short_run_jvm``)."""
+Spark run's JVM flags (``pipelines.spark_launch.short_run_jvm``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import os
 import pytest
 
 from common.environ import environment_with, prepended
-from pipelines.options import SHORT_RUN_JVM_OPTIONS, short_run_jvm
+from pipelines.spark_launch import SHORT_RUN_JVM_OPTIONS, short_run_jvm
 
 
 def test_a_block_sees_the_values_and_after_it_every_variable_is_as_before(monkeypatch):

@@ -168,3 +168,84 @@ def test_a_spark_worker_and_the_c4_launcher_run_without_loading_beam():
     done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "[]", done.stdout[:2000]
+
+
+def pipelines_import_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """Each ``pipelines`` module -> the ``pipelines`` modules it imports, deferred imports (inside
+    functions) included, ``__main__`` blocks and ``TYPE_CHECKING`` blocks left out;
+    ``from pipelines import progress`` counts as an import of ``pipelines.progress``."""
+    paths = {_module_name(path, root): path for path in sorted((root / "pipelines").rglob("*.py"))
+             if "data" not in path.relative_to(root).parts}  # pipelines/data/: package data, not modules
+    graph: dict[str, set[str]] = {}
+    for module, path in paths.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        skipped = set()
+        for node in ast.walk(tree):
+            if _is_main_block(node) or (isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)):
+                skipped.update(id(inner) for inner in ast.walk(node))
+        found = set()
+        for node in ast.walk(tree):
+            if id(node) in skipped:
+                continue
+            if isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                found.update(f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in paths else node.module
+                             for a in node.names)
+        graph[module] = {name for name in found if name in paths and name != module and name != "pipelines"}
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return cycles
+
+
+def test_pipelines_has_no_import_circle():
+    """No ``pipelines`` module imports, even from inside a function, a module that imports it back."""
+    graph = pipelines_import_graph()
+    assert len(graph) > 40 and "pipelines.spark_launch" in graph["pipelines.spark.engine"]
+    cycles = import_cycles(graph)
+    assert not cycles, "import circles in pipelines/:\n" + "\n".join(
+        "  " + ", ".join(f"{m} -> {sorted(graph[m] & set(c))}" for m in c) for c in cycles)
+
+
+def test_the_circle_check_finds_a_deferred_circle(tmp_path):
+    (tmp_path / "pipelines").mkdir()
+    (tmp_path / "pipelines" / "__init__.py").write_text("")
+    (tmp_path / "pipelines" / "a.py").write_text("from pipelines import b\n")
+    (tmp_path / "pipelines" / "b.py").write_text("def f():\n    from pipelines.a import x\n")
+    (tmp_path / "pipelines" / "c.py").write_text("if __name__ == '__main__':\n    from pipelines import a\n")
+    graph = pipelines_import_graph(tmp_path)
+    assert graph["pipelines.a"] == {"pipelines.b"} and graph["pipelines.c"] == set()
+    assert import_cycles(graph) == [["pipelines.a", "pipelines.b"]]

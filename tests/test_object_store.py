@@ -30,8 +30,8 @@ from corpus.shards import find_shards, read_documents
 from pipelines import audit, cli, sources, tokenize, webtext
 from pipelines import c4 as c4_pipeline
 from pipelines import read as read_pipeline
+from pipelines.beam_package import PORTABLE_JOB_TIMEOUT_S, portable_runner_options
 from pipelines.jobs import STATS_FILE
-from pipelines.options import PORTABLE_JOB_TIMEOUT_S, portable_runner_options
 
 pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`
 

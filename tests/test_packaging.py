@@ -25,7 +25,12 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions, TypeOptions
 from packaging.utils import canonicalize_name
 
-from pipelines.options import WORKER_EXTRAS_FILE, build_worker_package, construction_check_options, stage_setup_file
+from pipelines.beam_package import (
+    WORKER_EXTRAS_FILE,
+    build_worker_package,
+    construction_check_options,
+    stage_setup_file,
+)
 
 pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`
 
@@ -197,7 +202,7 @@ def project_wheel(tmp_path: Path) -> Path:
 def test_setup_file_corpusforge_builds_the_worker_sdist_from_an_installed_wheel(tmp_path):
     # No checkout: the project's wheel, built from a copy of this tree and installed (not
     # editable) into a fresh venv whose other libraries come from this environment; then
-    # `python -m pipelines.options --setup_file corpusforge` run there, from an empty folder.
+    # `python -m pipelines.beam_package --setup_file corpusforge` run there, from an empty folder.
     wheel = project_wheel(tmp_path)
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
@@ -209,7 +214,7 @@ def test_setup_file_corpusforge_builds_the_worker_sdist_from_an_installed_wheel(
     assert (site / "pipelines" / "data" / "beam_setup.py").read_bytes() == (ROOT / "beam_setup.py").read_bytes()
     empty = tmp_path / "elsewhere"
     empty.mkdir()
-    done = subprocess.run([str(python), "-m", "pipelines.options", "--setup_file", "corpusforge", "--dist-dir", str(tmp_path / "dist"),
+    done = subprocess.run([str(python), "-m", "pipelines.beam_package", "--setup_file", "corpusforge", "--dist-dir", str(tmp_path / "dist"),
                            "--extras", "tokenize"], cwd=empty, env=bare, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     tarball = Path(done.stdout.strip().splitlines()[-1])

@@ -21,8 +21,8 @@ from apache_beam.portability.api import beam_fn_api_pb2
 from apache_beam.runners.portability.fn_api_runner.worker_handlers import BeamFnControlServicer, ControlConnection
 from test_object_store import bound_port, start_service, stop, wait_for
 
-from pipelines.options import LOST_WORKER
 from pipelines.portable import AbortingControlConnection
+from pipelines.progress import LOST_WORKER
 from samplecrawl.crawl import write_sample_crawl
 
 pytestmark = pytest.mark.pipeline  # runs Beam jobs on the PortableRunner in subprocesses: not in `make test-fast`

@@ -26,8 +26,8 @@ from corpus.inputs import InputError
 from pipelines import c4 as c4_pipeline
 from pipelines import read as read_pipeline
 from pipelines.jobs import STATS_FILE
-from pipelines.options import MASTER_FORMS, SHORT_RUN_JVM_OPTIONS, SPARK_JAVA_HINT, check_spark_master
 from pipelines.shard_io import ERRORS_FILE, WRITE_NAMESPACE
+from pipelines.spark_launch import MASTER_FORMS, SHORT_RUN_JVM_OPTIONS, SPARK_JAVA_HINT, check_spark_master
 from samplecrawl.crawl import write_sample_crawl
 
 pyspark = pytest.importorskip("pyspark", reason="the spark extra is not installed: pip install 'corpusforge[spark]'")

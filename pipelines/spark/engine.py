@@ -47,9 +47,9 @@ from pyspark.sql import SparkSession
 from common import storage
 from common.decision import OTHER
 from common.environ import environment_with, prepended
-from pipelines.options import SPARK_JAVA_HINT, SparkStartError, absolute_local_path, java_for_spark
 from pipelines.shard_io import WRITE_NAMESPACE, WRITTEN_PARTS, encode_row, write_shard
 from pipelines.spark import jvm
+from pipelines.spark_launch import SPARK_JAVA_HINT, SparkStartError, absolute_local_path, java_for_spark
 from pipelines.spark_package import project_zip
 from pipelines.tally import EXAMPLES_PER_REASON, Tally, examples_document, resolve_units
 

@@ -29,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 
-from pipelines.options import SHORT_RUN_JVM_OPTIONS, java_for_spark
+from pipelines.spark_launch import SHORT_RUN_JVM_OPTIONS, java_for_spark
 
 log = logging.getLogger(__name__)
 
