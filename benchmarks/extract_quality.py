@@ -65,7 +65,7 @@ import trafilatura  # noqa: E402
 
 from corpus import webtext  # noqa: E402
 from corpus.extract import extract_main_text  # noqa: E402
-from corpus.warc import decode_html  # noqa: E402
+from corpus.http_decode import decode_html  # noqa: E402
 
 GOLD = Path("html_gold") / "trafilatura_eval_en"
 BASELINE = "trafilatura"

@@ -21,9 +21,8 @@ from dataclasses import dataclass, replace
 
 from common.decision import FILTERED, LINES, OTHER, PAGES, PASSED, Decision
 from corpus.inputs import COMMON_CRAWL_BASE_URL, join_base
-from corpus.records import Document, ReadError
+from corpus.records import MISSING_TARGET_URI, Document, ReadError
 from corpus.urls import normalize_url, url_hash_int
-from corpus.warc import MISSING_TARGET_URI
 
 # --- constants (TFDS c4 3.1.0 unless noted) ---------------------------------------------
 DEFAULT_CRAWL = "CC-MAIN-2019-18"  # c4.py DEFAULT_CC_VERSION, the crawl of the released c4/en
@@ -435,3 +434,60 @@ def to_document(page: C4Page) -> Decision:
     the reference counts written pages (``examples``, a tally in the split's namespace)."""
     return Decision.keep(Document(text=page.text, url=page.url, timestamp=page.timestamp), EXAMPLES, OTHER)
 
+
+# --- The WET-line rule: the C4 reference's view of a WET body (the c4 text mode of corpus/warc.py)
+
+# The C4 reference drops every WET line that starts with these (spec: c4.md, record parsing).
+C4_DROPPED_LINE_PREFIXES = ("WARC", "CONTENT-", "Content-")
+
+
+_C4_DROPPED_AFTER_NEWLINE = tuple("\n" + prefix for prefix in C4_DROPPED_LINE_PREFIXES)
+
+
+def c4_wet_text(text: str) -> str:
+    """The C4 reference's view of a WET body: stripped, non-empty lines, no WARC/Content lines."""
+    # Strip and drop empty lines at C speed; only a text where a kept line starts with a
+    # dropped prefix (rare: a line start, after the join, is the start or after "\n")
+    # needs a pass in Python.
+    joined = "\n".join(filter(None, map(str.strip, text.split("\n"))))
+    if joined.startswith(C4_DROPPED_LINE_PREFIXES) or any(p in joined for p in _C4_DROPPED_AFTER_NEWLINE):
+        return "\n".join([line for line in joined.split("\n") if not line.startswith(C4_DROPPED_LINE_PREFIXES)])
+    return joined
+
+
+# Where c4_wet_text would change a WET body, seen in its UTF-8 bytes: a line that starts
+# or ends with whitespace (str.isspace: ASCII \t-\r, \x1c-\x1f, space; U+0085, U+00A0,
+# U+1680, U+2000-U+200A, U+2028, U+2029, U+202F, U+205F, U+3000), an empty line, or a line
+# starting with a dropped prefix. Every hit is at a "\n", which the search skips to at C
+# speed; valid UTF-8 cannot fake these sequences (a lead byte never ends a character).
+_ASCII_SPACE = rb"\t\x0b\x0c\r\x1c-\x1f "
+
+
+_ASCII_SPACE_BYTES = b"\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f "
+
+
+_WIDE_SPACE = rb"\xc2[\x85\xa0]|\xe1\x9a\x80|\xe2\x80[\x80-\x8a\xa8\xa9\xaf]|\xe2\x81\x9f|\xe3\x80\x80"
+
+
+_C4_LINE_EDGE = re.compile(
+    rb"\n(?:[\n" + _ASCII_SPACE + rb"]|W(?=ARC)|C(?=ONTENT-|ontent-)|" + _WIDE_SPACE
+    # a line ending in whitespace; a one-byte look back first screens most lines out
+    + rb"|(?<=[" + _ASCII_SPACE + rb"\x80-\x8a\x9f\xa0\xa8\xa9\xaf]\n)(?:(?<=[" + _ASCII_SPACE + rb"]\n)|(?<=\xc2[\x85\xa0]\n)"
+    + rb"|(?<=(?:\xe1\x9a\x80|\xe2\x80[\x80-\x8a\xa8\xa9\xaf]|\xe2\x81\x9f|\xe3\x80\x80)\n)))"
+)
+
+
+def c4_text_of_block(block: bytes, text: str, valid_utf8: bool) -> str:
+    """``c4_wet_text(text)`` for ``text`` decoded from ``block``, without splitting the
+    text into lines when nothing inside it would change (the usual Common Crawl body).
+    Whitespace around the whole text only makes lines that c4_wet_text strips or drops, so
+    c4_wet_text(text) == c4_wet_text(text.strip()); the search covers the bytes left once
+    ASCII whitespace is stripped from both ends (a superset of text.strip()'s)."""
+    if valid_utf8:
+        stripped = text.strip()
+        if not stripped.startswith(C4_DROPPED_LINE_PREFIXES):
+            start = len(block) - len(block.lstrip(_ASCII_SPACE_BYTES))
+            end = len(block.rstrip(_ASCII_SPACE_BYTES))
+            if _C4_LINE_EDGE.search(block, start, end) is None:
+                return stripped
+    return c4_wet_text(text)

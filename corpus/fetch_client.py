@@ -110,8 +110,8 @@ from corpus.fetch_policy import (
     retry_delay,
     robots_rules,
 )
+from corpus.http_decode import decode_html
 from corpus.records import TIMESTAMP_FORMAT, HtmlPage
-from corpus.warc import decode_html
 
 log = logging.getLogger("corpus.fetch")  # one logger for all the fetcher's parts
 

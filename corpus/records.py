@@ -101,3 +101,24 @@ def normalize_timestamp(value: str) -> str:
     if parsed.tzinfo is not None:
         parsed = parsed.astimezone(_dt.UTC).replace(tzinfo=None)
     return parsed.strftime(TIMESTAMP_FORMAT)
+
+
+# Reasons a ReadError can carry, in the order a reader meets them.
+TRUNCATED_GZIP = "truncated_gzip"
+CORRUPT_GZIP = "corrupt_gzip"
+READ_FAILED = "read_failed"
+CLIPPED_RECORD = "clipped_record"
+MISSING_TERMINATOR = "missing_terminator"
+GARBAGE = "garbage_between_records"
+BAD_HEADER = "bad_header"
+UNKNOWN_VERSION = "unknown_warc_version"
+MISSING_TARGET_URI = "missing_target_uri"
+SPACE_IN_TARGET_URI = "space_in_target_uri"
+EXTRA_WARCINFO = "extra_warcinfo"
+BAD_HTTP_HEAD = "bad_http_head"
+BAD_CHUNKING = "bad_chunked_body"
+BAD_CONTENT_ENCODING = "bad_content_encoding"
+RECORD_TOO_LARGE = "record_too_large"
+WRONG_LENGTH = "wrong_content_length"
+DECODED_TOO_LARGE = "decoded_too_large"
+EMPTY_FILE = "empty_file"  # not one WARC record and no other error: an empty or blank file

@@ -2,10 +2,10 @@
 
 Three layers, each a generator, so memory stays at one record per file:
 
-1. ``_byte_stream`` turns the raw file into decompressed pieces. It walks gzip members
+1. ``corpus.gzip_stream.byte_stream`` turns the raw file into decompressed pieces. It walks gzip members
    one by one (Common Crawl writes one record per member), inflating with zlib-ng (zlib's
    output, faster), and also reads a file that is one long gzip stream or not compressed
-   at all. A damaged or truncated member becomes a ``_Break``; reading resumes at the
+   at all. A damaged or truncated member becomes a ``Break``; reading resumes at the
    next gzip member header.
 2. ``iter_records`` frames WARC records by their ``Content-Length``. A record cut short,
    a wrong length, garbage between records, an unknown version, a second ``warcinfo`` or
@@ -16,7 +16,7 @@ Three layers, each a generator, so memory stays at one record per file:
 3. ``read_archive`` turns records into what the pipelines want: WET ``conversion``
    records into ``Document``s, WARC ``response`` records with an HTML body into
    ``HtmlPage``s (HTTP head parsed as warcio parses it: the usual head split here, any
-   other by warcio; chunking and content-encoding undone, charset decoded). Other
+   other by warcio; chunking and content-encoding undone, charset decoded: ``corpus/http_decode.py``). Other
    record types are skipped and counted.
 
 Every record carries its provenance: the file and the compressed byte offset of the
@@ -28,62 +28,65 @@ from __future__ import annotations
 
 import base64
 import binascii
-import codecs
 import datetime as _dt
 import hashlib
-import io
 import itertools
 import logging
 import operator
 import re
-import types
-import zlib
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
-from warcio.bufferedreaders import ChunkedDataException, ChunkedDataReader
-from warcio.statusandheaders import StatusAndHeadersParser, StatusAndHeadersParserException
+from warcio.statusandheaders import StatusAndHeadersParserException
 
+from corpus.c4 import c4_text_of_block
+from corpus.gzip_stream import UNCOMPRESSED, Break, byte_stream
+from corpus.http_decode import MAX_DECODED_BYTES, decode_html, get_header, http_body, parse_http
 from corpus.inputs import excerpt, open_input
-from corpus.records import Document, HtmlPage, ReadError, normalize_timestamp
+from corpus.records import (
+    BAD_HEADER,
+    BAD_HTTP_HEAD,
+    CLIPPED_RECORD,
+    EMPTY_FILE,
+    EXTRA_WARCINFO,
+    GARBAGE,
+    MISSING_TARGET_URI,
+    MISSING_TERMINATOR,
+    READ_FAILED,
+    RECORD_TOO_LARGE,
+    SPACE_IN_TARGET_URI,
+    UNKNOWN_VERSION,
+    WRONG_LENGTH,
+    Document,
+    HtmlPage,
+    ReadError,
+    normalize_timestamp,
+)
 
 log = logging.getLogger(__name__)
 
-RAW_READ_SIZE = 1 << 16  # small reads keep zlib's unused_data copies short between members
+
 MAX_HEADER_BYTES = 1 << 20
+
+
 # Largest record block read into memory, and largest body a Content-Encoding may decode
 # to: bounded memory whatever a header claims (Common Crawl truncates payloads at 1 MiB).
 MAX_RECORD_BYTES = 50 << 20
-MAX_DECODED_BYTES = 50 << 20
+
+
 # 0.17 and 0.18 (drafts: Heritrix, ClueWeb09/12) frame records exactly as 1.0 does.
 KNOWN_VERSIONS = (b"WARC/1.0", b"WARC/1.1", b"WARC/0.18", b"WARC/0.17")
-HTML_MIME_TYPES = ("text/html", "application/xhtml+xml")
-TEXT_MODES = ("faithful", "c4")
-# The C4 reference drops every WET line that starts with these (spec: c4.md, record parsing).
-C4_DROPPED_LINE_PREFIXES = ("WARC", "CONTENT-", "Content-")
-LOGGED_ERRORS_PER_REASON = 10
 
-# Reasons a ReadError can carry, in the order a reader meets them.
-TRUNCATED_GZIP = "truncated_gzip"
-CORRUPT_GZIP = "corrupt_gzip"
-READ_FAILED = "read_failed"
-CLIPPED_RECORD = "clipped_record"
-MISSING_TERMINATOR = "missing_terminator"
-GARBAGE = "garbage_between_records"
-BAD_HEADER = "bad_header"
-UNKNOWN_VERSION = "unknown_warc_version"
-MISSING_TARGET_URI = "missing_target_uri"
-SPACE_IN_TARGET_URI = "space_in_target_uri"
-EXTRA_WARCINFO = "extra_warcinfo"
-BAD_HTTP_HEAD = "bad_http_head"
-BAD_CHUNKING = "bad_chunked_body"
-BAD_CONTENT_ENCODING = "bad_content_encoding"
-RECORD_TOO_LARGE = "record_too_large"
-WRONG_LENGTH = "wrong_content_length"
-DECODED_TOO_LARGE = "decoded_too_large"
-EMPTY_FILE = "empty_file"  # not one WARC record and no other error: an empty or blank file
+
+HTML_MIME_TYPES = ("text/html", "application/xhtml+xml")
+
+
+TEXT_MODES = ("faithful", "c4")
+
+
+LOGGED_ERRORS_PER_REASON = 10
 
 
 @dataclass(frozen=True)
@@ -105,224 +108,17 @@ class WarcRecord:
         return self.headers.get(name.lower(), default)
 
 
-@dataclass(frozen=True)
-class _Break:
-    """The decompressed stream is not contiguous here: bytes between were lost."""
-
-    reason: str
-    offset: int
-    detail: str
-
-
-_inflate: types.ModuleType
-try:  # zlib-ng inflates the same bytes to the same output as zlib, about 1.6x as fast
-    from zlib_ng import zlib_ng as _inflate
-except ImportError:  # pragma: no cover - zlib-ng is pinned in requirements.txt
-    _inflate = zlib
-
-
-# -- layer 1: bytes ---------------------------------------------------------------------
-
-
-UNCOMPRESSED = -1  # member offset of bytes from a file that is not gzip-compressed
-
-
-def _byte_stream(raw: BinaryIO) -> Iterator[tuple[bytes, int] | _Break]:
-    """Yield (decompressed bytes, compressed offset of their gzip member) and ``_Break``s."""
-    try:
-        head = raw.read(RAW_READ_SIZE)
-    except OSError as exc:
-        yield _Break(READ_FAILED, 0, str(exc))
-        return
-    if head[:2] != b"\x1f\x8b":
-        yield from _plain_stream(raw, head)
-        return
-    yield from _gzip_stream(raw if _is_seekable(raw) else _Rewindable(raw, head), head)
-
-
-def _is_seekable(raw) -> bool:
-    try:
-        return bool(raw.seekable())
-    except (AttributeError, OSError, ValueError):
-        return False
-
-
-# How far back a stream that cannot seek (an HTTP body) can be re-read: the compressed
-# bytes of the current gzip member, up to this many (Common Crawl members are a few KiB).
-MAX_REWIND_BYTES = 64 << 20
-
-
-class _Rewindable:
-    """A forward-only stream made seekable back to the start of the current gzip member,
-    so recovery can rescan a damaged member's bytes for the members it ran through."""
-
-    def __init__(self, raw: BinaryIO, head: bytes):
-        self.raw = raw
-        self.history = bytearray(head)  # bytes from file offset self.base on
-        self.base = 0
-        self.pos = len(head)  # file offset of the next read
-
-    def seekable(self) -> bool:
-        return True
-
-    def read(self, n: int) -> bytes:
-        buffered_end = self.base + len(self.history)
-        if self.pos < buffered_end:
-            start = self.pos - self.base
-            chunk = bytes(self.history[start : start + n])
-        else:
-            chunk = self.raw.read(n)
-            self.history += chunk
-            if len(self.history) > MAX_REWIND_BYTES:
-                self.forget_before(self.base + len(self.history) - MAX_REWIND_BYTES)
-        self.pos += len(chunk)
-        return chunk
-
-    def seek(self, offset: int) -> None:
-        if not self.base <= offset <= self.base + len(self.history):
-            raise OSError(f"cannot go back to byte {offset} of a stream (kept from byte {self.base})")
-        self.pos = offset
-
-    def forget_before(self, offset: int) -> None:
-        drop = min(offset, self.pos) - self.base
-        if drop > 0:
-            del self.history[:drop]
-            self.base += drop
-
-
-def _forget_before(raw, offset: int) -> None:
-    if isinstance(raw, _Rewindable):
-        raw.forget_before(offset)
-
-
-def _plain_stream(raw: BinaryIO, head: bytes) -> Iterator[tuple[bytes, int] | _Break]:
-    offset = 0
-    chunk = head
-    while chunk:
-        yield chunk, UNCOMPRESSED
-        offset += len(chunk)
-        try:
-            chunk = raw.read(RAW_READ_SIZE)
-        except OSError as exc:
-            yield _Break(READ_FAILED, offset, str(exc))
-            return
-
-
-def _gzip_stream(raw: BinaryIO | _Rewindable, head: bytes) -> Iterator[tuple[bytes, int] | _Break]:
-    pending = head  # compressed bytes not yet given to a decompressor
-    pending_offset = 0  # file offset of pending[0]
-    member_offset = 0  # file offset where the current member starts
-    inflater = _inflate.decompressobj(31)
-    while True:
-        broken = None  # after a damaged member: the compressed bytes still in memory
-        if not pending:
-            try:
-                pending = raw.read(RAW_READ_SIZE)
-            except OSError as exc:
-                yield _Break(READ_FAILED, pending_offset, str(exc))
-                return
-            if not pending:
-                if pending_offset <= member_offset:
-                    return
-                # The file ends inside a member: cut short, or a damaged member whose
-                # decoder never failed and ran on through the members after it.
-                yield _Break(TRUNCATED_GZIP, member_offset, "file ends inside a gzip member")
-                broken = b""
-        if broken is None:
-            # To replay a failing read byte by byte: the state before it (a fresh member needs none).
-            before = inflater.copy() if pending_offset > member_offset else None
-            try:
-                out = inflater.decompress(pending)
-            except _inflate.error as exc:  # bad deflate data, or bytes after a member that are not one
-                good = _inflate_until_error(before or _inflate.decompressobj(31), pending)
-                if good:
-                    yield good, member_offset  # everything before the bad byte
-                yield _Break(CORRUPT_GZIP, member_offset, str(exc))
-                broken = pending
-        if broken is not None:
-            resumed = _resume_after(raw, broken, pending_offset, member_offset)
-            if resumed is None:
-                return
-            pending, pending_offset = resumed
-            member_offset = pending_offset
-            inflater = _inflate.decompressobj(31)
-            continue
-        if out:
-            yield out, member_offset
-        if inflater.eof:  # the member closed; what is left over starts the next one
-            rest = inflater.unused_data
-            pending_offset += len(pending) - len(rest)
-            pending, member_offset = rest, pending_offset
-            inflater = _inflate.decompressobj(31)
-            _forget_before(raw, member_offset)
-        else:
-            pending_offset += len(pending)
-            pending = b""
-
-
-def _inflate_until_error(inflater, data: bytes) -> bytes:
-    """What ``inflater`` (a copy taken before ``data``) gives, one byte at a time, up to the
-    byte zlib rejects: the good records before a bad byte are not thrown away with it."""
-    out = []
-    for i in range(len(data)):
-        try:
-            out.append(inflater.decompress(data[i : i + 1]))
-        except _inflate.error:
-            break
-        if inflater.eof:
-            break
-    return b"".join(out)
-
-
-def _resume_after(raw: BinaryIO | _Rewindable, pending: bytes, pending_offset: int,
-                  member_offset: int) -> tuple[bytes, int] | None:
-    """Where to go on after a damaged member: the next gzip member header after the byte
-    where the damaged member starts. A damaged member can run on through the members after
-    it (its end was lost), so the search starts there, not where zlib gave up: by seeking
-    back (a stream is wrapped in ``_Rewindable``), else in what is still in memory."""
-    if _is_seekable(raw) and pending_offset > member_offset + 1:
-        try:
-            raw.seek(member_offset + 1)
-            return _seek_next_member(raw, b"", member_offset + 1, member_offset)
-        except OSError:
-            pass
-    return _seek_next_member(raw, pending, pending_offset, member_offset)
-
-
-def _seek_next_member(raw: BinaryIO | _Rewindable, pending: bytes, pending_offset: int, after: int) -> tuple[bytes, int] | None:
-    """Find the next gzip member header (1f 8b 08) after file offset ``after``."""
-    window = pending
-    window_offset = pending_offset
-    while True:
-        start = max(0, after + 1 - window_offset)
-        found = window.find(b"\x1f\x8b\x08", start)
-        if found >= 0:
-            return window[found:], window_offset + found
-        try:
-            more = raw.read(RAW_READ_SIZE)
-        except OSError:
-            return None
-        if not more:
-            return None
-        keep = window[-2:]  # a header may straddle two reads
-        window_offset += len(window) - len(keep)
-        window = keep + more
-
-
-# -- layer 2: records -------------------------------------------------------------------
-
-
 class _Framer:
     """Holds the decompressed bytes of the current record and where they came from."""
 
-    def __init__(self, pieces: Iterator[tuple[bytes, int] | _Break]):
+    def __init__(self, pieces: Iterator[tuple[bytes, int] | Break]):
         self.pieces = pieces
         self.buf = bytearray()
         self.pos = 0  # parse position in buf
         self.stream_base = 0  # stream offset of buf[0]
         self.members: list[tuple[int, int]] = []  # (stream offset, member offset), ascending
         self.exhausted = False
-        self.pending_break: _Break | None = None
+        self.pending_break: Break | None = None
 
     def fill(self) -> bool:
         """Read one more piece; False at end of stream or at a break (see pending_break)."""
@@ -332,7 +128,7 @@ class _Framer:
         if piece is None:
             self.exhausted = True
             return False
-        if isinstance(piece, _Break):
+        if isinstance(piece, Break):
             self.pending_break = piece
             return False
         self._accept(*piece)
@@ -355,7 +151,7 @@ class _Framer:
         if piece is None:
             self.exhausted = True
             return None
-        if isinstance(piece, _Break):
+        if isinstance(piece, Break):
             self.pending_break = piece
             return None
         data, member = piece
@@ -399,7 +195,7 @@ class _Framer:
         while len(self.members) > 1 and self.members[1][0] <= self.stream_base:
             self.members.pop(0)
 
-    def restart_after_break(self) -> _Break:
+    def restart_after_break(self) -> Break:
         """Drop what is buffered (it cannot be completed) and continue after the break."""
         broken = self.pending_break
         assert broken is not None  # called only at a break
@@ -420,7 +216,7 @@ def iter_records(raw: BinaryIO, source: str, max_record_bytes: int | None = None
     ``WARC/`` line after its header, so the records its wrong length would swallow are kept.
     """
     max_record_bytes = MAX_RECORD_BYTES if max_record_bytes is None else max_record_bytes
-    framer = _Framer(_byte_stream(raw))
+    framer = _Framer(byte_stream(raw))
     seen_other_than_warcinfo = False
     resyncing = False  # the last error already explains the bytes we are about to skip
     while True:
@@ -559,6 +355,8 @@ def _starts_with_warc(framer: _Framer) -> bool:
 # Where reading resumes after damage: a ``WARC/`` line, or a record header anywhere, even
 # straight after junk with no line end (a junk gzip member, a clipped line before a record).
 _RESYNC = re.compile(rb"\nWARC/|" + _RECORD_HEAD.pattern)
+
+
 # Bytes kept across reads while searching, so a header split between two reads is found.
 _RESYNC_OVERLAP = 512
 
@@ -602,6 +400,8 @@ def _find_header_end(framer: _Framer) -> tuple[int, int]:
 
 
 _COLONS = itertools.repeat(":")
+
+
 _NAME, _SEP, _VALUE = operator.itemgetter(0), operator.itemgetter(1), operator.itemgetter(2)
 
 
@@ -656,9 +456,6 @@ def _consume_terminator(framer: _Framer, sep_len: int) -> bool:
 def _snippet(framer: _Framer) -> str:
     """The first bytes of what was skipped, escaped: input never reaches a log raw."""
     return excerpt(bytes(framer.buf[framer.pos : framer.pos + 60]), 60)
-
-
-# -- layer 3: documents and pages ------------------------------------------------------
 
 
 @dataclass
@@ -817,7 +614,7 @@ def _conversion_to_document(record: WarcRecord, text_mode: str) -> Document | Re
         text = record.block.decode("utf-8", "replace")
         meta["invalid_utf8"] = "true"
     if text_mode == "c4":
-        text = _c4_text(record.block, text, "invalid_utf8" not in meta)
+        text = c4_text_of_block(record.block, text, "invalid_utf8" not in meta)
     return Document(text, url, warc_timestamp(record.headers.get("warc-date", "")), meta)
 
 
@@ -834,67 +631,21 @@ def warc_timestamp(value: str) -> str:
     return normalize_timestamp(value)
 
 
-_C4_DROPPED_AFTER_NEWLINE = tuple("\n" + prefix for prefix in C4_DROPPED_LINE_PREFIXES)
-
-
-def c4_wet_text(text: str) -> str:
-    """The C4 reference's view of a WET body: stripped, non-empty lines, no WARC/Content lines."""
-    # Strip and drop empty lines at C speed; only a text where a kept line starts with a
-    # dropped prefix (rare: a line start, after the join, is the start or after "\n")
-    # needs a pass in Python.
-    joined = "\n".join(filter(None, map(str.strip, text.split("\n"))))
-    if joined.startswith(C4_DROPPED_LINE_PREFIXES) or any(p in joined for p in _C4_DROPPED_AFTER_NEWLINE):
-        return "\n".join([line for line in joined.split("\n") if not line.startswith(C4_DROPPED_LINE_PREFIXES)])
-    return joined
-
-
-# Where c4_wet_text would change a WET body, seen in its UTF-8 bytes: a line that starts
-# or ends with whitespace (str.isspace: ASCII \t-\r, \x1c-\x1f, space; U+0085, U+00A0,
-# U+1680, U+2000-U+200A, U+2028, U+2029, U+202F, U+205F, U+3000), an empty line, or a line
-# starting with a dropped prefix. Every hit is at a "\n", which the search skips to at C
-# speed; valid UTF-8 cannot fake these sequences (a lead byte never ends a character).
-_ASCII_SPACE = rb"\t\x0b\x0c\r\x1c-\x1f "
-_ASCII_SPACE_BYTES = b"\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f "
-_WIDE_SPACE = rb"\xc2[\x85\xa0]|\xe1\x9a\x80|\xe2\x80[\x80-\x8a\xa8\xa9\xaf]|\xe2\x81\x9f|\xe3\x80\x80"
-_C4_LINE_EDGE = re.compile(
-    rb"\n(?:[\n" + _ASCII_SPACE + rb"]|W(?=ARC)|C(?=ONTENT-|ontent-)|" + _WIDE_SPACE
-    # a line ending in whitespace; a one-byte look back first screens most lines out
-    + rb"|(?<=[" + _ASCII_SPACE + rb"\x80-\x8a\x9f\xa0\xa8\xa9\xaf]\n)(?:(?<=[" + _ASCII_SPACE + rb"]\n)|(?<=\xc2[\x85\xa0]\n)"
-    + rb"|(?<=(?:\xe1\x9a\x80|\xe2\x80[\x80-\x8a\xa8\xa9\xaf]|\xe2\x81\x9f|\xe3\x80\x80)\n)))"
-)
-
-
-def _c4_text(block: bytes, text: str, valid_utf8: bool) -> str:
-    """``c4_wet_text(text)`` for ``text`` decoded from ``block``, without splitting the
-    text into lines when nothing inside it would change (the usual Common Crawl body).
-    Whitespace around the whole text only makes lines that c4_wet_text strips or drops, so
-    c4_wet_text(text) == c4_wet_text(text.strip()); the search covers the bytes left once
-    ASCII whitespace is stripped from both ends (a superset of text.strip()'s)."""
-    if valid_utf8:
-        stripped = text.strip()
-        if not stripped.startswith(C4_DROPPED_LINE_PREFIXES):
-            start = len(block) - len(block.lstrip(_ASCII_SPACE_BYTES))
-            end = len(block.rstrip(_ASCII_SPACE_BYTES))
-            if _C4_LINE_EDGE.search(block, start, end) is None:
-                return stripped
-    return c4_wet_text(text)
-
-
 def _response_to_page(record: WarcRecord, stats: ReadStats, max_decoded_bytes: int = MAX_DECODED_BYTES) -> HtmlPage | ReadError | None:
     url = record.get("warc-target-uri")
     if not url:
         return ReadError(record.source, record.offset, MISSING_TARGET_URI, f"response record {record.get('warc-record-id')}")
     try:
-        code, http_headers, body = _parse_http(record.block)
+        code, http_headers, body = parse_http(record.block)
         status = int((code or "0")[:3])
     except (StatusAndHeadersParserException, ValueError, EOFError) as exc:
         return ReadError(record.source, record.offset, BAD_HTTP_HEAD, str(exc)[:200])
-    content_type = _get_header(http_headers, "content-type") or ""
+    content_type = get_header(http_headers, "content-type") or ""
     mime = content_type.split(";", 1)[0].strip().lower()
     if mime not in HTML_MIME_TYPES:
         stats.add(f"skipped:non_html:{mime or 'none'}")
         return None
-    body, problem = _http_body(body, http_headers, max_decoded_bytes)
+    body, problem = http_body(body, http_headers, max_decoded_bytes)
     if problem:
         return ReadError(record.source, record.offset, problem[0], problem[1])
     html, charset = decode_html(body, content_type)
@@ -909,163 +660,6 @@ def _response_to_page(record: WarcRecord, stats: ReadStats, max_decoded_bytes: i
         offset=record.offset,
         record_id=record.get("warc-record-id"),
     )
-
-
-_HTTP_PROTOCOLS = ["HTTP/1.0", "HTTP/1.1", "HTTP/2", "HTTP/2.0"]
-
-
-def _parse_http(block: bytes) -> tuple[str, list[tuple[str, str]], bytes]:
-    """(status code text, header (name, value) pairs, body) of an HTTP response block,
-    exactly as warcio's ``StatusAndHeadersParser(verify=False)`` reads them. The usual head
-    (ASCII, CRLF lines, none folded or blank) is split here at C speed; any other goes to
-    warcio itself (which raises ``EOFError`` on an empty block)."""
-    end = block.find(b"\r\n\r\n")
-    head = block[:end]
-    if end > 0 and head.isascii():
-        text = head.decode("ascii")
-        if text.count("\n") == text.count("\r\n"):  # warcio reads lines up to a bare LF too
-            lines = list(map(str.rstrip, text.split("\r\n")))
-            if "" not in lines and not any(map(_is_folded, lines)):
-                protocol_status = lines[0].split(" ", 1)
-                statusline = protocol_status[1].strip() if len(protocol_status) > 1 else ""
-                # warcio: the name right-stripped of blanks, the value left-stripped; no colon, no header
-                fields = [line.partition(":") for line in lines[1:]]
-                headers = [(name.rstrip(" \t"), value.lstrip()) for name, sep, value in fields if sep]
-                return statusline.split(" ", 1)[0], headers, block[end + 4 :]
-    stream = io.BytesIO(block)
-    http = StatusAndHeadersParser(_HTTP_PROTOCOLS, verify=False).parse(stream)
-    return http.get_statuscode(), http.headers, stream.read()
-
-
-def _is_folded(line: str) -> bool:
-    return line[:1] in (" ", "\t")
-
-
-def _get_header(headers: list[tuple[str, str]], name: str) -> str | None:
-    """The first header of that (lower-case) name, as warcio's ``get_header``."""
-    for key, value in headers:
-        if key.lower() == name:
-            return value
-    return None
-
-
-def _http_body(body: bytes, headers: list[tuple[str, str]], max_decoded_bytes: int = MAX_DECODED_BYTES) -> tuple[bytes, tuple[str, str] | None]:
-    """Undo transfer chunking and content encoding, as the client would have."""
-    if (_get_header(headers, "transfer-encoding") or "").lower() == "chunked":
-        try:
-            body = ChunkedDataReader(io.BytesIO(body), raise_exceptions=True).read()
-        except (ChunkedDataException, ValueError) as exc:
-            return body, (BAD_CHUNKING, str(exc)[:200])
-    encoding = (_get_header(headers, "content-encoding") or "").lower().strip()
-    if encoding in ("", "identity"):
-        return body, None
-    try:
-        return decode_content(body, encoding, max_decoded_bytes), None
-    except DecodedTooLarge as exc:
-        return b"", (DECODED_TOO_LARGE, f"{encoding}: {exc}")
-    except (zlib.error, ValueError) as exc:
-        return body, (BAD_CONTENT_ENCODING, f"{encoding}: {exc}"[:200])
-
-
-class DecodedTooLarge(ValueError):
-    """A Content-Encoding would decode past the limit (a decompression bomb, or a huge page)."""
-
-
-def _inflate_capped(inflater, body: bytes, limit: int) -> bytes:
-    out = inflater.decompress(body, limit + 1)
-    if len(out) > limit:
-        raise DecodedTooLarge(f"{len(body)} bytes decode to more than {limit} bytes")
-    return out
-
-
-def decode_content(body: bytes, encoding: str, max_bytes: int = MAX_DECODED_BYTES) -> bytes:
-    """Undo an HTTP Content-Encoding, never producing more than ``max_bytes`` (else
-    ``DecodedTooLarge``). A body cut short yields what it holds (pages are often clipped)."""
-    if encoding in ("gzip", "x-gzip"):
-        return _inflate_capped(zlib.decompressobj(47), body, max_bytes)  # 47: gzip or zlib header, detected
-    if encoding == "deflate":  # servers send both zlib-wrapped and raw deflate under this name
-        try:
-            return _inflate_capped(zlib.decompressobj(15), body, max_bytes)
-        except zlib.error:
-            return _inflate_capped(zlib.decompressobj(-15), body, max_bytes)
-    if encoding == "br":
-        try:
-            import brotli  # optional (not in requirements.txt): only a br-encoded body needs it
-        except ImportError:
-            raise ValueError("brotli is not installed (pip install brotli)") from None
-        return _brotli_capped(brotli, body, max_bytes)
-    raise ValueError("unknown content encoding")
-
-
-def _brotli_capped(brotli, body: bytes, limit: int) -> bytes:
-    """Brotli with the decoder's own output limit (brotli >= 1.2): one call never returns
-    much more than the room left, so a 1,681-byte body of gigabytes stops at ``limit``.
-    An older brotli without the limit is given 64-byte steps, checked after each."""
-    decompressor = brotli.Decompressor()
-    out, size = [], 0
-
-    def keep(piece: bytes) -> None:
-        nonlocal size
-        size += len(piece)
-        if size > limit:
-            raise DecodedTooLarge(f"{len(body)} bytes decode to more than {limit} bytes")
-        out.append(piece)
-
-    try:
-        try:
-            keep(decompressor.process(body, output_buffer_limit=limit + 1))
-        except TypeError:  # brotli < 1.2: no output limit
-            for i in range(0, len(body), 64):
-                keep(decompressor.process(body[i : i + 64]))
-            return b"".join(out)
-        while not decompressor.is_finished() and not decompressor.can_accept_more_data():
-            keep(decompressor.process(b"", output_buffer_limit=limit + 1 - size))
-    except brotli.error as exc:
-        raise ValueError(str(exc)) from None
-    return b"".join(out)
-
-
-_BOMS = ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be"))
-# A <meta> charset, searched for in lower-cased bytes: without IGNORECASE the search skips
-# to "<meta" at C speed.
-_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([a-z0-9._:-]+)""")
-
-
-# Labels browsers decode with a superset (WHATWG Encoding Standard): pages declaring the
-# narrow charset routinely use the wider one's characters.
-_WHATWG_SUPERSETS = {"latin-1": "cp1252", "iso8859-1": "cp1252", "ascii": "cp1252", "gb2312": "gbk"}
-
-
-def decode_html(body: bytes, content_type: str = "") -> tuple[str, str]:
-    """Decode an HTML body: byte-order mark, HTTP charset, <meta> charset, UTF-8, then cp1252."""
-    for bom, charset in _BOMS:
-        if body.startswith(bom):  # a BOM wins over any declared charset, as in browsers
-            return body[len(bom) :].decode(charset, "replace"), charset
-    candidates = []
-    match = re.search(r"charset\s*=\s*[\"']?([A-Za-z0-9._:-]+)", content_type, re.IGNORECASE)
-    if match:
-        candidates.append(match.group(1))
-    start = body[:4096].lower()  # (the charset name's case does not matter to codecs.lookup)
-    meta = _META_CHARSET.search(start) if b"charset" in start else None
-    if meta:
-        candidates.append(meta.group(1).decode("ascii", "ignore"))
-    for name in candidates:
-        try:
-            charset = codecs.lookup(name).name
-        except LookupError:
-            continue
-        charset = _WHATWG_SUPERSETS.get(charset, charset)
-        try:
-            return body.decode(charset), charset
-        except UnicodeDecodeError:
-            continue
-    try:
-        return body.decode("utf-8"), "utf-8"
-    except UnicodeDecodeError:
-        return body.decode("cp1252", "replace"), "cp1252"
-
-
-# -- inspection ---------------------------------------------------------------------------
 
 
 @dataclass

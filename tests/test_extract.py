@@ -25,8 +25,9 @@ from corpus.extract import (
     extract_main_text,
     extract_text_from_page,
 )
+from corpus.http_decode import decode_html
 from corpus.records import Document, HtmlPage
-from corpus.warc import decode_html, read_archive
+from corpus.warc import read_archive
 
 GOLD = "html_gold/trafilatura_eval_en"
 SHORT_TIMEOUT_S = 0.5  # about 100x an ordinary page here, a tenth of the slow page

@@ -14,9 +14,11 @@ import pytest
 import trafilatura
 from warcio.statusandheaders import StatusAndHeadersParser
 
+from corpus.c4 import c4_wet_text
+from corpus.http_decode import decode_html, parse_http
 from corpus.inputs import InputError, read_pinned
 from corpus.records import Document, HtmlPage, ReadError, normalize_timestamp
-from corpus.warc import ReadStats, _parse_http, c4_wet_text, decode_html, iter_records, read_archive, warc_timestamp
+from corpus.warc import ReadStats, iter_records, read_archive, warc_timestamp
 
 
 def read_all(path, **kwargs):
@@ -379,7 +381,7 @@ def test_http_heads_are_read_as_warcio_reads_them(tmp_path):
 
     def ours(block):
         try:
-            return _parse_http(block)
+            return parse_http(block)
         except EOFError:
             return "EOFError"
 
@@ -424,7 +426,7 @@ def test_a_brotli_bomb_body_stops_at_the_limit_without_decoding_it_whole(tmp_pat
     import tracemalloc
 
     brotli = pytest.importorskip("brotli")
-    from corpus.warc import DecodedTooLarge, decode_content
+    from corpus.http_decode import DecodedTooLarge, decode_content
 
     body = brotli.compress(b"\0" * (64 << 20), quality=5)  # about 100 bytes
     assert len(body) < 2000
@@ -450,7 +452,7 @@ def test_a_brotli_bomb_body_stops_at_the_limit_without_decoding_it_whole(tmp_pat
 def test_gzip_and_deflate_bodies_stop_at_the_limit(encoding):
     import zlib
 
-    from corpus.warc import DecodedTooLarge, decode_content
+    from corpus.http_decode import DecodedTooLarge, decode_content
 
     raw = b"<p>" + b"a" * (8 << 20)
     body = gzip.compress(raw, mtime=0) if encoding == "gzip" else zlib.compress(raw)

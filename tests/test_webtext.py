@@ -18,10 +18,11 @@ import pytest
 from common.decision import LINKS, OTHER, PAGES, Decision
 from corpus import webtext
 from corpus.extract import CRASHED, EMPTY, EXTRACTED, TIMED_OUT, Extraction, MainTextExtractor, extract_main_text
+from corpus.http_decode import decode_html
 from corpus.records import Document, HtmlPage
 from corpus.reddit import Link
 from corpus.urls import url_key
-from corpus.warc import decode_html, read_archive
+from corpus.warc import read_archive
 from corpus.webtext import (
     CLEAN_REASONS,
     COMBINED,
