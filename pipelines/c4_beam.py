@@ -108,17 +108,18 @@ def build(pipeline: beam.Pipeline, files: list[str], args: argparse.Namespace, r
         pages = run_step(pages, "5 clean_page", c4.CLEAN_PAGE, functools.partial(c4.clean_page, count_line_sentences=resources["punkt"].count_line_sentences))
     if variant.dedupe:
         floor = c4.MIN_NUM_SENTENCES if variant.clean else 0
-        deduped = pages | f"6 Dedupe {args.dedup}" >> DedupeText(args.dedup, floor, out_dir=args.output, punkt=resources["punkt"])
+        step = 6 if args.dedup == "lines" else 7  # spec: c4.md steps 6 (the reference's) and 7 (the paper's)
+        deduped = pages | f"{step} Dedupe {args.dedup}" >> DedupeText(args.dedup, floor, out_dir=args.output, punkt=resources["punkt"])
         run_step.add(deduped.examples)
         pages = deduped.pages
-    pages = run_step(pages, "7 langdetect en", c4.ENGLISH_FILTER,
+    pages = run_step(pages, "8 langdetect en", c4.ENGLISH_FILTER,
                      functools.partial(c4.detect_english, detect_langs=LANGDETECT[args.langdetect], detection_error=langid.LanguageDetectionError))
     if variant.badwords:
         pages = run_step(pages, "9 Bad words", BADWORDS_NAMESPACES,
                          functools.partial(c4.badwords_filter, matcher=resources["badwords"]))
-    splits = pages | "9 Split by md5(url)" >> beam.Partition(c4.split_index, len(c4.SPLITS))
+    splits = pages | "10 Split by md5(url)" >> beam.Partition(c4.split_index, len(c4.SPLITS))
     for index, (split, num_shards) in enumerate(zip(c4.SPLITS, (args.num_shards, args.num_validation_shards), strict=True)):
-        docs = run_step(splits[index], f"9 {split} documents", split, c4.to_document)
+        docs = run_step(splits[index], f"10 {split} documents", split, c4.to_document)
         docs | f"Write {split}" >> WriteShards(args.output, formats=args.format, name="c4", split=split, num_shards=num_shards)
     read.errors | "Write errors" >> WriteErrors(args.output)
     return {"examples": run_step.write_examples(args.output)}
