@@ -11,8 +11,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-ROOT = Path(__file__).resolve().parents[1]
-REQUIREMENT_FILES = ("requirements.txt", "requirements-model.txt", "requirements-spark.txt", "requirements-dev.txt")
+from tests.test_requires_python import REQUIREMENT_FILES, ROOT
 
 
 def requirement_lines(path: Path) -> list[Requirement]:
