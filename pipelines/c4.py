@@ -1,27 +1,27 @@
-"""The C4 job: inputs, resources, the engine dispatch and the summary. Its Beam wiring is
-``pipelines.c4_beam`` (loaded only for ``--engine beam``), its Spark wiring
-``pipelines.spark.c4`` (the same bytes); its options and its ``--help``:
-``pipelines.c4_options``.
+"""The C4 job: its declaration (``plan``: the spec's chain as ``pipelines.plan`` steps, which
+``pipelines.beam.plan`` and ``pipelines.spark.plan`` interpret into the same bytes), its
+inputs and resources, and the summary; its options and its ``--help``:
+``pipelines.c4_options``; what its steps share on every worker: ``pipelines.c4_pages``.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import sys
 
 from common.errors import UsageError
-from corpus import c4
+from corpus import c4, langid
 from corpus.inputs import InputError, expand_inputs, open_input, read_pinned
 from corpus.sentences import shipped_punkt
 from dedup.text import DEDUPE_SPANS
-from pipelines import progress
-from pipelines.beam_package import stage_setup_file
 from pipelines.c4_options import EXTRA_OPTIONS, add_arguments  # noqa: F401  (the job contract: pipelines.cli)
-from pipelines.c4_pages import EXTRACT_NAMESPACE
+from pipelines.c4_pages import BADWORDS_NAMESPACES, EXTRACT_NAMESPACE, LANGDETECT, C4PageReader, registered_domain_parts
 from pipelines.cli import run_job
-from pipelines.engines import spark_engine
-from pipelines.jobs import begin_job, counters_of, finish_job, read_status
+from pipelines.engines import run_plan
+from pipelines.jobs import finish_job, read_status
+from pipelines.plan import DedupeText, JoinListed, NewestPerKey, Plan, ReadFiles, Rule, WriteShards
 from pipelines.tally import format_counter_table, format_read_errors
 
 log = logging.getLogger(__name__)
@@ -83,10 +83,36 @@ def _read_text(location: str, option: str) -> str:
         raise InputError(f"{option}: cannot read {location}: {exc}") from exc
 
 
+def plan(args: argparse.Namespace, resources: dict) -> Plan:
+    """C4's chain as the spec numbers it (``specs``' c4.md; ``docs/c4.md``), for the variant
+    and dedup mode of ``args``: each ``Rule`` is one of ``corpus.c4``'s rules."""
+    variant = c4.VARIANTS[args.variant]
+    punkt = resources["punkt"]
+    steps: list = [Rule("1 Length filter", c4.TOO_LONG_FILTER, c4.length_filter)]
+    if variant.realnewslike:
+        steps.append(Rule("2 RealNews domains", c4.REALNEWS_FILTER,
+                          functools.partial(c4.realnews_filter, domains=resources["realnews_domains"], split_domain=registered_domain_parts)))
+    listed = JoinListed("4", args.webtext_urls, c4.normalize_url, c4.WEBTEXTLIKE_FILTER, c4.webtextlike_filter,
+                        what="WebText-like URLs") if variant.webtextlike else None
+    steps.append(NewestPerKey("3", "pages", c4.url_dedup_key, c4.newest_capture, c4.DUPLICATE_URL_FILTER, c4.keep_newest,
+                              join=listed, group_name="normalised URL"))
+    if variant.clean:
+        steps.append(Rule("5 clean_page", c4.CLEAN_PAGE, functools.partial(c4.clean_page, count_line_sentences=punkt.count_line_sentences)))
+    if variant.dedupe:  # spec: c4.md steps 6 (the reference's lines) and 7 (the paper's spans)
+        steps.append(DedupeText("6" if args.dedup == "lines" else "7", args.dedup, c4.MIN_NUM_SENTENCES if variant.clean else 0, punkt))
+    steps.append(Rule("8 langdetect en", c4.ENGLISH_FILTER,
+                      functools.partial(c4.detect_english, detect_langs=LANGDETECT[args.langdetect], detection_error=langid.LanguageDetectionError)))
+    if variant.badwords:
+        steps.append(Rule("9 Bad words", BADWORDS_NAMESPACES, functools.partial(c4.badwords_filter, matcher=resources["badwords"])))
+    reader = functools.partial(C4PageReader, args.input_kind, args.extract_timeout, args.max_record_bytes, args.verify_digest)
+    return Plan("c4", ReadFiles("Read pages", reader), tuple(steps),
+                WriteShards("c4", tuple(args.format), tuple(zip(c4.SPLITS, (args.num_shards, args.num_validation_shards), strict=True)),
+                            split_of=c4.split_index, to_document=c4.to_document, step="10"))
+
+
 def run(args: argparse.Namespace | list[str] | None = None) -> dict:
     if not isinstance(args, argparse.Namespace):  # run(argv), as Beam's wordcount: `corpusforge c4 ARGV`, errors raised
         return run_job("c4", sys.argv[1:] if args is None else args)
-    beam_args = args.beam_args
     check_source(args)
     try:
         punkt = shipped_punkt()  # before any input is read; the workers split with the launcher's model
@@ -95,23 +121,7 @@ def run(args: argparse.Namespace | list[str] | None = None) -> dict:
     files = input_files(args)
     resources = {**load_resources(args), "punkt": punkt}
     log.info("C4 %s (%s dedup) over %d file(s) into %s on %s", args.variant, args.dedup, len(files), args.output, args.engine)
-    if args.engine == "spark":
-        spark = spark_engine(args)
-        with spark.engine.job_session_for(args) as session:
-            begin_job(args.output, "c4", args.overwrite)
-            counted = spark.c4.run(session, files, args, resources, beam_args)
-    else:
-        import apache_beam as beam  # noqa: PLC0415  (Beam only for --engine beam: a Spark run never loads it)
-        from apache_beam.options.pipeline_options import PipelineOptions  # noqa: PLC0415
-
-        from pipelines.c4_beam import build  # noqa: PLC0415
-        from pipelines.steps import collect_examples, units_of  # noqa: PLC0415
-
-        pipeline = beam.Pipeline(options=PipelineOptions(stage_setup_file(beam_args)))
-        begin_job(args.output, "c4", args.overwrite)
-        build(pipeline, files, args, resources)
-        result = progress.run_pipeline(pipeline, "c4", files=len(files))
-        counted = {"counters": counters_of(result), "examples": collect_examples(args.output), "units": units_of(result)}
+    counted = run_plan(args, lambda: plan(args, resources), files)
     stats = {"variant": args.variant, "dedup": args.dedup, "files": len(files), **counted}
     finish_job(args.output, "c4", stats, expect_written=True)
     return stats
@@ -125,15 +135,6 @@ def format_summary(stats: dict) -> str:
 
 
 exit_status = read_status
-
-
-def __getattr__(name: str):
-    """``build`` (the Beam wiring) from ``pipelines.c4_beam``, loaded when first asked for."""
-    if name == "build":
-        from pipelines.c4_beam import build  # noqa: PLC0415
-
-        return build
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 if __name__ == "__main__":

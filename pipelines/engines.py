@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 
 from corpus.inputs import InputError
+from pipelines.jobs import begin_job
 from pipelines.spark_launch import (
     absolute_paths_for_cluster,
     check_spark_master,
@@ -65,3 +66,23 @@ def spark_engine(args: argparse.Namespace):
     if not spark.engine.is_local(master):
         absolute_paths_for_cluster(args)
     return spark
+
+
+def run_plan(args: argparse.Namespace, declare, files: list[str]) -> dict:
+    """Run the job ``declare()`` declares (a ``pipelines.plan.Plan``) over ``files`` into
+    ``args.output`` on ``args.engine``: the output claimed (``begin_job``, with
+    ``args.overwrite``) once the engine is up, then the steps. ``declare`` is called after
+    the engine checks, which make a cluster job's paths absolute first. Returns _stats.json's
+    ``counters``, ``examples`` and ``units``."""
+    if args.engine == "spark":
+        spark = spark_engine(args)
+        plan = declare()
+        from pipelines.spark import plan as spark_plan  # noqa: PLC0415  (imports pyspark)
+
+        with spark.engine.job_session_for(args) as session:
+            begin_job(args.output, plan.job, args.overwrite)
+            return spark_plan.run(session, plan, files, args.output, args.beam_args)
+    plan = declare()
+    from pipelines.beam import plan as beam_plan  # noqa: PLC0415  (Beam only for --engine beam: a Spark run never loads it)
+
+    return beam_plan.run(plan, files, args.output, args.beam_args, lambda: begin_job(args.output, plan.job, args.overwrite))

@@ -1,50 +1,39 @@
-"""The read job on Apache Beam (or native Spark: ``pipelines.spark.read``): WARC/WET files into
-document shards. What it does, its options and its ``--help``: ``pipelines.read_options``.
+"""The read job: WARC/WET files into document shards, declared once (``plan``) for every
+engine (``pipelines.engines.run_plan``). What it does, its options and its ``--help``:
+``pipelines.read_options``.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import sys
 
-import apache_beam as beam
-from apache_beam.options.pipeline_options import PipelineOptions
-
 from corpus.inputs import expand_inputs
-from pipelines import progress
-from pipelines.beam_package import stage_setup_file
+from corpus.records import Document
 from pipelines.cli import run_job
-from pipelines.engines import spark_engine
-from pipelines.jobs import begin_job, counters_of, error_examples, finish_job, read_status
+from pipelines.engines import run_plan
+from pipelines.jobs import error_examples, finish_job, read_status
+from pipelines.plan import Plan, ReadFiles, WriteShards
 from pipelines.read_options import EXTRA_OPTIONS, add_arguments  # noqa: F401  (the job contract: pipelines.cli)
-from pipelines.sources import ReadCrawlFiles, WriteErrors, WriteShards
+from pipelines.shard_io import CrawlRecordReader
 
 log = logging.getLogger(__name__)
 
 
-def build(pipeline: beam.Pipeline, files: list[str], args: argparse.Namespace) -> None:
-    read = pipeline | "Crawl files" >> beam.Create(files) | "Read WARC/WET" >> ReadCrawlFiles(args.text_mode, args.max_record_bytes, args.verify_digest)
-    read.documents | "Write shards" >> WriteShards(args.output, formats=args.format, name=args.name, split=args.split, num_shards=args.num_shards)
-    read.errors | "Write errors" >> WriteErrors(args.output)
+def plan(args: argparse.Namespace) -> Plan:
+    """Every WET conversion record of the inputs, as it was read, into one split's shards."""
+    reader = functools.partial(CrawlRecordReader, Document, args.text_mode, args.max_record_bytes, args.verify_digest)
+    return Plan("read", ReadFiles("Read WARC/WET", reader), (), WriteShards(args.name, tuple(args.format), ((args.split, args.num_shards),)))
 
 
 def run(args: argparse.Namespace | list[str] | None = None) -> dict:
     if not isinstance(args, argparse.Namespace):  # run(argv), as Beam's wordcount: `corpusforge read ARGV`, errors raised
         return run_job("read", sys.argv[1:] if args is None else args)
-    beam_args = args.beam_args
     files = expand_inputs(args.input, base=args.base_url, max_files=args.max_files, allow_any_manifest_path=args.allow_any_manifest_path)
     log.info("reading %d file(s) into %s on %s", len(files), args.output, args.engine)
-    if args.engine == "spark":
-        spark = spark_engine(args)
-        with spark.engine.job_session_for(args) as session:
-            begin_job(args.output, "read", args.overwrite)
-            counters = spark.read.run(session, files, args, beam_args)
-    else:
-        pipeline = beam.Pipeline(options=PipelineOptions(stage_setup_file(beam_args)))
-        begin_job(args.output, "read", args.overwrite)
-        build(pipeline, files, args)
-        counters = counters_of(progress.run_pipeline(pipeline, "read", files=len(files)))
+    counters = run_plan(args, lambda: plan(args), files)["counters"]
     stats = {"files": len(files), "counters": counters, "examples": error_examples(args.output)}
     finish_job(args.output, "read", stats, expect_written=True)
     return stats

@@ -2,7 +2,8 @@
 (``pipelines.sources``) and Spark's (``pipelines.spark``) call the same functions, so both
 write the same bytes.
 
-- ``crawl_records``: the records of one WARC/WET file, with the live progress tally.
+- ``crawl_records``: the records of one WARC/WET file, with the live progress tally;
+  ``CrawlRecordReader``, the records of one class as a ``pipelines.plan.FileReader``.
 - ``encode_row``: a document as the line staged for its shard, with its shard and sort key
   (md5(url), url, timestamp, md5(text)); ``decode_row`` reads it back.
 - ``write_shard``: one shard in every format from its staged lines, in shard order.
@@ -18,7 +19,8 @@ import hashlib
 import json
 
 from common import storage
-from corpus.records import Document
+from common.decision import OTHER
+from corpus.records import Document, ReadError
 from corpus.shards import ShardFile, document_row, json_line, shard_relpath
 from corpus.warc import MAX_RECORD_BYTES, ReadStats, read_archive
 from pipelines import progress
@@ -46,6 +48,29 @@ def crawl_records(path: str, text_mode: str, stats: ReadStats, max_record_bytes:
             yield item
     finally:
         progress.file_read(items)
+
+
+class CrawlRecordReader:
+    """The records of class ``kind`` of each crawl file (``Document``: WET conversion records;
+    ``HtmlPage``: WARC HTML responses) and its read errors as dicts, the reader's tallies
+    counted in ``read-archive``: a ``pipelines.plan.FileReader`` (``ReadFiles``)."""
+
+    def __init__(self, kind: type, text_mode: str, max_record_bytes: int = MAX_RECORD_BYTES, verify_digest: bool = False):
+        self.kind, self.text_mode, self.max_record_bytes, self.verify_digest = kind, text_mode, max_record_bytes, verify_digest
+
+    def read(self, index: int, path: str, counted):
+        stats = ReadStats()
+        try:
+            for item in crawl_records(path, self.text_mode, stats, self.max_record_bytes, self.verify_digest):
+                if isinstance(item, self.kind):
+                    yield item
+                elif isinstance(item, ReadError):
+                    yield item.to_dict()
+        finally:  # a failing worker still reports what it counted
+            counted.add(READ_NAMESPACE, stats.counts, OTHER)  # the reader's tallies (records, errors): no decisions
+
+    def close(self) -> None:
+        pass
 
 
 def sort_key(row: dict) -> tuple:

@@ -1,11 +1,7 @@
-"""Beam wiring for reading crawl files and writing document shards.
-
-``ReadCrawlFiles`` reads many WARC/WET files in parallel (one file per work item, spread
-by a Reshuffle) and splits what it reads into three PCollections: ``documents`` (WET
-conversion records), ``pages`` (WARC HTML responses) and ``errors`` (bad input, as
-dicts with file, offset, reason). Every count goes to a Beam counter in the
-``read-archive`` namespace. ``WriteShards`` writes documents as a complete, sorted,
-numbered shard set, whatever the number of workers.
+"""Beam wiring for writing document shards and the errors file. ``WriteShards`` writes
+documents as a complete, sorted, numbered shard set, whatever the number of workers;
+``WriteErrors`` the run's error rows. Files are read by ``pipelines.beam.plan.read_files``
+(every job's reader, with a ``pipelines.plan.FileReader``).
 """
 
 from __future__ import annotations
@@ -24,55 +20,17 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from common import storage
 from common.decision import OTHER
-from corpus.records import Document, HtmlPage, ReadError
-from corpus.warc import MAX_RECORD_BYTES, ReadStats
 from pipelines import progress
 from pipelines.shard_io import (
-    READ_NAMESPACE,
     WRITE_NAMESPACE,
     WRITTEN_PARTS,
     WRITTEN_RUNS,
-    crawl_records,
     encode_row,
     staged_sort_key,
     write_errors,
     write_shard,
 )
 from pipelines.steps import count
-
-
-class _ReadFileFn(beam.DoFn):
-    def __init__(self, text_mode: str, max_record_bytes: int = MAX_RECORD_BYTES, verify_digest: bool = False):
-        self.text_mode, self.max_record_bytes, self.verify_digest = text_mode, max_record_bytes, verify_digest
-
-    def process(self, path: str):
-        stats = ReadStats()
-        try:
-            for item in crawl_records(path, self.text_mode, stats, self.max_record_bytes, self.verify_digest):
-                if isinstance(item, Document):
-                    yield item
-                elif isinstance(item, HtmlPage):
-                    yield beam.pvalue.TaggedOutput("pages", item)
-                elif isinstance(item, ReadError):
-                    yield beam.pvalue.TaggedOutput("errors", item.to_dict())
-        finally:  # a failing worker still reports what it counted
-            count(READ_NAMESPACE, stats.counts, OTHER)  # the reader's tallies (records, errors): no decisions
-
-
-class ReadCrawlFiles(beam.PTransform):
-    """PCollection of file paths/URLs -> tagged ``documents``, ``pages``, ``errors``."""
-
-    def __init__(self, text_mode: str = "faithful", max_record_bytes: int = MAX_RECORD_BYTES, verify_digest: bool = False):
-        super().__init__()
-        self.text_mode, self.max_record_bytes, self.verify_digest = text_mode, max_record_bytes, verify_digest
-
-    def expand(self, paths):
-        return (
-            paths
-            | "Spread files over workers" >> beam.Reshuffle()
-            | "Read records" >> beam.ParDo(_ReadFileFn(self.text_mode, self.max_record_bytes, self.verify_digest)).with_outputs("pages", "errors", main="documents")
-        )
-
 
 # Characters of encoded rows one part holds: a shard is cut into ceil(size / PART_BYTES)
 # parts by ranges of md5(url), so no worker ever sorts more than about this much at once.

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import logging
 import math
@@ -31,6 +32,7 @@ from model.tokenizer import (
     train_tokenizer,
 )
 from pipelines import progress
+from pipelines.beam.plan import read_files
 from pipelines.beam_package import stage_setup_file
 from pipelines.cli import run_job
 from pipelines.engines import spark_engine
@@ -42,9 +44,9 @@ from pipelines.tokenize_shards import (
     NAMESPACE,
     SHARDS_WRITTEN,
     SPLITS,
+    ShardTextReader,
     document_digest,
     encode_document,
-    file_texts,
     last_val_digest,
     plan_and_record,
     worker_tokenizer,
@@ -62,14 +64,6 @@ PLAN_FILE = "plan.json"
 
 
 # --- Beam steps -----------------------------------------------------------------------------
-def _read_texts(path: str, field: str):
-    """A shard file -> its texts; unreadable rows to ``errors``."""
-    errors = Counter()
-    for item in file_texts(path, field, errors):
-        yield beam.pvalue.TaggedOutput("errors", item) if isinstance(item, dict) else item
-    count(NAMESPACE, errors, DOCUMENTS)
-
-
 class _EncodeFn(beam.DoFn):
     """(digest, text) -> ((split, range), (digest, EOT + ids as uint16 bytes)); the tokenizer
     travels as its vocabulary and merges and is built once per worker."""
@@ -147,10 +141,9 @@ def default_buckets(files: list[str]) -> int:
 
 
 def build(p: beam.Pipeline, files: list[str], tokenizer, args, parts_dir: str, plan_path: str) -> None:
-    read = (p | "Shard files" >> beam.Create(files) | "Spread files" >> beam.Reshuffle()
-            | "Read texts" >> beam.FlatMap(_read_texts, args.field).with_outputs("errors", main="texts"))
+    read = read_files(p, files, "Read texts", functools.partial(ShardTextReader, args.field), what="Shard files")
     run_step = Steps()
-    texts = run_step(read.texts, "Drop empty texts", NAMESPACE, nonempty_text)
+    texts = run_step(read.records, "Drop empty texts", NAMESPACE, nonempty_text)
     docs = (texts | "Digest" >> beam.Map(lambda text: (document_digest(text), text))
             | "Spread documents" >> beam.Reshuffle())
     encode = _EncodeFn(tokenizer.vocab, tokenizer.merges, args.buckets, args.val_fraction)

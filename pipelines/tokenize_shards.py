@@ -22,6 +22,7 @@ from collections import Counter
 import numpy as np
 
 from common import storage
+from common.decision import DOCUMENTS
 from corpus.shards import read_texts
 from model.token_shards import shard_name, write_token_shard
 from model.tokenizer import BPETokenizer, require_tokenize_libraries, text_bytes
@@ -68,6 +69,24 @@ def file_texts(path: str, field: str, errors: Counter):
         else:
             yield item[1]
     progress.tally("files")
+
+
+class ShardTextReader:
+    """Each shard file's texts (``file_texts``), unreadable rows as error dicts counted in
+    ``tokenize`` (``error:<reason>``, documents): a ``pipelines.plan.FileReader``."""
+
+    def __init__(self, field: str):
+        self.field = field
+
+    def read(self, index: int, path: str, counted):
+        errors: Counter = Counter()
+        try:
+            yield from file_texts(path, self.field, errors)
+        finally:
+            counted.add(NAMESPACE, errors, DOCUMENTS)
+
+    def close(self) -> None:
+        pass
 
 
 def last_val_digest(smallest: list[bytes], val_docs: int | None) -> bytes | None:

@@ -24,7 +24,6 @@ from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
 from common import storage
-from common.decision import OTHER
 from corpus import c4
 from corpus.fetch import OK, FetchConfig, fetch_links, read_fetch_log
 from corpus.inputs import SUBMISSION_DUMPS, InputError, expand_inputs
@@ -53,17 +52,18 @@ from corpus.webtext import (
 )
 from dedup import minhash
 from pipelines import progress, staging
+from pipelines.beam.plan import read_files
 from pipelines.beam_package import stage_setup_file
 from pipelines.cli import run_job
 from pipelines.dedupe import DedupeText
 from pipelines.engines import spark_engine
 from pipelines.jobs import begin_job, counters_of, finish_job, read_status
-from pipelines.sources import ReadCrawlFiles, WriteErrors, WriteShards
+from pipelines.shard_io import CrawlRecordReader
+from pipelines.sources import WriteErrors, WriteShards
 from pipelines.steps import (
     Steps,
     Tally,
     collect_examples,
-    count,
     flush_tally,
     format_counter_table,
     format_read_errors,
@@ -89,10 +89,9 @@ from pipelines.webtext_rows import (
     SPAN_DEDUP_MODE,
     SUBMISSIONS,
     SUMMARY_STAGES,
+    DumpReader,
     band_claims,
     carry_shingles,
-    dump_error_counts,
-    dump_lines,
     with_span_deduped_text,
 )
 
@@ -114,16 +113,6 @@ KEPT_LINKS, CRAWL_PAGE_RUNS = "kept-links", "crawl-pages"
 
 
 # --- links -------------------------------------------------------------------------------
-def _read_dump(path):
-    """A dump file -> its lines; an unreadable dump's error row to ``errors``."""
-    for item in dump_lines(path):
-        if isinstance(item, dict):
-            count(SUBMISSIONS, dump_error_counts(item), OTHER)
-            yield beam.pvalue.TaggedOutput("errors", item)
-        else:
-            yield item
-
-
 class MergeLinks(beam.PTransform):
     """Eligible submissions -> links (or references to them), in memory that does not grow with the dump.
 
@@ -550,13 +539,8 @@ class NearDuplicates(beam.PTransform):
 def build(pipeline: beam.Pipeline, dumps: list[str], crawl_files: list[str], args: argparse.Namespace, link_filter, fetch_config) -> None:
     run_step = Steps()
 
-    lines = (
-        pipeline
-        | "Dump files" >> beam.Create(dumps)
-        | "Spread dumps" >> beam.Reshuffle()
-        | "Read dump lines" >> beam.FlatMap(_read_dump).with_outputs("errors", main="lines")
-    )
-    subs = run_step(lines.lines, "Filter submissions", SUBMISSIONS, functools.partial(filter_submission, filt=link_filter))
+    lines = read_files(pipeline, dumps, "Read dump lines", DumpReader, what="Dump files")
+    subs = run_step(lines.records, "Filter submissions", SUBMISSIONS, functools.partial(filter_submission, filt=link_filter))
     # the page stage reads the kept links by reference: (page shard, kept-links file id)
     page_shard = functools.partial(_fetch_shard, count=args.fetch_shards) if args.pages == "fetch" else _same_shard
     merged = subs | "Links and link table" >> MergeLinks(args.output, args.num_link_shards, link_filter, page_shard=page_shard)
@@ -572,8 +556,8 @@ def build(pipeline: beam.Pipeline, dumps: list[str], crawl_files: list[str], arg
         linked_pages = run_step(fetched, "Fetch outcome", FETCH, fetched_page)
         errors = [lines.errors]
     else:
-        read = pipeline | "Crawl files" >> beam.Create(crawl_files) | "Read WARC" >> ReadCrawlFiles(CRAWL_TEXT_MODE)
-        joined = (link_refs, read.pages) | "Join on URL key" >> JoinCrawl(args.output, args.num_link_shards)
+        read = read_files(pipeline, crawl_files, "Read WARC", functools.partial(CrawlRecordReader, HtmlPage, CRAWL_TEXT_MODE))
+        joined = (link_refs, read.records) | "Join on URL key" >> JoinCrawl(args.output, args.num_link_shards)
         run_step.add(joined.examples)
         linked_pages = joined.pages
         errors = [lines.errors, read.errors]

@@ -18,6 +18,7 @@ import logging
 from dataclasses import replace
 
 from common import storage
+from common.decision import OTHER
 from corpus.reddit import DumpReadError, iter_dump_lines, write_link_table
 from dedup import minhash
 from pipelines import progress
@@ -92,3 +93,17 @@ def with_span_deduped_text(_, groups):
     docs, pages = list(groups["docs"]), list(groups["pages"])
     if docs and pages:
         yield replace(docs[0], text=pages[0].text)
+
+
+class DumpReader:
+    """Each Pushshift dump's lines (``dump_lines``), an unreadable dump's error row counted in
+    ``submissions`` (``dump_error_counts``): a ``pipelines.plan.FileReader``."""
+
+    def read(self, index: int, path: str, counted):
+        for item in dump_lines(path):
+            if isinstance(item, dict):
+                counted.add(SUBMISSIONS, dump_error_counts(item), OTHER)
+            yield item
+
+    def close(self) -> None:
+        pass

@@ -145,7 +145,7 @@ def spark(java):
 # first, so the two workers end together), then the other slow tests' files, then pipeline
 # files, then unit files, whose many small units fill both workers at the end.
 WORKER_GROUPS = {  # a test file's name -> the group it runs in
-    **dict.fromkeys(("test_spark_engine.py", "test_spark_jobs_audit.py", "test_spark_jobs_tokweb.py", "test_output_dataset.py"),
+    **dict.fromkeys(("test_spark_engine.py", "test_spark_jobs_audit.py", "test_spark_jobs_tokweb.py", "test_output_dataset.py", "test_plan.py"),
                     "spark"),  # one `local[2]` Spark session (a JVM) for the four
 }
 # Files whose tests build all they use (no module fixture): each test is a unit of its own, so

@@ -242,7 +242,7 @@ def test_a_wheel_on_the_drivers_path_is_shipped_as_a_zip_executors_import_with_i
     assert made.returncode == 0, made.stderr
     archive, shipped = made.stdout.split()
     assert archive == str(wheel) and shipped.endswith(".zip") and shipped.startswith(str(tmp_path / "cache"))
-    probe = ("import corpus.reddit, pipelines.spark.c4, model.tokenizer; from corpus.reddit import LinkFilter; "
+    probe = ("import corpus.reddit, pipelines.spark.plan, model.tokenizer; from corpus.reddit import LinkFilter; "
              "print(corpus.reddit.__file__); print(len(LinkFilter().domain_blocklist))")
     used = subprocess.run([executor_python, "-c", probe], cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": shipped},
                           capture_output=True, text=True)

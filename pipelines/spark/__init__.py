@@ -1,9 +1,10 @@
 """The native Spark engine: the jobs' steps wired with PySpark instead of Beam.
 
 ``engine`` holds what every job needs (the session, rule steps as ``mapPartitions``,
-counters as one accumulator, the shard writer); ``c4``, ``read``, ``tokenize``,
+counters as one accumulator, the shard writer); ``plan`` interprets the jobs declared once
+(``c4``, ``read``: ``pipelines.plan``) and holds every job's file-reader loop; ``tokenize``,
 ``webtext`` and ``audit`` (``corpusforge audit`` and ``decontaminate``) wire one job each,
-beside their Beam wiring (``pipelines.c4``, ...), with the same rules, namespaces and
+beside their Beam wiring (``pipelines.tokenize``, ...), with the same rules, namespaces and
 counter names imported from where the Beam wiring takes them. The output (every shard,
 ``_SUCCESS``, the stats document) is the same bytes as Beam's. docs/spark.md.
 """
@@ -12,7 +13,7 @@ import importlib
 
 from pipelines.spark import engine  # noqa: F401
 
-JOBS = ("c4", "read", "tokenize", "webtext", "audit")
+JOBS = ("plan", "read", "tokenize", "webtext", "audit")
 
 __all__ = ["engine", *JOBS]
 

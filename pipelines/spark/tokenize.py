@@ -2,7 +2,7 @@
 
 The same functions, names and counters as the Beam wiring (``pipelines.tokenize``), from
 the Beam-free ``pipelines.tokenize_shards``, so a Python worker never loads Beam:
-one partition per shard file read by ``file_texts``, ``nonempty_text`` as a step, the
+one partition per shard file read by ``ShardTextReader`` (``read_files``, every job's reader loop), ``nonempty_text`` as a step, the
 blake2b-128 digest, ``encode_document`` per partition (one tokenizer per partition,
 ``worker_tokenizer``), ``groupByKey`` by (split, digest range) and ``write_part`` for
 each range, the plan cut by ``plan_and_record`` on the driver, then each planned shard written by
@@ -14,6 +14,7 @@ their counters are added once. Before any of it (``pipelines.tokenize`` calls it
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 
 from common.decision import DOCUMENTS, OTHER
@@ -21,12 +22,13 @@ from corpus.shards import nonempty_text
 from model.tokenizer import require_tokenize_libraries
 from pipelines.shard_io import write_errors
 from pipelines.spark.engine import SparkJob, on_worker, ship_project, tally_of
+from pipelines.spark.plan import read_files
 from pipelines.tokenize_shards import (
     NAMESPACE,
     SHARDS_WRITTEN,
+    ShardTextReader,
     document_digest,
     encode_document,
-    file_texts,
     last_val_digest,
     plan_and_record,
     worker_tokenizer,
@@ -48,21 +50,6 @@ def check_workers(spark) -> None:
     ship_project(sc)  # on a cluster the check itself needs the project on the executors
     slots = max(1, sc.defaultParallelism)
     sc.parallelize(range(slots), slots).foreachPartition(_require_on_worker)
-
-
-def _read_texts(field, tallies, errors, beam_args):
-    def run(items):
-        on_worker(beam_args)
-        for _, path in items:
-            counts, bad = Counter(), []
-            for item in file_texts(path, field, counts):
-                if isinstance(item, dict):
-                    bad.append(item)
-                else:
-                    yield item
-            tallies.add(tally_of((NAMESPACE,), counts, DOCUMENTS))
-            errors.add(bad)
-    return run
 
 
 def _encode(vocab, merges, buckets, val_fraction, val_last, tallies, beam_args):
@@ -91,7 +78,7 @@ def run(spark, files: list[str], tokenizer, args, parts_dir: str, plan_path: str
     set by the caller); stages the plan at ``plan_path`` as the Beam job does. Returns
     _stats.json's ``counters``, ``units`` and ``examples``."""
     job = SparkJob(spark, beam_args)
-    texts = job.over_partitions(job.files(files), _read_texts, args.field)
+    texts = read_files(job, files, functools.partial(ShardTextReader, args.field))
     texts = job.step(texts, NAMESPACE, nonempty_text)
     docs = texts.map(lambda text: (document_digest(text), text))
     val_last = None

@@ -17,10 +17,8 @@ by ``SparkJob.write_shards``. RDDs read by two steps are stored once (``SparkJob
 from __future__ import annotations
 
 import functools
-from collections import Counter
 
 from common import storage
-from common.decision import OTHER
 from corpus import c4
 from corpus.records import HtmlPage
 from corpus.reddit import filter_submission, merge_link
@@ -31,7 +29,8 @@ from dedup import minhash
 from pipelines import progress
 from pipelines.shard_io import write_errors
 from pipelines.spark.dedupe import dedupe_text
-from pipelines.spark.engine import SparkJob, add_tally, on_worker, tally_of
+from pipelines.spark.engine import SparkJob, add_tally, on_worker
+from pipelines.spark.plan import read_files
 from pipelines.spark.read import read_crawl_files
 from pipelines.tally import Tally
 from pipelines.webtext_rows import (
@@ -48,29 +47,12 @@ from pipelines.webtext_rows import (
     SHARD_SPLIT,
     SPAN_DEDUP_MODE,
     SUBMISSIONS,
+    DumpReader,
     band_claims,
     carry_shingles,
-    dump_error_counts,
-    dump_lines,
     with_span_deduped_text,
     write_link_shard,
 )
-
-
-def _read_dumps(tallies, errors, beam_args):
-    def run(items):
-        on_worker(beam_args)
-        for _, path in items:
-            counts, bad = Counter(), []
-            for item in dump_lines(path):
-                if isinstance(item, dict):
-                    counts.update(dump_error_counts(item))
-                    bad.append(item)
-                else:
-                    yield item
-            tallies.add(tally_of((SUBMISSIONS,), counts, OTHER))
-            errors.add(bad)
-    return run
 
 
 def _link_shard_writer(out_dir: str, count: int, beam_args):
@@ -129,7 +111,7 @@ def run(spark, dumps: list[str], crawl_files: list[str], args, link_filter, beam
     """WebText from ``dumps`` joined against ``crawl_files`` into ``args.output`` (claimed by
     the caller's ``begin_job``); returns _stats.json's ``counters``, ``units`` and ``examples``."""
     job = SparkJob(spark, beam_args)
-    lines = job.over_partitions(job.files(dumps), _read_dumps)
+    lines = read_files(job, dumps, DumpReader)
     subs = job.step(lines, SUBMISSIONS, functools.partial(filter_submission, filt=link_filter))
     grouped = subs.map(lambda sub: (url_key(sub.url), sub)).groupByKey(job.partitions)
     links = job.once(job.keyed(grouped, LINK_KARMA, functools.partial(merge_link, filt=link_filter)).values())

@@ -1,0 +1,1 @@
+"""Apache Beam's interpretation of the jobs' declarations (``pipelines.plan``): ``plan``."""
