@@ -16,7 +16,12 @@ Beam-free: a Spark worker loads this, not Beam. Tests: ``tests/test_shards.py``.
 from __future__ import annotations
 
 import hashlib
+import heapq
+import io
 import json
+import random
+
+import zstandard
 
 from common import storage
 from common.decision import OTHER
@@ -74,7 +79,10 @@ class CrawlRecordReader:
 
 
 def sort_key(row: dict) -> tuple:
-    """A shard's order: (md5(url), url, timestamp, md5(text)); rows equal on it are equal."""
+    """A shard's order: (md5(url), url, timestamp, md5(text)). Rows equal on it (one record
+    read twice, from two files) may differ in ``meta``: every sort breaks that tie by the
+    staged line itself (``staged_order``), so a shard's bytes never depend on which worker
+    or run a row came from."""
     return (hashlib.md5(row["url"].encode("utf-8")).hexdigest(), row["url"], row["timestamp"],
             hashlib.md5(row["text"].encode("utf-8")).hexdigest())
 
@@ -105,6 +113,52 @@ def decode_row(staged: bytes) -> dict:
 def staged_sort_key(staged: bytes) -> tuple:
     """The shard order (``sort_key``) of a staged line."""
     return sort_key(decode_row(staged))
+
+
+def staged_order(staged: bytes) -> tuple:
+    """A staged line's place in its shard: ``sort_key``, then the line (a total order)."""
+    return staged_sort_key(staged), staged
+
+
+# Staged shard lines (parts and sorted runs) are zstd-compressed JSON lines (level 1: read back
+# once, by the merge).
+PART_ZSTD_LEVEL = 1
+# Rows one sorted run holds: what one worker sorts in memory at once (Beam's ``--shard_sort
+# runs``; Spark's shard writer).
+RUN_BYTES = 64 << 20
+
+
+def new_run_id() -> int:
+    """A run file's id, drawn per attempt: a retried task writes new files, and nothing refers
+    to a failed attempt's."""
+    return random.SystemRandom().getrandbits(63)
+
+
+def run_path(out_dir: str, label: str, shard: int, run_id: int) -> str:
+    """Where shard ``shard`` of ``label`` (``<name>-<split>``) keeps a sorted run until the commit."""
+    return storage.staging_path(out_dir, "runs", label, f"{shard:05d}-{run_id:016x}.jsonl.zst")
+
+
+def write_staged_lines(path: str, lines) -> None:
+    compressor = zstandard.ZstdCompressor(level=PART_ZSTD_LEVEL)
+    with storage.open_write(path) as raw, compressor.stream_writer(raw, closefd=False) as out:
+        for line in lines:
+            out.write(line + b"\n")
+
+
+def read_staged_lines(path: str):
+    """The staged lines of a part or run, in order, without their newlines."""
+    with storage.open_read(path) as raw, zstandard.ZstdDecompressor().stream_reader(raw) as stream:
+        for line in io.BufferedReader(stream, buffer_size=1 << 20):
+            yield line[:-1]
+
+
+def merged_runs(paths):
+    """Staged lines of sorted runs, merged into one sorted stream (one open run per path); a
+    single run is already that stream, so its rows are not decoded and keyed again."""
+    if len(paths) == 1:
+        return read_staged_lines(paths[0])
+    return heapq.merge(*(read_staged_lines(path) for path in paths), key=staged_order)
 
 
 def write_shard(out_dir: str, formats, name: str, split: str, index: int, count: int, lines) -> tuple[list[dict], int]:

@@ -6,13 +6,9 @@ documents as a complete, sorted, numbered shard set, whatever the number of work
 
 from __future__ import annotations
 
-import heapq
-import io
 import itertools
-import random
 
 import apache_beam as beam
-import zstandard
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
@@ -21,27 +17,30 @@ from apache_beam.utils.windowed_value import WindowedValue
 from common import storage
 from common.decision import OTHER
 from pipelines import progress
-from pipelines.shard_io import (
+from pipelines.shard_io import (  # noqa: F401  (PART_ZSTD_LEVEL, RUN_BYTES: also the Beam steps' names)
+    PART_ZSTD_LEVEL,
+    RUN_BYTES,
     WRITE_NAMESPACE,
     WRITTEN_PARTS,
     WRITTEN_RUNS,
     encode_row,
+    merged_runs,
+    new_run_id,
+    read_staged_lines,
+    run_path,
     staged_sort_key,
     write_errors,
     write_shard,
+    write_staged_lines,
 )
 from pipelines.steps import count
 
 # Characters of encoded rows one part holds: a shard is cut into ceil(size / PART_BYTES)
 # parts by ranges of md5(url), so no worker ever sorts more than about this much at once.
 PART_BYTES = 64 << 20
-# Parts are zstd-compressed JSON lines (level 1: parts are read back once, by the merge).
-PART_ZSTD_LEVEL = 1
 
 
 SHARD_SORTS = ("auto", "runs", "shuffle")
-# Rows one sorted run holds (``--shard_sort runs``): what one worker sorts in memory at once.
-RUN_BYTES = 64 << 20
 # Runners whose shuffle spills to disk or a service; the others (the DirectRunner, and the
 # FnApiRunner behind PortableRunner and pipelines.portable) hold a shuffle in memory.
 SPILLING_RUNNERS = ("dataflow", "flink", "spark", "samza")
@@ -85,7 +84,7 @@ class _WritePartFn(beam.DoFn):
     def process(self, keyed):
         (shard, part), rows = keyed
         path = storage.staging_path(self.out_dir, "parts", self.label, f"{shard:05d}-{part:05d}.jsonl.zst")
-        _write_lines(path, (line for _, line in sorted(rows, key=lambda r: r[0])))
+        _write_lines(path, (line for _, line in sorted(rows)))  # (sort key, line): a total order
         count(WRITE_NAMESPACE, {WRITTEN_PARTS: 1}, OTHER)
         yield shard, (part, path)
 
@@ -113,35 +112,16 @@ class _WriteRunsFn(beam.DoFn):
 
     def _spill(self):
         rows, self.rows, self.bytes = self.rows, [], 0
-        rows.sort(key=lambda r: (r[0], r[1]))
-        run_id = random.SystemRandom().getrandbits(63)
+        rows.sort()  # (shard, sort key, line): a total order
+        run_id = new_run_id()
         for shard, group in itertools.groupby(rows, key=lambda r: r[0]):
             path = storage.staging_path(self.out_dir, "runs", self.label, f"{shard:05d}-{run_id:016x}.jsonl.zst")
             _write_lines(path, (line for _, _, line in group))
             count(WRITE_NAMESPACE, {WRITTEN_RUNS: 1}, OTHER)
             yield shard, (0, path)
+            path = run_path(self.out_dir, self.label, shard, run_id)
 
-
-def _write_lines(path: str, lines) -> None:
-    compressor = zstandard.ZstdCompressor(level=PART_ZSTD_LEVEL)
-    with storage.open_write(path) as raw, compressor.stream_writer(raw, closefd=False) as out:
-        for line in lines:
-            out.write(line + b"\n")
-
-
-def _read_part(path: str):
-    """The staged lines of a part or run, in order, without their newlines."""
-    with storage.open_read(path) as raw, zstandard.ZstdDecompressor().stream_reader(raw) as stream:
-        for line in io.BufferedReader(stream, buffer_size=1 << 20):
-            yield line[:-1]
-
-
-def _merged_runs(paths):
-    """Staged lines of sorted runs, merged into one sorted stream (one open run per path); a
-    single run is already that stream, so its rows are not decoded and keyed again."""
-    if len(paths) == 1:
-        return _read_part(paths[0])
-    return heapq.merge(*(_read_part(path) for path in paths), key=staged_sort_key)
+_write_lines, _read_part, _merged_runs = write_staged_lines, read_staged_lines, merged_runs  # the Beam steps' names
 
 
 class _MergeShardFn(beam.DoFn):

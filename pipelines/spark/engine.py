@@ -12,10 +12,10 @@
   drops with the smallest CRC-32. ``counters()``, ``units()`` and ``examples()`` read it
   after the job as Beam's ``counters_of``, ``units_of`` and ``collect_examples`` read a
   pipeline result, so _stats.json is the same document.
-- ``SparkJob.write_shards``: documents keyed by split -> one Spark partition per shard,
-  sorted in the shard's order (``shard_io.encode_row``: md5(url), url, timestamp,
-  md5(text)) by ``repartitionAndSortWithinPartitions`` (which spills to disk), written by
-  ``shard_io.write_shard``, the Beam writer's last step: the same bytes.
+- ``SparkJob.write_shards``: documents keyed by split -> sorted runs staged where they are
+  produced (in the shard's order, ``shard_io.encode_row``: md5(url), url, timestamp,
+  md5(text)), then one task per shard merging its runs with ``shard_io.write_shard``, the
+  Beam writer's last step: the same bytes, and no text through Spark's shuffle.
 
 Counters are exact whatever Spark recomputes. Spark applies an accumulator update made in a
 transformation once per successful task attempt, so a stage recomputed after a lost executor
@@ -47,7 +47,17 @@ from pyspark.sql import SparkSession
 from common import storage
 from common.decision import OTHER
 from common.environ import environment_with, prepended
-from pipelines.shard_io import WRITE_NAMESPACE, WRITTEN_PARTS, encode_row, write_shard
+from pipelines.shard_io import (
+    RUN_BYTES,
+    WRITE_NAMESPACE,
+    WRITTEN_PARTS,
+    encode_row,
+    merged_runs,
+    new_run_id,
+    run_path,
+    write_shard,
+    write_staged_lines,
+)
 from pipelines.spark import jvm
 from pipelines.spark_launch import SPARK_JAVA_HINT, SparkStartError, absolute_local_path, java_for_spark
 from pipelines.spark_package import project_zip
@@ -340,14 +350,44 @@ def _rule_over(namespaces, rule, keyed: bool, tallies, beam_args):
     return run
 
 
-def _shard_writer(out_dir: str, formats: tuple[str, ...], name: str, splits, offsets, tallies, beam_args):
-    def write(partition: int, rows):
+def _run_writer(out_dir: str, name: str, splits, offsets, counts, run_bytes: int, beam_args):
+    """Each partition's ``(split position, Document)`` pairs as sorted runs: up to
+    ``run_bytes`` of encoded rows sorted by (shard, md5(url), url, timestamp, md5(text)) and
+    each shard's slice staged as one run file; yields ``(shard of all splits, run path)``."""
+    def spill(rows):
+        rows.sort()  # (shard, sort key, line): a total order, as Beam's runs
+        run_id = new_run_id()
+        for shard, group in itertools.groupby(rows, key=lambda r: r[0]):
+            position = bisect.bisect_right(offsets, shard) - 1
+            path = run_path(out_dir, f"{name}-{splits[position][0]}", shard - offsets[position], run_id)
+            write_staged_lines(path, (line for _, _, line in group))
+            yield shard, path
+
+    def run(items):
         on_worker(beam_args)
-        position = bisect.bisect_right(offsets, partition) - 1
-        split, count = splits[position]
-        entries, _ = write_shard(out_dir, formats, name, split, partition - offsets[position], count, (line for _, line in rows))
-        tallies.add(tally_of((WRITE_NAMESPACE,), {WRITTEN_PARTS: 1}, OTHER))
-        return [(split, entry) for entry in entries]
+        rows, size = [], 0
+        for position, doc in items:
+            shard, _, key, line = encode_row(doc, counts[position])
+            rows.append((offsets[position] + shard, key, line))
+            size += len(line)
+            if size >= run_bytes:
+                yield from spill(rows)
+                rows, size = [], 0
+        yield from spill(rows)
+    return run
+
+
+def _shard_merger(out_dir: str, formats: tuple[str, ...], name: str, splits, offsets, tallies, beam_args):
+    def write(shards):
+        on_worker(beam_args)
+        out = []
+        for shard, paths in shards:
+            position = bisect.bisect_right(offsets, shard) - 1
+            split, count = splits[position]
+            entries, _ = write_shard(out_dir, formats, name, split, shard - offsets[position], count, merged_runs(paths) if paths else iter(()))
+            tallies.add(tally_of((WRITE_NAMESPACE,), {WRITTEN_PARTS: 1}, OTHER))
+            out.extend((split, entry) for entry in entries)
+        return out
     return write
 
 
@@ -398,21 +438,23 @@ class SparkJob:
         """``rule(key, value) -> Decision`` over ``(key, value)`` pairs: ``(key, record)`` passed on."""
         return rdd.mapPartitions(_rule_over(_namespaces(namespaces), rule, True, self.tallies, self.beam_args))
 
-    def write_shards(self, docs, out_dir: str, formats, name: str, splits: list[tuple[str, int]]) -> None:
+    def write_shards(self, docs, out_dir: str, formats, name: str, splits: list[tuple[str, int]], run_bytes: int = RUN_BYTES) -> None:
         """``(split position, Document)`` pairs -> ``<name>-<split>.NNNNN-of-MMMMM.<ext>`` for
         every split of ``splits`` (``(split, number of shards)``), every index that holds a document, and
-        their manifest entries staged for ``_SUCCESS`` (``storage.record_written``)."""
+        their manifest entries staged for ``_SUCCESS`` (``storage.record_written``).
+
+        As Beam's ``--shard_sort runs``: each partition sorts its rows in runs of at most
+        ``run_bytes`` and stages each shard's slice under ``_temporary/runs/``; only the run
+        paths reach the driver, and one task per shard merges its runs into every format
+        (``shard_io.write_shard``). No shuffle carries text."""
         counts = [count for _, count in splits]
         offsets = [sum(counts[:i]) for i in range(len(counts))]
-
-        def encode(item):
-            position, doc = item
-            shard, _, key, line = encode_row(doc, counts[position])
-            return (offsets[position] + shard, key), line
-
-        ordered = docs.map(encode).repartitionAndSortWithinPartitions(sum(counts), partitionFunc=lambda key: key[0])
-        entries = ordered.mapPartitionsWithIndex(
-            _shard_writer(out_dir, tuple(formats), name, splits, offsets, self.tallies, self.beam_args)).collect()
+        total = sum(counts)
+        runs: dict[int, list[str]] = {shard: [] for shard in range(total)}
+        for shard, path in docs.mapPartitions(_run_writer(out_dir, name, splits, offsets, counts, run_bytes, self.beam_args)).collect():
+            runs[shard].append(path)
+        shards = self.sc.parallelize([(shard, sorted(runs[shard])) for shard in range(total)], total)
+        entries = shards.mapPartitions(_shard_merger(out_dir, tuple(formats), name, splits, offsets, self.tallies, self.beam_args)).collect()
         for split, _ in splits:
             storage.record_written(out_dir, f"{name}-{split}", [entry for s, entry in entries if s == split])
 
