@@ -12,7 +12,7 @@ from common import storage
 from pipelines.plan import DedupeText, FileCounts, NewestPerKey, Plan, Rule, WriteShards
 from pipelines.shard_io import write_errors
 from pipelines.spark.dedupe import dedupe_text
-from pipelines.spark.engine import SparkJob, on_worker, tally_of
+from pipelines.spark.engine import SparkJob, merge_tallies, on_worker, tally_of
 from pipelines.spark.staging import load, stage
 from pipelines.tally import Tally
 
@@ -40,19 +40,7 @@ def _files_read(make_reader, tallies, errors, beam_args):
 
 def _document(counted: FileCounts) -> dict:
     """One file's counts as one accumulator update (every namespace of every tally)."""
-    document: dict = {}
-    for namespaces, tally in counted.items():
-        for namespace, entry in tally_of(namespaces, tally.counts, tally.units, tally.examples).items():
-            held = document.get(namespace)
-            if held is None:
-                document[namespace] = entry
-            else:  # two tallies in one namespace: add them up
-                held[0].update(entry[0])
-                for name, units in entry[1].items():
-                    held[1].setdefault(name, set()).update(units)
-                for reason, items in entry[2].items():
-                    held[2][reason] = held[2].get(reason, []) + items
-    return document
+    return merge_tallies(tally_of(namespaces, tally.counts, tally.units, tally.examples) for namespaces, tally in counted.items())
 
 
 def read_files(job: SparkJob, files: list[str], make_reader):
@@ -61,10 +49,8 @@ def read_files(job: SparkJob, files: list[str], make_reader):
     return job.over_partitions(job.files(files), _files_read, make_reader)
 
 
-def _best_of_one(better):
-    def first(item):
-        return item, 1
-    return first
+def _best_of_one(item):
+    return item, 1
 
 
 def _best_with(better):
@@ -94,7 +80,7 @@ def _newest_per_key(job: SparkJob, records, step: NewestPerKey, out_dir: str):
     staged = stage(job, records, out_dir, step.stage, step.key)  # (ref, (group, *rank))
     keyed = staged.map(lambda ref_key: (ref_key[1][0], (*ref_key[1][1:], ref_key[0])))
     better = step.better
-    best = job.keyed(keyed.combineByKey(_best_of_one(better), _best_with(better), _best_of_both(better), job.partitions),
+    best = job.keyed(keyed.combineByKey(_best_of_one, _best_with(better), _best_of_both(better), job.partitions),
                      step.namespaces, step.rule)
     if step.join is not None:
         join = step.join
