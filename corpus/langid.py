@@ -1099,6 +1099,7 @@ def detect_langs(text: str) -> Prediction:
     if state is None:
         assert _fallback is not None  # set whenever the emulation is not
         return _fallback(text)
+    native.mark_used("langid-trial")  # compiled or not: the job's _stats.json says which (corpus.native.take_used)
     if _detect_kernel is not None:
         return _detect_kernel(text, state)
     return _detect(text, state, _trial_kernel or _run_trial)

@@ -46,6 +46,7 @@ SOURCES = (("corpus", "langid_trial.c"), ("dedup", "bloom_kernel.c"))  # every k
 
 _status: dict[str, str] = {}  # kernel -> "native" or why not, for this process
 _status_lock = threading.Lock()
+_used = threading.local()  # .names: the kernels this thread's callers ran since take_used()
 
 
 def source(package: str, name: str) -> str:
@@ -61,6 +62,26 @@ def status() -> dict[str, str]:
     """Which kernels this process loaded (``native``) and why the others fell back."""
     with _status_lock:
         return dict(_status)
+
+
+def mark_used(name: str) -> None:
+    """A caller ran kernel ``name`` (compiled, or its numpy/Python path) on this thread."""
+    names = getattr(_used, "names", None)
+    if names is None:
+        names = _used.names = set()
+    names.add(name)
+
+
+def take_used() -> dict[str, str]:
+    """``status()`` of the kernels this thread's callers ran since the last call, and forget
+    them: a job's tally reports what its own work ran, not what a reused worker (or a test
+    process) loaded for an earlier job."""
+    names = getattr(_used, "names", None)
+    if not names:
+        return {}
+    _used.names = set()
+    with _status_lock:
+        return {name: _status.get(name, "not loaded") for name in sorted(names)}
 
 
 def _record(name: str, state: str) -> bool:

@@ -88,6 +88,7 @@ def _self_check(kernel: Kernel) -> bool:
 
 def kernel() -> Kernel | None:
     """The compiled kernel, or ``None`` where it cannot be had (see the module docstring)."""
+    native.mark_used("bloom-kernel")  # compiled or not: the job's _stats.json says which (corpus.native.take_used)
     if _loaded:
         return _loaded[0]
     with _lock:

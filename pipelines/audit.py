@@ -55,7 +55,8 @@ from pipelines.cli import run_job
 from pipelines.engines import spark_engine
 from pipelines.jobs import begin_job, counters_of, finish_job, write_json
 from pipelines.sources import WriteShards
-from pipelines.steps import Steps, collect_examples, count, units_of
+from pipelines.steps import Steps, collect_examples, count, kernels_of, record_kernels, units_of
+from pipelines.tally import kernel_states, kernels_document
 
 log = logging.getLogger(__name__)
 
@@ -135,8 +136,9 @@ def build_filter(files, config, args, folder, beam_args) -> dict:
                  | "N-gram hashes by part" >> beam.FlatMap(_hashes_by_part, config, parts))
         ((keyed, every) | "Merge parts" >> beam.Flatten() | "Group by part" >> beam.GroupByKey()
          | "Build and save part" >> beam.Map(build_part, capacity=capacity, parts=parts, error_rate=args.error_rate,
-                                               seed=args.seed, meta=meta, folder=folder))
-    return finish_filter(files, config, parts, folder, capacity, counters_of(p.result))
+                                               seed=args.seed, meta=meta, folder=folder)
+         | "Kernels" >> beam.Map(lambda built: record_kernels(built[1])))
+    return finish_filter(files, config, parts, folder, capacity, counters_of(p.result), kernels_of(p.result))
 
 
 def load_filter(folder: str, config: NgramConfig, files: list[str]) -> PartitionedBloom:
@@ -235,6 +237,9 @@ def audit_corpus(args, files, sets, indexes, own_train, bloom, beam_args, build,
                           own_train=own_train, max_doc_count=args.max_doc_count, dirty_threshold=args.dirty_threshold)
     result["reports"] = write_reports(rows, args.output, f"{args.n}-gram overlap of benchmarks with {args.corpus_name}")
     result["rows"] = rows
+    built = result.get("filter", {}).get("kernels", {})  # the part builders', and this process's (the evidence, the rows)
+    result["kernels"] = kernels_document(kernel_states([{name: state} for name, states in built.items()
+                                                        for state in (states if isinstance(states, list) else [states])]))
     write_json(storage.join(args.output, "audit.json"), {k: v for k, v in result.items() if k != "rows"})
     written = ["audit.json", "report.json", "report.md", "report.html"]
     if args.mode in ("both", "bloom") and not args.filter:
@@ -287,7 +292,7 @@ def decontaminate_shards(args: argparse.Namespace) -> dict:
         counted = decontaminate_on_beam(by_split, indexes, rule, args, beam_args)
     stats = {"files": len(files), "splits": {split: len(f) for split, f in by_split.items()}, "benchmarks": sorted(indexes),
              "options": options, "counters": counted["counters"], "removed": removed_path,
-             "units": counted["units"], "examples": counted["examples"]}
+             "units": counted["units"], "examples": counted["examples"], "kernels": counted["kernels"]}
     finish_job(args.output, "decontaminate", stats, extra_files=(REMOVED_FILE,))
     return stats
 
@@ -310,7 +315,7 @@ def decontaminate_on_beam(by_split: dict[str, list[str]], indexes, rule, args, b
          | "Write removed" >> beam.Map(write_removed, storage.join(args.output, REMOVED_FILE)))
         run_step.write_examples(args.output)
     return {"counters": counters_of(p.result).get(DECONTAMINATE, {}), "units": units_of(p.result).get(DECONTAMINATE, {}),
-            "examples": collect_examples(args.output).get(DECONTAMINATE, {})}
+            "examples": collect_examples(args.output).get(DECONTAMINATE, {}), "kernels": kernels_of(p.result)}
 
 
 def run_decontaminate(argv: list[str]) -> dict:

@@ -20,6 +20,7 @@ import numpy as np
 
 from common import storage
 from common.decision import DOCUMENTS, OTHER
+from corpus import native
 from corpus.records import Document
 from corpus.shards import read_documents
 from dedup.bloom import BloomFilter, ngram_meta
@@ -74,7 +75,8 @@ def shard_hashes(path, config) -> tuple[dict, np.ndarray]:
 
 
 def build_part(keyed, *, capacity, parts, error_rate, seed, meta, folder):
-    """``(part index, arrays of its keys)`` -> the part's filter, saved; returns its path."""
+    """``(part index, arrays of its keys)`` -> the part's filter, saved; returns its path and
+    which C kernels building it ran (``corpus.native.take_used``)."""
     index, arrays = keyed
     bloom = BloomFilter(part_capacity(capacity, parts), error_rate, seed, dict(meta, part=index, parts=parts))
     for keys in arrays:
@@ -82,7 +84,7 @@ def build_part(keyed, *, capacity, parts, error_rate, seed, meta, folder):
             bloom.add(keys)
     path = part_path(folder, index, parts)
     bloom.save(path)
-    return path
+    return path, native.take_used()
 
 
 def filter_capacity(args, count_corpus) -> int:
@@ -90,10 +92,11 @@ def filter_capacity(args, count_corpus) -> int:
     return args.capacity if args.capacity is not None else max(1, count_corpus())
 
 
-def finish_filter(files, config, parts: int, folder: str, capacity: int, counters: dict) -> dict:
-    """The filter's manifest (``bloom.json``) once every part is saved; audit.json's ``filter``."""
+def finish_filter(files, config, parts: int, folder: str, capacity: int, counters: dict, kernels: dict) -> dict:
+    """The filter's manifest (``bloom.json``) once every part is saved; audit.json's ``filter``
+    (``kernels``: ``pipelines.tally.kernels_document`` of the part builders)."""
     write_filter_manifest(folder, parts, ngram_meta(config), corpus_fingerprint(files))
-    return {"capacity": capacity, "parts": parts, "counters": counters}
+    return {"capacity": capacity, "parts": parts, "counters": counters, "kernels": kernels}
 
 
 # --- decontamination's bookkeeping -----------------------------------------------------------

@@ -13,8 +13,9 @@ import json
 import logging
 
 from common import storage
+from corpus import native
 from pipelines.shard_io import ERRORS_FILE, read_nothing
-from pipelines.tally import EXAMPLES_PER_REASON
+from pipelines.tally import EXAMPLES_PER_REASON, slow_kernels
 
 log = logging.getLogger("corpusforge")
 
@@ -29,6 +30,7 @@ def begin_job(output: str, job: str, overwrite: bool = False, keep: tuple[str, .
     drop the old ``_SUCCESS``, mark the job as started (``common.storage``'s output
     contract). Call after the pipeline object exists, so that FileSystems has the job's
     options (S3 endpoint, credentials), and before the pipeline runs."""
+    native.take_used()  # this thread's earlier kernel uses are not this job's (_stats.json's ``kernels``)
     return storage.begin_output(output, job, overwrite=overwrite, keep=keep)
 
 
@@ -41,6 +43,9 @@ def finish_job(output: str, job: str, stats: dict, extra_files: tuple[str, ...] 
     if read_nothing(stats["counters"]):
         storage.abandon_output(output, "it read no record from any input file")
         return None
+    for kernel, states in slow_kernels(stats.get("kernels", {})).items():  # the workers' own lines are in their logs
+        log.warning("C kernel %s did not run everywhere (%s): those workers took the numpy/Python path, the same "
+                    "results several times slower; give their image a C compiler (cc, or set CC)", kernel, "; ".join(states))
     write_json(storage.join(output, STATS_FILE), stats)
     return storage.commit_output(output, job, extra_files=(STATS_FILE, ERRORS_FILE) + tuple(extra_files),
                                  expect_written=expect_written, replaces=OLD_LAYOUT_FILES)

@@ -33,8 +33,8 @@ def run(args: argparse.Namespace | list[str] | None = None) -> dict:
         return run_job("read", sys.argv[1:] if args is None else args)
     files = expand_inputs(args.input, base=args.base_url, max_files=args.max_files, allow_any_manifest_path=args.allow_any_manifest_path)
     log.info("reading %d file(s) into %s on %s", len(files), args.output, args.engine)
-    counters = run_plan(args, lambda: plan(args), files)["counters"]
-    stats = {"files": len(files), "counters": counters, "examples": error_examples(args.output)}
+    counted = run_plan(args, lambda: plan(args), files)
+    stats = {"files": len(files), "counters": counted["counters"], "examples": error_examples(args.output), "kernels": counted["kernels"]}
     finish_job(args.output, "read", stats, expect_written=True)
     return stats
 

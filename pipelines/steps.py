@@ -54,14 +54,17 @@ from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
 from common import storage
+from corpus import native
 from pipelines.shard_io import ERRORS_FILE, READ_NAMESPACE, read_nothing  # noqa: F401  (also the steps' names)
 from pipelines.tally import (  # noqa: F401  (the steps' own names; the formatters for the jobs that import them from here)
     EXAMPLES_PER_REASON,
+    KERNELS_NAMESPACE,
     ReasonExamples,
     Tally,
     examples_document,
     format_counter_table,
     format_read_errors,
+    kernels_document,
     resolve_units,
 )
 
@@ -99,6 +102,13 @@ def count(namespaces, counts, units) -> None:
             Metrics.counter(namespace, name).inc(value)
             if unit is not None:
                 Metrics.string_set(namespace, UNIT_METRIC_PREFIX + name).add(unit)
+    record_kernels(native.take_used())
+
+
+def record_kernels(status: dict[str, str]) -> None:
+    """Which C kernels this bundle ran (``corpus.native.take_used``), as string sets: one entry per state."""
+    for kernel, state in status.items():
+        Metrics.string_set(KERNELS_NAMESPACE, kernel).add(state)
 
 
 class _StepFn(beam.DoFn):
@@ -198,6 +208,16 @@ def collect_examples(out_dir: str) -> dict:
     if not storage.is_file(path):
         return {}
     return json.loads(storage.read_text(path))
+
+
+def kernels_of(result) -> dict:
+    """_stats.json's ``kernels`` (``pipelines.tally.kernels_document``) of a finished pipeline."""
+    declared: dict[str, set] = {}
+    for metric in result.metrics().query().get("string_sets", []):
+        if metric.key.metric.namespace == KERNELS_NAMESPACE:
+            values = metric.committed if metric.committed is not None else metric.attempted
+            declared.setdefault(metric.key.metric.name, set()).update(values or ())
+    return kernels_document(declared)
 
 
 def units_of(result) -> dict[str, dict[str, str]]:

@@ -14,12 +14,16 @@ import zlib
 from collections import Counter
 
 from common.decision import OTHER, Decision
+from corpus import native
 from pipelines.shard_io import ERRORS_FILE, READ_NAMESPACE, read_nothing
 
 log = logging.getLogger(__name__)
 
 EXAMPLES_PER_REASON = 5  # _stats.json: examples sampled per counter (the TFDS c4 counters have none; ours, a few to read)
 EXAMPLE_CHARS = 400  # _stats.json: characters kept of each example
+# Beside the counters, never among them: {C kernel: {state}} as each worker found it
+# (``corpus.native.status``), gathered with every tally; _stats.json's ``kernels``.
+KERNELS_NAMESPACE = "native-kernels"
 
 
 class ReasonExamples:
@@ -86,6 +90,36 @@ def resolve_units(declared: dict[str, dict[str, set]]) -> dict[str, dict[str, st
                 log.warning("counter %s/%s is declared with units %s: shown without a share", namespace, name, sorted(found))
             units.setdefault(namespace, {})[name] = found.pop() if len(found) == 1 else OTHER
     return units
+
+
+def kernels_document(declared: dict[str, set], launcher: dict[str, str] | None = None) -> dict[str, str | list[str]]:
+    """_stats.json's ``kernels``: each C kernel the job's work ran, ``native`` or why it took
+    the numpy/Python path (``corpus.native.take_used``), the launcher's own (this thread's,
+    by default) included; a sorted list where the workers differed (an image without ``cc``)."""
+    found = {name: set(states) for name, states in declared.items()}
+    for name, state in (native.take_used() if launcher is None else launcher).items():
+        found.setdefault(name, set()).add(state)
+    return {name: next(iter(states)) if len(states) == 1 else sorted(states) for name, states in sorted(found.items())}
+
+
+def kernel_states(statuses) -> dict[str, set]:
+    """``corpus.native.status()`` dicts (one per process or piece of work) as ``kernels_document``'s ``declared``."""
+    declared: dict[str, set] = {}
+    for status in statuses:
+        for name, state in status.items():
+            declared.setdefault(name, set()).add(state)
+    return declared
+
+
+def slow_kernels(kernels: dict) -> dict[str, list[str]]:
+    """The kernels of ``kernels_document`` that some process could not run (not ``native``,
+    not switched ``off`` by the user): name -> its states."""
+    slow = {}
+    for name, state in kernels.items():
+        states = state if isinstance(state, list) else [state]
+        if any(s != "native" and not s.startswith("off") for s in states):
+            slow[name] = states
+    return slow
 
 
 # --- the summary table ---------------------------------------------------------------

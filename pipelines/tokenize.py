@@ -38,7 +38,7 @@ from pipelines.cli import run_job
 from pipelines.engines import spark_engine
 from pipelines.jobs import begin_job, counters_of, error_examples, finish_job, write_json
 from pipelines.sources import WriteErrors
-from pipelines.steps import ERRORS_FILE, Steps, collect_examples, count, units_of
+from pipelines.steps import ERRORS_FILE, Steps, collect_examples, count, kernels_of, units_of
 from pipelines.tokenize_options import DEFAULT_VAL_FRACTION, EXTRA_OPTIONS, add_arguments  # noqa: F401  (the job contract: pipelines.cli)
 from pipelines.tokenize_shards import (
     NAMESPACE,
@@ -188,7 +188,8 @@ def run(args: argparse.Namespace | list[str] | None = None) -> dict:
         with (_missing_worker_library_in_one_line(),
               progress.pipeline(PipelineOptions(stage_setup_file(beam_args, extras=("tokenize",))), "tokenize", len(files)) as p):
             build(p, files, tokenizer, args, parts_dir, plan_path)
-        counted = {"counters": counters_of(p.result), "units": units_of(p.result), "examples": collect_examples(args.output)}
+        counted = {"counters": counters_of(p.result), "units": units_of(p.result), "examples": collect_examples(args.output),
+                   "kernels": kernels_of(p.result)}
     counters = counted["counters"].get(NAMESPACE, {})
     if storage.is_file(plan_path):
         splits = json.loads(storage.read_text(plan_path))["splits"]
@@ -209,7 +210,7 @@ def run(args: argparse.Namespace | list[str] | None = None) -> dict:
             log.warning("the %s split is empty", split)
     stats = {"files": len(files), "buckets": args.buckets, "counters": counters, "splits": meta["splits"],
              "errors": error_examples(args.output), "units": counted["units"].get(NAMESPACE, {}),
-             "examples": counted["examples"].get(NAMESPACE, {})}
+             "examples": counted["examples"].get(NAMESPACE, {}), "kernels": counted["kernels"]}
     token_files = [name for split in splits.values() for name in split["files"]]
     tokenizer_files = [f"{TOKENIZER_FOLDER}/{name}" for name in ("vocab.json", "merges.txt")]
     finish_job(args.output, "tokenize", stats, extra_files=tuple(token_files + tokenizer_files + ["meta.json"]))

@@ -67,6 +67,7 @@ from pipelines.steps import (
     flush_tally,
     format_counter_table,
     format_read_errors,
+    kernels_of,
     keyed_step,
     units_of,
 )
@@ -648,7 +649,8 @@ def run(args: argparse.Namespace | list[str] | None = None) -> dict:
         begin_job(args.output, "webtext", args.overwrite or args.pages == "fetch", keep=("fetch/",) if args.pages == "fetch" else ())
         build(pipeline, dumps, crawl_files, args, link_filter, fetch_config)
         result = progress.run_pipeline(pipeline, "webtext", files=len(dumps), unit=DUMPS_READ)
-        counted = {"counters": counters_of(result), "units": units_of(result), "examples": collect_examples(args.output)}
+        counted = {"counters": counters_of(result), "units": units_of(result), "examples": collect_examples(args.output),
+                   "kernels": kernels_of(result)}
     stats = {"pages": args.pages, "dumps": len(dumps), "crawl_files": len(crawl_files), **counted}
     finish_job(args.output, "webtext", stats)
     return stats

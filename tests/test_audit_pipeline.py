@@ -5,10 +5,13 @@ crawl with planted benchmark passages."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 
 import pytest
 
+from corpus import native
 from corpus.records import Document
 from corpus.shards import read_documents, shard_files, shard_split, write_shard
 from dedup.benchmark_sets import load_benchmark
@@ -93,7 +96,11 @@ def test_bloom_and_exact_agree_on_every_hit_for_real_benchmarks(corpus, tmp_path
         assert (out / name).stat().st_size > 0
     assert "<svg" in (out / "report.html").read_text(encoding="utf-8")
     assert "| training corpus |" in (out / "report.md").read_text(encoding="utf-8")
-    assert json.loads((out / "audit.json").read_text())["filter"]["parts"] == 2
+    written = json.loads((out / "audit.json").read_text())
+    assert written["filter"]["parts"] == 2
+    native_here = shutil.which(os.environ.get("CC") or "cc") and not os.environ.get(native.NO_NATIVE_ENV)
+    expected = "native" if native_here else native.status()["bloom-kernel"]  # the part builders' and the launcher's kernel
+    assert written["kernels"]["bloom-kernel"] == written["filter"]["kernels"]["bloom-kernel"] == expected
     print(audit.format_audit(result))
 
 

@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
 
 import pytest
 
 from corpus import native
+from corpus.inputs import cache_dir
+from pipelines.jobs import STATS_FILE
+from pipelines.tally import kernel_states, kernels_document, slow_kernels
+
+ROOT = Path(__file__).resolve().parent.parent
 
 SOURCE = """
 #include <stdint.h>
@@ -73,8 +83,6 @@ def test_every_shipped_kernel_compiles_without_a_warning(package, name, tmp_path
     """The C sources as the package ships them (``<package>/data/``), compiled as ``load``
     compiles them plus ``-Wall -Wextra -Werror``: a warning fails the test."""
     needs_compiler()
-    import subprocess
-
     source = tmp_path / name
     source.write_text(native.source(package, name), encoding="ascii")
     command = [shutil.which(os.environ.get("CC") or "cc"), *native.COMPILE_FLAGS, *native.WARNING_FLAGS, "-Werror",
@@ -143,3 +151,49 @@ def test_the_bloom_kernel_refuses_arrays_it_would_overrun():
     bits = np.zeros(4096 // 8, np.uint8)
     kernel.add(bits, keys, params)
     assert kernel.contains(bits, keys, params).all()
+
+
+def _c4_in_a_fresh_process(small_crawl, out, env_changes: dict) -> subprocess.CompletedProcess:
+    env = {**os.environ, **env_changes}
+    return subprocess.run([sys.executable, "-m", "pipelines.cli", "c4", "--input", *small_crawl.wet_paths,
+                           "--badwords", small_crawl.badwords_path, "--output", str(out)],
+                          capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
+
+
+def test_stats_record_which_kernel_the_workers_ran_and_the_launcher_warns_of_a_fallback(small_crawl, tmp_path):
+    # A worker that cannot build the compiled trial (no compiler, nothing cached) takes the
+    # Python path: _stats.json says so, with why, and the launcher says it in one warning. In
+    # fresh processes: this one's kernel state is already settled.
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    for table in Path(cache_dir()).glob("langid-model-*.pickle"):  # the language tables, not the compiled kernels
+        (cache / table.name).symlink_to(table)
+    done = _c4_in_a_fresh_process(small_crawl, tmp_path / "no-cc", {"CC": str(tmp_path / "no-such-cc"), "CORPUSFORGE_CACHE": str(cache)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    kernels = json.loads((tmp_path / "no-cc" / STATS_FILE).read_text())["kernels"]
+    assert kernels == {"langid-trial": "unavailable: no C compiler (cc) on PATH"}
+    assert "C kernel langid-trial did not run everywhere (unavailable: no C compiler (cc) on PATH)" in done.stderr
+    done = _c4_in_a_fresh_process(small_crawl, tmp_path / "off", {native.NO_NATIVE_ENV: "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads((tmp_path / "off" / STATS_FILE).read_text())["kernels"] == {"langid-trial": f"off ({native.NO_NATIVE_ENV} is set)"}
+    assert "did not run everywhere" not in done.stderr  # asked for: no warning
+
+
+def test_kernel_states_of_several_workers_are_one_entry_or_a_list_of_what_differed():
+    declared = kernel_states([{"a": "native"}, {"a": "native", "b": "off (x)"}, {"b": "unavailable: no cc"}])
+    assert kernels_document(declared, launcher={"a": "native"}) == {"a": "native", "b": ["off (x)", "unavailable: no cc"]}
+    assert slow_kernels({"a": "native", "b": ["off (x)", "unavailable: no cc"], "c": "off (x)"}) == {"b": ["off (x)", "unavailable: no cc"]}
+
+
+def test_take_used_reports_what_this_threads_work_ran_once(tmp_path, monkeypatch):
+    # A reused worker (Spark's Python workers, a Beam worker pool) runs several jobs: each job's
+    # tallies report the kernels its own work ran, not every kernel the process ever loaded.
+    monkeypatch.setattr(native, "_status", {"test-sum": "native", "test-other": "unavailable: no cc"})
+    native.take_used()
+    native.mark_used("test-sum")
+    native.mark_used("test-sum")
+    elsewhere = threading.Thread(target=native.mark_used, args=("test-other",))
+    elsewhere.start()
+    elsewhere.join()
+    assert native.take_used() == {"test-sum": "native"}  # not the other thread's
+    assert native.take_used() == {}  # taken

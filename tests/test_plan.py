@@ -53,6 +53,7 @@ def test_a_rule_added_to_a_declaration_runs_the_same_on_both_engines(spark, smal
     assert added["dropped"] + added["passed"] == written(plain)
     assert written(beam_stats) == added["passed"]
     assert set(beam_stats["examples"][ADDED]) == {"dropped"}
+    assert beam_stats["kernels"] == spark_stats["kernels"] and set(beam_stats["kernels"]) == {"langid-trial"}  # langdetect's trial ran
     assert beam_stats["units"][ADDED] == {"dropped": "pages", "passed": "pages"}
     for split in ("train", "validation"):
         path = tmp_path / "beam" / f"c4-{split}.00000-of-00001.json.gz"

@@ -18,7 +18,7 @@ from pipelines.plan import FileCounts, NewestPerKey, Plan, Rule, WriteShards, na
 from pipelines.sources import WriteErrors
 from pipelines.sources import WriteShards as WriteShardsTransform
 from pipelines.staging import LoadStaged, Stage
-from pipelines.steps import Steps, collect_examples, count, flush_counts, units_of
+from pipelines.steps import Steps, collect_examples, count, flush_counts, kernels_of, units_of
 
 
 class _ReadFilesFn(beam.DoFn):
@@ -156,4 +156,4 @@ def run(plan: Plan, files: list[str], out_dir: str, beam_args, begin) -> dict:
     begin()
     build(pipeline, plan, files, out_dir)
     result = progress.run_pipeline(pipeline, plan.job, files=len(files))
-    return {"counters": counters_of(result), "examples": collect_examples(out_dir), "units": units_of(result)}
+    return {"counters": counters_of(result), "examples": collect_examples(out_dir), "units": units_of(result), "kernels": kernels_of(result)}

@@ -42,6 +42,7 @@ from pipelines.audit_shards import (
     write_removed,
 )
 from pipelines.spark.engine import SparkJob, keyed_values, on_worker, tally_of
+from pipelines.tally import kernel_states, kernels_document
 
 
 # --- audit: the Bloom filter ---------------------------------------------------------------
@@ -82,8 +83,8 @@ def build_filter(spark, files, config, args, folder, beam_args) -> dict:
     keyed = job.over_partitions(job.files(files), _hashes_by_part, config, parts)
     builder = _part_builder(job.beam_args, capacity=capacity, parts=parts, error_rate=args.error_rate, seed=args.seed,
                             meta=ngram_meta(config), folder=folder)
-    keyed.partitionBy(parts, _part_index).mapPartitionsWithIndex(builder).collect()  # every part index, keys or not
-    return finish_filter(files, config, parts, folder, capacity, job.counters())
+    built = keyed.partitionBy(parts, _part_index).mapPartitionsWithIndex(builder).collect()  # every part index, keys or not
+    return finish_filter(files, config, parts, folder, capacity, job.counters(), kernels_document(kernel_states(status for _, status in built)))
 
 
 # --- audit: the exact stream ---------------------------------------------------------------
@@ -156,4 +157,4 @@ def decontaminate(spark, by_split: dict[str, list[str]], indexes, rule, args, be
         shared.unpersist()
     write_removed([row for rows in keyed_values(removed) for row in rows], storage.join(args.output, REMOVED_FILE))
     return {"counters": job.counters().get(DECONTAMINATE, {}), "units": job.units().get(DECONTAMINATE, {}),
-            "examples": job.examples().get(DECONTAMINATE, {})}
+            "examples": job.examples().get(DECONTAMINATE, {}), "kernels": job.kernels()}

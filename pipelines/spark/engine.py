@@ -47,6 +47,7 @@ from pyspark.sql import SparkSession
 from common import storage
 from common.decision import OTHER
 from common.environ import environment_with, prepended
+from corpus import native
 from pipelines.shard_io import (
     RUN_BYTES,
     WRITE_NAMESPACE,
@@ -61,7 +62,14 @@ from pipelines.shard_io import (
 from pipelines.spark import jvm
 from pipelines.spark_launch import SPARK_JAVA_HINT, SparkStartError, absolute_local_path, java_for_spark
 from pipelines.spark_package import project_zip
-from pipelines.tally import EXAMPLES_PER_REASON, Tally, examples_document, resolve_units
+from pipelines.tally import (
+    EXAMPLES_PER_REASON,
+    KERNELS_NAMESPACE,
+    Tally,
+    examples_document,
+    kernels_document,
+    resolve_units,
+)
 
 APP_NAME = "corpusforge"
 # The settings of a session the CLI starts on a local master itself: offline (loopback driver,
@@ -316,7 +324,11 @@ def tally_of(namespaces: tuple[str, ...], counts, units, examples=None) -> dict:
     sampled: dict[str, list] = {}
     for reason, item in (examples.items() if examples is not None else ()):
         sampled.setdefault(reason, []).append(item)
-    return {namespace: (Counter(counts), declared, sampled if i == 0 else {}) for i, namespace in enumerate(namespaces)}
+    document = {namespace: (Counter(counts), declared, sampled if i == 0 else {}) for i, namespace in enumerate(namespaces)}
+    kernels = native.take_used()  # which C kernels this task ran, beside the counters (``kernels()``)
+    if kernels:
+        document[KERNELS_NAMESPACE] = (Counter(), {name: {state} for name, state in kernels.items()}, {})
+    return document
 
 
 def add_tally(tallies, namespaces: tuple[str, ...], tally: Tally) -> None:
@@ -487,7 +499,11 @@ class SparkJob:
         return {namespace: dict(sorted(counts.items())) for namespace, (counts, _, _) in sorted(self._merged().items()) if counts}
 
     def units(self) -> dict[str, dict[str, str]]:
-        return resolve_units({namespace: units for namespace, (_, units, _) in self._merged().items() if units})
+        return resolve_units({namespace: units for namespace, (_, units, _) in self._merged().items() if units and namespace != KERNELS_NAMESPACE})
+
+    def kernels(self) -> dict:
+        """_stats.json's ``kernels``, as Beam's ``kernels_of``: what every task's worker ran, and the driver."""
+        return kernels_document(self._merged().get(KERNELS_NAMESPACE, (None, {}, None))[1])
 
     def examples(self) -> dict:
         return examples_document([(f"{namespace}/{reason}", items)

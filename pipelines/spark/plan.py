@@ -133,4 +133,4 @@ def run(spark, plan: Plan, files: list[str], out_dir: str, beam_args=()) -> dict
     job.write_shards(docs, out_dir, write.formats, write.name, list(write.splits))
     job.release()
     write_errors(job.error_rows(), out_dir)
-    return {"counters": job.counters(), "examples": job.examples(), "units": job.units()}
+    return {"counters": job.counters(), "examples": job.examples(), "units": job.units(), "kernels": job.kernels()}

@@ -91,4 +91,4 @@ def run(spark, files: list[str], tokenizer, args, parts_dir: str, plan_path: str
     shards = plan_and_record(parts, args.shard_tokens, args.output, args.prefix, plan_path)
     job.sc.parallelize(shards, max(1, len(shards))).mapPartitions(_write_shards(job.tallies, job.beam_args)).collect()
     write_errors(job.error_rows(), args.output)
-    return {"counters": job.counters(), "units": job.units(), "examples": job.examples()}
+    return {"counters": job.counters(), "units": job.units(), "examples": job.examples(), "kernels": job.kernels()}

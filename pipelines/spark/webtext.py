@@ -139,4 +139,4 @@ def run(spark, dumps: list[str], crawl_files: list[str], args, link_filter, beam
     job.write_shards(docs.map(lambda doc: (0, doc)), args.output, args.format, SHARD_NAME, [(SHARD_SPLIT, args.num_shards)])
     job.release()
     write_errors(job.error_rows(), args.output)
-    return {"counters": job.counters(), "units": job.units(), "examples": job.examples()}
+    return {"counters": job.counters(), "units": job.units(), "examples": job.examples(), "kernels": job.kernels()}
