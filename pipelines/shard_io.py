@@ -81,8 +81,7 @@ class CrawlRecordReader:
 def sort_key(row: dict) -> tuple:
     """A shard's order: (md5(url), url, timestamp, md5(text)). Rows equal on it (one record
     read twice, from two files) may differ in ``meta``: every sort breaks that tie by the
-    staged line itself (``staged_order``), so a shard's bytes never depend on which worker
-    or run a row came from."""
+    staged line itself, so a shard's bytes never depend on which worker or run a row came from."""
     return (hashlib.md5(row["url"].encode("utf-8")).hexdigest(), row["url"], row["timestamp"],
             hashlib.md5(row["text"].encode("utf-8")).hexdigest())
 
@@ -108,16 +107,6 @@ def decode_row(staged: bytes) -> dict:
     row = json.loads(line)
     row["meta"] = json.loads(meta)
     return row
-
-
-def staged_sort_key(staged: bytes) -> tuple:
-    """The shard order (``sort_key``) of a staged line."""
-    return sort_key(decode_row(staged))
-
-
-def staged_order(staged: bytes) -> tuple:
-    """A staged line's place in its shard: ``sort_key``, then the line (a total order)."""
-    return staged_sort_key(staged), staged
 
 
 # Staged shard lines (parts and sorted runs) are zstd-compressed JSON lines (level 1: read back
@@ -153,12 +142,30 @@ def read_staged_lines(path: str):
             yield line[:-1]
 
 
+# A sorted run's line carries its row's sort key ahead of the staged line, as JSON (ASCII: any
+# URL round-trips) and a tab, so the merge orders rows by (sort key, line) without decoding
+# and hashing each row again.
+RUN_KEY_SEPARATOR = b"\t"
+
+
+def write_run(path: str, rows) -> None:
+    """A sorted run: ``(sort key, staged line)`` pairs, already in (sort key, line) order."""
+    write_staged_lines(path, (json.dumps(key, separators=(",", ":")).encode("ascii") + RUN_KEY_SEPARATOR + line for key, line in rows))
+
+
+def read_run(path: str):
+    """``(sort key as a list, staged line)`` of each row of a run (``write_run``), in order."""
+    for raw in read_staged_lines(path):
+        key, _, line = raw.partition(RUN_KEY_SEPARATOR)
+        yield json.loads(key), line
+
+
 def merged_runs(paths):
-    """Staged lines of sorted runs, merged into one sorted stream (one open run per path); a
-    single run is already that stream, so its rows are not decoded and keyed again."""
+    """Staged lines of sorted runs (``write_run``), merged into one stream in (sort key, line)
+    order, a total order (one open run per path)."""
     if len(paths) == 1:
-        return read_staged_lines(paths[0])
-    return heapq.merge(*(read_staged_lines(path) for path in paths), key=staged_order)
+        return (line for _, line in read_run(paths[0]))
+    return (line for _, line in heapq.merge(*(read_run(path) for path in paths)))
 
 
 def write_shard(out_dir: str, formats, name: str, split: str, index: int, count: int, lines) -> tuple[list[dict], int]:

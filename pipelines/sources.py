@@ -28,8 +28,8 @@ from pipelines.shard_io import (  # noqa: F401  (PART_ZSTD_LEVEL, RUN_BYTES: als
     new_run_id,
     read_staged_lines,
     run_path,
-    staged_sort_key,
     write_errors,
+    write_run,
     write_shard,
     write_staged_lines,
 )
@@ -115,11 +115,10 @@ class _WriteRunsFn(beam.DoFn):
         rows.sort()  # (shard, sort key, line): a total order
         run_id = new_run_id()
         for shard, group in itertools.groupby(rows, key=lambda r: r[0]):
-            path = storage.staging_path(self.out_dir, "runs", self.label, f"{shard:05d}-{run_id:016x}.jsonl.zst")
-            _write_lines(path, (line for _, _, line in group))
+            path = run_path(self.out_dir, self.label, shard, run_id)
+            write_run(path, ((key, line) for _, key, line in group))
             count(WRITE_NAMESPACE, {WRITTEN_RUNS: 1}, OTHER)
             yield shard, (0, path)
-            path = run_path(self.out_dir, self.label, shard, run_id)
 
 _write_lines, _read_part, _merged_runs = write_staged_lines, read_staged_lines, merged_runs  # the Beam steps' names
 

@@ -350,7 +350,7 @@ def staged_documents():
 
 @pytest.mark.parametrize("sort, run_bytes, part_bytes", [
     ("runs", None, None),  # one sorted run a shard: its staged lines go straight into the c4json shard
-    ("runs", 2_000, None),  # many runs a shard, merged by their decoded sort key
+    ("runs", 2_000, None),  # many runs a shard, merged by the sort key each run line carries
     ("shuffle", None, 3_000),  # md5(url) parts through the shuffle
 ])
 @pytest.mark.pipeline
@@ -382,3 +382,21 @@ def test_a_staged_line_is_the_c4json_line_and_gives_the_row_back():
         assert staged.count(shard_io.STAGED_SEPARATOR) == 1 and b"\n" not in staged
         assert staged.split(shard_io.STAGED_SEPARATOR)[0] == shards.json_line(row, "c4json")
         assert shard_io.decode_row(staged) == row
+
+
+def test_runs_merge_by_their_stored_key_then_the_line_without_decoding_a_row(tmp_path):
+    # write_run keeps each row's sort key ahead of its line; the merge orders by (key, line), a
+    # total order, so a tie on the key (one record read from two files) is broken the same way
+    # whichever run each copy is in.
+    rows = [(["a" * 32, "https://example.com/\udfff\tx", None, "0"], b'{"text":"2"}\tmeta'),
+            (["a" * 32, "https://example.com/\udfff\tx", None, "0"], b'{"text":"1"}\tmeta'),
+            (["b" * 32, "https://example.com/", "2019-04-25T12:57:53Z", "1"], b'{"text":"3"}\t{}'),
+            (["0" * 32, "https://example.com/\u00e9", "2019-04-25T12:57:53Z", "f"], b'{"text":"0"}\t{}')]
+    paths = []
+    for number, run in enumerate((rows[:2], rows[2:])):
+        path = str(tmp_path / f"run-{number}.jsonl.zst")
+        shard_io.write_run(path, sorted(run))
+        paths.append(path)
+    assert list(shard_io.read_run(paths[0])) == sorted(rows[:2])
+    assert list(shard_io.merged_runs(paths)) == [line for _, line in sorted(rows)]
+    assert list(shard_io.merged_runs(paths[1:])) == [line for _, line in sorted(rows[2:])]

@@ -56,8 +56,8 @@ from pipelines.shard_io import (
     merged_runs,
     new_run_id,
     run_path,
+    write_run,
     write_shard,
-    write_staged_lines,
 )
 from pipelines.spark import jvm
 from pipelines.spark_launch import SPARK_JAVA_HINT, SparkStartError, absolute_local_path, java_for_spark
@@ -372,7 +372,7 @@ def _run_writer(out_dir: str, name: str, splits, offsets, counts, run_bytes: int
         for shard, group in itertools.groupby(rows, key=lambda r: r[0]):
             position = bisect.bisect_right(offsets, shard) - 1
             path = run_path(out_dir, f"{name}-{splits[position][0]}", shard - offsets[position], run_id)
-            write_staged_lines(path, (line for _, _, line in group))
+            write_run(path, ((key, line) for _, key, line in group))
             yield shard, path
 
     def run(items):
