@@ -1,8 +1,8 @@
-"""The cost of marking benchmark examples clean or dirty (model.eval_contamination), per example.
+"""The cost of marking benchmark examples clean or dirty (model.eval.contamination), per example.
 
     baseline   index only: dedup.overlap.BenchmarkIndex.build over the benchmark (its
                n-grams hashed, sorted, mapped back to examples), the floor every path pays
-    bloom      model.eval_contamination.mark_examples against a Bloom filter file: load
+    bloom      model.eval.contamination.mark_examples against a Bloom filter file: load
                (memory-mapped, checksum verified), index, one contains() over the
                benchmark's unique n-grams, per-example report (no FP-evidence queries)
     exact      mark_examples against the training shards: index, then every training
@@ -39,7 +39,7 @@ from dedup.benchmark_sets import load_benchmark  # noqa: E402
 from dedup.bloom import BloomFilter, ngram_meta  # noqa: E402
 from dedup.ngrams import NgramConfig, ngram_hashes  # noqa: E402
 from dedup.overlap import BenchmarkIndex  # noqa: E402
-from model.eval_contamination import mark_examples  # noqa: E402
+from model.eval.contamination import mark_examples  # noqa: E402
 
 N = 8  # GPT-2 section 4: 8-grams
 ERROR_RATE = 1e-8  # GPT-2 section 4

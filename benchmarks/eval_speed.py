@@ -1,10 +1,10 @@
-"""How fast model.eval_scoring scores a text with overlapping windows, against a plain Hugging Face loop.
+"""How fast model.eval.scoring scores a text with overlapping windows, against a plain Hugging Face loop.
 
     baseline   transformers GPT2LMHeadModel, the same weights (model.hf.to_hf_state_dict),
                the same windows, one window at a time: full logits, log_softmax over the
                vocabulary at every position, gather the targets of the scored positions
                (the loop of the transformers perplexity guide, per token)
-    ours       model.eval_scoring.ScoringModel.token_nlls on our GPT: windows batched, the
+    ours       model.eval.scoring.ScoringModel.token_nlls on our GPT: windows batched, the
                output projection and log-softmax only on the scored positions, in chunks
 
 Both score the same token ids (the start of WikiText-2 test from the data folder, else the
@@ -25,15 +25,15 @@ With ``--generation``, it measures decoding instead:
 
     baseline   transformers ``generate`` (greedy, its own KV cache) on GPT2LMHeadModel with the
                same weights, a batch of left-padded prompts with their attention mask
-    ours       ``model.eval_decoding.generate_batch`` (greedy, our preallocated KV cache) on our GPT
+    ours       ``model.eval.decoding.generate_batch`` (greedy, our preallocated KV cache) on our GPT
 
 Both decode --new-tokens tokens for each of --batch-size prompts (64 to 128 tokens of the
 text); the table gives new tokens per second (best of --repeat) and the ratio, and the run
 checks that both chose the same tokens (exit 1 if not). Then, with --data, each GPT-2
 generative task (coqa on the test fixture; the data folder's cnn_dm, wmt14 fr-en and en-fr,
 nq) is scored on its first --task-examples examples the way ``corpusforge eval`` scores it
-(``model.eval_harness.run_eval`` with one ``--benchmark`` spec: ``evaluate_benchmark``, then
-``model.eval_generative.score_generative``), and its examples per second printed: the seconds are
+(``model.eval.harness.run_eval`` with one ``--benchmark`` spec: ``evaluate_benchmark``, then
+``model.eval.generative.score_generative``), and its examples per second printed: the seconds are
 ``evaluate_benchmark``'s own (generation and scoring), the last column adds loading the
 task's files. "new tokens" counts the generations that are scored (cnn_dm also generates
 a summary without the TL;DR hint, not counted). The model is a random one with the trained
@@ -59,7 +59,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from model.eval_scoring import ScoringModel  # noqa: E402
+from model.eval.scoring import ScoringModel  # noqa: E402
 
 
 def load_text(data: Path | None) -> str:
@@ -123,7 +123,7 @@ def baseline_nlls(hf, sm: ScoringModel, ids: list[int], stride: int, device) -> 
 
 
 def generation_speed(args, model, tok, hf, text: str, device) -> int:
-    from model.eval_decoding import generate_batch
+    from model.eval.decoding import generate_batch
 
     ids = tok.encode(text)
     lengths = [64 + (64 * i) // max(1, args.batch_size - 1) for i in range(args.batch_size)]
@@ -161,7 +161,7 @@ def generation_speed(args, model, tok, hf, text: str, device) -> int:
     print(f"model {params / 1e6:.1f}M params, batch {len(prompts)} prompts of {min(lengths)}-{longest} tokens, "
           f"{new} new tokens each (greedy), device {device}, threads {torch.get_num_threads()}")
     rate = {name: len(prompts) * new / seconds for name, seconds in best.items()}
-    labels = {"baseline": "transformers generate, KV cache (baseline)", "ours": "model.eval_decoding.generate_batch, KV cache"}
+    labels = {"baseline": "transformers generate, KV cache (baseline)", "ours": "model.eval.decoding.generate_batch, KV cache"}
     print(f"{'side':<46} {'seconds':>9} {'new tok/s':>11} {'x baseline':>11}")
     for name in sides:
         print(f"{labels[name]:<46} {best[name]:>9.3f} {rate[name]:>11.1f} {rate[name] / rate['baseline']:>11.2f}")
@@ -196,9 +196,9 @@ def task_specs(data: Path) -> list[str]:
 
 def task_speed(args, tok, device) -> None:
     """Examples per second of each generative task, scored as ``corpusforge eval`` scores it
-    (``model.eval_harness.run_eval``: spec loading, ``evaluate_benchmark``, ``score_generative``)."""
-    from model.eval_harness import run_eval
-    from model.eval_scoring import ScoringModel
+    (``model.eval.harness.run_eval``: spec loading, ``evaluate_benchmark``, ``score_generative``)."""
+    from model.eval.harness import run_eval
+    from model.eval.scoring import ScoringModel
     from model.gpt import GPT, GPTConfig
 
     torch.manual_seed(0)
@@ -210,7 +210,7 @@ def task_speed(args, tok, device) -> None:
     model = GPT(GPTConfig.named(args.config, vocab_size=tok.vocab_size, **overrides)).eval().to(device)
     c = model.config
     scoring = ScoringModel(model, tok, device=device, batch_size=args.batch_size)
-    print(f"per task: first {args.task_examples} examples each, through model.eval_harness.run_eval (corpusforge eval), "
+    print(f"per task: first {args.task_examples} examples each, through model.eval.harness.run_eval (corpusforge eval), "
           f"a {model.num_parameters() / 1e6:.1f}M model ({c.n_layer} layers, width {c.n_embd}, {c.n_head} heads, "
           f"vocabulary {tok.vocab_size}), batch {args.batch_size}")
     print(f"{'task':<14} {'examples':>9} {'seconds':>9} {'examples/s':>11} {'new tokens':>11} {'with load s':>12}")
@@ -289,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
             outputs[name] = nll
     rate = {name: len(ids) / seconds for name, seconds in best.items()}
     print(f"{'side':<46} {'seconds':>9} {'tokens/s':>11} {'x baseline':>11}")
-    labels = {"baseline": "HF GPT2LMHeadModel loop, one window (baseline)", "ours": "model.eval_scoring.ScoringModel.token_nlls"}
+    labels = {"baseline": "HF GPT2LMHeadModel loop, one window (baseline)", "ours": "model.eval.scoring.ScoringModel.token_nlls"}
     for name in ("baseline", "ours"):
         print(f"{labels[name]:<46} {best[name]:>9.3f} {rate[name]:>11.1f} {rate[name] / rate['baseline']:>11.2f}")
     diff = float(np.max(np.abs(outputs["baseline"] - outputs["ours"]))) if len(ids) else 0.0

@@ -3,7 +3,7 @@
 ``json_objects(lines, where, error)`` yields ``(line number, object)``; a line that is not
 JSON, or not an object, raises ``error`` (the caller's own input-error type) with one
 message naming ``where`` and the line. The benchmark loaders (``dedup.benchmark_sets``)
-and the fine-tuning task files (``model.finetune_task_files``) read their JSON lines through it.
+and the fine-tuning task files (``model.finetune.task_files``) read their JSON lines through it.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ benchmark out, from a Bloom filter of the training corpus or an exact scan of it
 
 Two callers, one set of numbers: the Beam audit job (``pipelines/audit.py``: every shard
 scanned by ``scan_documents`` on its own worker, the counters merged) and evaluation
-(``model.eval_contamination.mark_benchmarks``: one stream through ``scan_documents``). Both build
+(``model.eval.contamination.mark_benchmarks``: one stream through ``scan_documents``). Both build
 their indexes with ``build_indexes`` and their reports with ``exact_report`` /
 ``bloom_report``, so an example is dirty for one exactly when it is dirty for the other.
 

@@ -679,7 +679,7 @@ LOADERS: dict[str, tuple[Callable[[str, str | None], BenchmarkSet], str | None]]
     "wmt14": (lambda p, o: load_wmt14(p, o), "fr-en|en-fr"),
     "nq": (lambda p, o: load_nq(p), None),
 }
-GENERATIVE_KINDS = ("coqa", "cnn_dm", "wmt14", "nq")  # scored by generating text (model/eval_generative.py)
+GENERATIVE_KINDS = ("coqa", "cnn_dm", "wmt14", "nq")  # scored by generating text (model/eval/generative.py)
 
 
 def load_benchmark(spec: str) -> BenchmarkSet:

@@ -1,7 +1,7 @@
 """Where a run computes, and in what precision: the device, the autocast dtype, the GPU's
 peak for MFU, and the random-number states a checkpoint saves.
 
-Used by ``model/train.py`` and ``model/finetune.py`` alike: one device resolver
+Used by ``model/train.py`` and ``model/finetune/train.py`` alike: one device resolver
 (``--device auto|cpu|cuda|cuda:N|mps``), one dtype rule (``--dtype auto``: bf16 on a bf16
 GPU, fp32 elsewhere), one set of RNG helpers (torch, CUDA, NumPy and Python states, so a
 resumed run draws what an uninterrupted one would).

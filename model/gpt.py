@@ -357,7 +357,7 @@ class GPT(nn.Module):
 class KVCache:
     """The keys and values of every layer for a batch of rows, preallocated to ``length``
     positions, and which cache slots hold a real token (rows are left-padded to one length).
-    Used by ``GPT.decode``; ``model/eval_decoding.py`` drives it."""
+    Used by ``GPT.decode``; ``model/eval/decoding.py`` drives it."""
 
     def __init__(self, config: GPTConfig, batch: int, length: int, device=None, dtype=torch.float32):
         if length > config.block_size:

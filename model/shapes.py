@@ -1,7 +1,7 @@
 """A GPT of a given config on PyTorch's meta device: every parameter's shape and dtype, no
 memory and no random draws, for checking a checkpoint's tensors before anything is built
 (``model.checkpoint``) and for loading weights into with ``load_state_dict(assign=True)``
-(``model.checkpoint``, ``model.finetune``, ``model.hf``).
+(``model.checkpoint``, ``model.finetune.train``, ``model.hf``).
 
 Built under ``torch.device("meta")`` alone, each module's constructor still runs its
 ``torch.nn.init`` draws on the meta tensors, and PyTorch runs those through Python

@@ -20,7 +20,7 @@ rank ``r`` of a DDP run taking every ``world_size``-th window.
 This file is the loop, in three functions: ``setup_run`` (device, data, model, optimizer,
 schedule; a resumed run's state put back), ``train_loop`` (the optimizer steps, metrics,
 evaluations, checkpoints) and ``finish_run`` (status, Hugging Face export, summary). What it
-shares with ``model/finetune.py`` lives in its own module: ``model/device.py`` (device, dtype,
+shares with ``model/finetune/train.py`` lives in its own module: ``model/device.py`` (device, dtype,
 MFU peak, RNG states), ``model/distributed.py`` (torchrun), ``model/optim.py`` (AdamW and the
 schedule), ``model/validation.py`` (the evaluation loop), ``model/run_folder.py`` (metrics,
 the loss plot, resume, the Hugging Face export) and ``model/checkpoint.py``.

@@ -55,9 +55,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "decontaminate": ("pipelines.decontaminate", "remove benchmark overlaps from training shards (GPT-3 spans, drop or mask)"),
     "tokenize": ("pipelines.tokenize", "train byte-level BPE on shards and write llm.c token shards (train/val) with Apache Beam"),
     "train": ("model.train", "train GPT-1/GPT-2 on token shards (CPU, GPU, torchrun DDP); exact resume"),
-    "finetune": ("model.finetune", "fine-tune a trained checkpoint on a task (GPT-1's input transformations, a linear head)"),
+    "finetune": ("model.finetune.train", "fine-tune a trained checkpoint on a task (GPT-1's input transformations, a linear head)"),
     "sample": ("model.sample", "generate text from a checkpoint (top-k / top-p / temperature)"),
-    "eval": ("model.eval_harness", "zero-shot GPT-2 benchmarks, each reported on all / clean / contaminated examples"),
+    "eval": ("model.eval.harness", "zero-shot GPT-2 benchmarks, each reported on all / clean / contaminated examples"),
     "demo": ("pipelines.demo", "generate the bundled sample crawl and run every working job on it"),
     "spark-package": ("pipelines.spark_package", "write corpusforge.zip and spark_main.py for spark-submit on a cluster, and the line to run"),
 }

@@ -27,10 +27,10 @@ from corpus.shards import FORMATS, find_shards, read_documents
 from corpus.stats import compute_stats, format_stats, plot_length_histogram
 from corpus.warc import inspect_archive
 from model.checkpoint import load_model, tokenizer_folder
-from model.eval_harness import run_eval
-from model.eval_report import format_summary as format_eval
-from model.finetune import demo_finetune
-from model.finetune import format_summary as format_finetune
+from model.eval.harness import run_eval
+from model.eval.report import format_summary as format_eval
+from model.finetune.train import demo_finetune
+from model.finetune.train import format_summary as format_finetune
 from model.sample import generate
 from model.tokenizer import BPETokenizer
 from model.train import config_from_args, train

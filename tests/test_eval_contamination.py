@@ -15,7 +15,7 @@ from corpus.shards import read_documents, write_shards
 from dedup.benchmark_sets import BenchmarkSet, load_benchmark
 from dedup.bloom import BloomFilter, ngram_meta
 from dedup.ngrams import NgramConfig, ngram_hashes, words
-from model.eval_contamination import (
+from model.eval.contamination import (
     BUCKETS,
     ContaminationError,
     bootstrap_ci,
@@ -26,7 +26,7 @@ from model.eval_contamination import (
     open_source,
     summarize_benchmark,
 )
-from model.eval_metrics import ExampleScore, compute_metric
+from model.eval.metrics import ExampleScore, compute_metric
 from pipelines.cli import run_job  # `corpusforge audit` through the registry: Apache Beam loads when the job runs
 
 torch.set_num_threads(1)

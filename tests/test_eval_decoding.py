@@ -1,4 +1,4 @@
-"""model.eval_decoding: KV-cached batched decoding against the full forward pass and against
+"""model.eval.decoding: KV-cached batched decoding against the full forward pass and against
 ``transformers``' ``generate`` on the same weights (greedy and seeded top-k, token for token),
 the stop rules, and the left truncation that keeps the task prompt."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from model.eval_decoding import (
+from model.eval.decoding import (
     Decoding,
     GenerationError,
     StopRule,

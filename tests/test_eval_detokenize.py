@@ -9,7 +9,7 @@ import warnings
 
 import pytest
 
-from model.eval_detokenize import (
+from model.eval.detokenize import (
     DETOKENIZERS,
     count_bytes,
     count_chars,

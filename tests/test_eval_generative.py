@@ -1,4 +1,4 @@
-"""GPT-2's generative tasks in the eval harness (model/eval_generative.py): the loaders on the real
+"""GPT-2's generative tasks in the eval harness (model/eval/generative.py): the loaders on the real
 files (CoQA on a fixture in the official schema), the official metrics against their
 libraries, each task end to end from a tiny random model with a clean/dirty split planted in
 a training shard, and bad input refused with one line and exit 2 before the model runs."""
@@ -22,7 +22,7 @@ from corpus.records import Document
 from corpus.sentences import import_with_nltk
 from corpus.shards import write_shards
 from dedup.benchmark_sets import load_benchmark, load_cnn_dm, load_coqa, load_nq, load_wmt14
-from model.eval_generative import (
+from model.eval.generative import (
     TASK_METRICS,
     bleu_values,
     coqa_turn_scores,
@@ -31,8 +31,8 @@ from model.eval_generative import (
     normalize_answer,
     token_f1,
 )
-from model.eval_harness import run_eval
-from model.eval_metrics import ExampleScore, compute_metric
+from model.eval.harness import run_eval
+from model.eval.metrics import ExampleScore, compute_metric
 from pipelines import cli
 from tests.test_finetune import make_base
 
@@ -129,7 +129,7 @@ def test_corpus_bleu_from_sentence_statistics_equals_sacrebleu_on_any_subset():
 
 ROUGE_PROBE = """
 import json, sys
-import model.eval_generative as generative
+import model.eval.generative as generative
 scores = generative.rouge_scorer.RougeScorer(["rouge1", "rougeL"], use_stemmer=True).score(*sys.argv[1:3])
 print(json.dumps({"loaded": sorted(m for m in ("nltk", "scipy", "sklearn") if m in sys.modules),
                   "f": [scores[k].fmeasure for k in ("rouge1", "rougeL")]}))
@@ -138,7 +138,7 @@ print(json.dumps({"loaded": sorted(m for m in ("nltk", "scipy", "sklearn") if m 
 
 @pytest.mark.pipeline  # a fresh interpreter, which imports NLTK
 def test_rouge_loads_without_nltks_optional_scipy_and_sklearn_imports():
-    """``model.eval_generative`` loads rouge-score (and NLTK, for its Porter stemmer) without
+    """``model.eval.generative`` loads rouge-score (and NLTK, for its Porter stemmer) without
     NLTK's optional SciPy/scikit-learn imports, about 1.3 s of every `corpusforge eval`; the
     scores are the library's own, stemmer included."""
     if importlib.util.find_spec("scipy") is None or importlib.util.find_spec("sklearn") is None:
@@ -293,8 +293,8 @@ def test_lead3_and_a_summarys_sentences_never_count_a_lone_full_stop(lm):
     """The real CNN/DM test articles hold full stops a no-break space apart (``defeat.\\xa0. He``):
     punkt, after whitespace is normalised, reads the second stop as a sentence of its own."""
     from corpus.sentences import split_sentences
-    from model.eval_decoding import StopRule, word_sentences
-    from model.eval_generative import CNN_DM_SENTENCES, _article_sentences
+    from model.eval.decoding import StopRule, word_sentences
+    from model.eval.generative import CNN_DM_SENTENCES, _article_sentences
 
     cnn = load_cnn_dm(str(lm / "cnn_dm"))
     articles = [e.meta["article"] for e in cnn.examples]

@@ -20,8 +20,8 @@ from corpus.records import Document
 from corpus.shards import write_shards
 from dedup.bloom import BloomFilter, ngram_meta
 from dedup.ngrams import NgramConfig
-from model.eval_harness import run_eval
-from model.eval_metrics import ExampleScore, compute_metric
+from model.eval.harness import run_eval
+from model.eval.metrics import ExampleScore, compute_metric
 from model.gpt import GPT, GPTConfig
 from model.hf import save_hf_dir
 from model.tokenizer import BPETokenizer, train_tokenizer

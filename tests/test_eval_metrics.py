@@ -1,4 +1,4 @@
-"""model/eval_metrics.py: every metric is a ratio of sums, so subsets aggregate the same way as the whole."""
+"""model/eval/metrics.py: every metric is a ratio of sums, so subsets aggregate the same way as the whole."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from model.eval_metrics import ExampleScore, compute_metric
+from model.eval.metrics import ExampleScore, compute_metric
 
 
 def _scores():

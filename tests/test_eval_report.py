@@ -13,10 +13,10 @@ import torch
 from corpus.records import Document
 from corpus.shards import write_shards
 from dedup.benchmark_sets import BenchmarkSet, load_benchmark
-from model.eval_contamination import mark_examples, per_example_rows, summarize_benchmark
-from model.eval_harness import table3_reference
-from model.eval_metrics import ExampleScore
-from model.eval_report import (
+from model.eval.contamination import mark_examples, per_example_rows, summarize_benchmark
+from model.eval.harness import table3_reference
+from model.eval.metrics import ExampleScore
+from model.eval.report import (
     FORMAT,
     benchmark_entry,
     build_report,

@@ -1,4 +1,4 @@
-"""model.eval_scoring: windowed token NLLs, the perplexity bookkeeping, LAMBADA / CBT / WSC protocols."""
+"""model.eval.scoring: windowed token NLLs, the perplexity bookkeeping, LAMBADA / CBT / WSC protocols."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import torch
 import transformers  # its model classes load on first use (a few CPU-seconds), only in the test that builds one
 
 from dedup.benchmark_sets import load_benchmark, load_wsc
-from model.eval_detokenize import count_bytes, count_chars, count_words, detokenize, detokenizer_for
-from model.eval_metrics import compute_metric
-from model.eval_scoring import (
+from model.eval.detokenize import count_bytes, count_chars, count_words, detokenize, detokenizer_for
+from model.eval.metrics import compute_metric
+from model.eval.scoring import (
     STOPWORDS,
     TABLE3,
     TABLE3_COLUMNS,

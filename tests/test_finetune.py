@@ -1,4 +1,4 @@
-"""model.finetune: GPT-1's fine-tuning on tiny real GPTs (CPU): the head and the input
+"""model.finetune.train: GPT-1's fine-tuning on tiny real GPTs (CPU): the head and the input
 transformations' arithmetic, the auxiliary loss, exact resume, the Hugging Face export
 (loaded by ``transformers``), input errors, and learning real tasks built from the shared
 data (wikitext-2 vs PTB sentences, WSC273) with a clean/dirty split."""
@@ -12,12 +12,14 @@ import numpy as np
 import pytest
 import torch
 
-import model.finetune as finetune_module
+import model.finetune.train as finetune_module
 from corpus.records import Document
 from corpus.shards import write_shards
 from dedup.benchmark_sets import load_wsc
 from model.checkpoint import load_checkpoint, load_model, save_checkpoint
-from model.finetune import (
+from model.finetune.task_files import read_task_file
+from model.finetune.tasks import SpecialTokens, collate, encode_task
+from model.finetune.train import (
     DEMO_SENTENCES,
     TaskModel,
     add_task_tokens,
@@ -28,8 +30,6 @@ from model.finetune import (
     format_summary,
     task_loss,
 )
-from model.finetune_task_files import read_task_file
-from model.finetune_tasks import SpecialTokens, collate, encode_task
 from model.gpt import GPT, GPTConfig
 from model.hf import save_hf_dir
 from model.optim import lr_at

@@ -12,8 +12,8 @@ import torch
 
 from corpus.records import Document
 from corpus.shards import write_shards
-from model.finetune_task_files import NLI_LABELS, read_task_file
-from model.finetune_tasks import metric_names
+from model.finetune.task_files import NLI_LABELS, read_task_file
+from model.finetune.tasks import metric_names
 from pipelines import cli
 from tests.test_finetune import make_base
 

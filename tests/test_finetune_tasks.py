@@ -1,4 +1,4 @@
-"""model.finetune_task_files and model.finetune_tasks: the task files in their real layouts, GPT-1's input
+"""model.finetune.task_files and model.finetune.tasks: the task files in their real layouts, GPT-1's input
 transformations token by token, batches, metrics, and the clean/dirty marking."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 
 from corpus.records import Document
 from corpus.shards import write_shards
-from model.finetune_task_files import NLI_LABELS, TaskData, TaskExample, TaskFormatError, parse_fields, read_task_file
-from model.finetune_tasks import (
+from model.finetune.task_files import NLI_LABELS, TaskData, TaskExample, TaskFormatError, parse_fields, read_task_file
+from model.finetune.tasks import (
     IGNORE,
     EncodedExample,
     SpecialTokens,

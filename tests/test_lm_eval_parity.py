@@ -1,4 +1,4 @@
-"""Parity of model.eval_scoring with lm-evaluation-harness 0.4.13, using its own code on the same model.
+"""Parity of model.eval.scoring with lm-evaluation-harness 0.4.13, using its own code on the same model.
 
 The model is a tiny random GPT-2 saved as a local Hugging Face folder (model.hf.save_hf_dir,
 with its tokenizer files); we score it as our GPT (model.hf.load_hf_dir), lm-evaluation-
@@ -33,8 +33,8 @@ from lm_eval.api.metrics import bits_per_byte, perplexity, weighted_perplexity  
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window  # noqa: E402
 
 from dedup.benchmark_sets import load_benchmark  # noqa: E402
-from model.eval_metrics import ExampleScore, compute_metric  # noqa: E402
-from model.eval_scoring import ScoringModel, evaluate_benchmark, split_last_word  # noqa: E402
+from model.eval.metrics import ExampleScore, compute_metric  # noqa: E402
+from model.eval.scoring import ScoringModel, evaluate_benchmark, split_last_word  # noqa: E402
 from model.gpt import GPT, GPTConfig  # noqa: E402
 
 torch.set_num_threads(1)
@@ -119,7 +119,7 @@ def test_wikitext_word_perplexity_and_bits_per_byte(hf_pair, wiki_path):
     # ours: each article's slice of the file scored on its own, disjoint windows, lm_eval's detokenizer
     result = evaluate_benchmark(ours_sm, bench, stride=CONTEXT, limit=limit, documents=True,
                                 detokenize=lm_eval_detokenizer, progress=False)
-    from model.eval_scoring import example_slices
+    from model.eval.scoring import example_slices
 
     text, starts, _, _ = example_slices(bench, bench.examples[:limit])
     pages = [text[a:b] for a, b in zip(starts, [*starts[1:], len(text)], strict=True)]

@@ -212,6 +212,10 @@ def test_setup_file_corpusforge_builds_the_worker_sdist_from_an_installed_wheel(
     site = venv_site(python, bare)
     (site / "zz_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     assert (site / "pipelines" / "data" / "beam_setup.py").read_bytes() == (ROOT / "beam_setup.py").read_bytes()
+    # Every module of the checkout is in the wheel: a sub-package pyproject.toml does not list
+    # (pipelines/beam/ once) would be missing from every installed corpusforge.
+    sources = {str(p.relative_to(ROOT)) for pkg in (*PACKAGES, "common", "samplecrawl") for p in (ROOT / pkg).rglob("*.py") if "__pycache__" not in p.parts}
+    assert sources <= {str(p.relative_to(site)) for p in site.rglob("*.py")}, sorted(sources - {str(p.relative_to(site)) for p in site.rglob("*.py")})
     empty = tmp_path / "elsewhere"
     empty.mkdir()
     done = subprocess.run([str(python), "-m", "pipelines.beam_package", "--setup_file", "corpusforge", "--dist-dir", str(tmp_path / "dist"),

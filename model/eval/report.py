@@ -11,7 +11,7 @@ Document (``build_report``; ``FORMAT``/``VERSION`` below)::
     benchmarks   [{"name", "kind", "split", "examples", "metrics" (primary first),
                    "results": [{"metric", "all", "clean", "dirty", "relative_difference",
                                 "buckets"}],          (each subset: count, value, ci_low, ci_high)
-                   "contamination": {...} or null,    (model.eval_contamination.ContaminationMarks)
+                   "contamination": {...} or null,    (model.eval.contamination.ContaminationMarks)
                    "reference": {"label", "values": {metric: number}} or null,
                    "per_example": [...]}]
 
@@ -118,7 +118,7 @@ def fmt_relative(value) -> str:
 
 def benchmark_entry(summary, *, kind: str = "", split: str = "", reference: dict | None = None,
                     per_example: list[dict] | None = None, meta: dict | None = None) -> dict:
-    """One benchmark of the document from a ``model.eval_contamination.BenchmarkSummary``."""
+    """One benchmark of the document from a ``model.eval.contamination.BenchmarkSummary``."""
     data = summary.to_dict()
     return {"name": data["name"], "kind": kind, "split": split, "examples": data["examples"],
             "metrics": data["metrics"], "results": data["results"], "contamination": data["contamination"],

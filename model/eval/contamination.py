@@ -28,7 +28,7 @@ run of consecutive found positions. An example of ``1 <= k < n`` words has one w
 key (``dedup.ngrams``), so it is dirty only if some training text is exactly those ``k``
 words; an example without words is never dirty.
 
-Aggregation (``summarize_benchmark``): for each metric (``model.eval_metrics.compute_metric``)
+Aggregation (``summarize_benchmark``): for each metric (``model.eval.metrics.compute_metric``)
 its value on all / clean / dirty examples, the counts, a percentile bootstrap interval
 (resample the examples of the subset with replacement, recompute the metric from the
 resampled sums; Efron & Tibshirani 1993), the GPT-3 Table C.1 relative difference
@@ -57,7 +57,7 @@ from dedup.bloom import MAGIC, BloomFileError, BloomFilter
 from dedup.ngrams import HASH_ID, NgramConfig
 from dedup.partitioned import PartitionedBloom
 from dedup.report import load_json
-from model.eval_metrics import LN2, ExampleScore, compute_metric
+from model.eval.metrics import LN2, ExampleScore, compute_metric
 
 log = logging.getLogger(__name__)
 
@@ -382,7 +382,7 @@ def _columns(scores: Sequence[ExampleScore], metrics: Sequence[str]) -> dict[str
 
 def metric_from_sums(metric: str, sums: Mapping[str, np.ndarray], count: np.ndarray | int) -> np.ndarray:
     """``compute_metric`` from per-set sums (arrays: one value per resample), vectorised:
-    the same formulas as ``model.eval_metrics`` (NaN where the denominator is 0)."""
+    the same formulas as ``model.eval.metrics`` (NaN where the denominator is 0)."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         count = np.asarray(count, dtype=np.float64)
         nll = sums["nll"]

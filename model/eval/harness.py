@@ -6,11 +6,11 @@
 Steps, in this order so that a bad input fails before the model runs:
 
 1. load every benchmark (``dedup.benchmark_sets.load_benchmark``, ``kind:path[:option]``);
-2. mark each example clean or dirty against ``--training`` (``model.eval_contamination``: a
+2. mark each example clean or dirty against ``--training`` (``model.eval.contamination``: a
    Bloom filter file/folder, an audit output folder, or training shards; GPT-2's rule by
    default: 8-grams, any overlap = dirty; ``--ngram 13`` for the GPT-3 convention);
 3. load the model (our run folder / checkpoint, or a Hugging Face GPT-2 folder) and its
-   tokenizer, score every benchmark (``model.eval_scoring``), and save each benchmark's
+   tokenizer, score every benchmark (``model.eval.scoring``), and save each benchmark's
    per-example scores as soon as it is done (``OUT/scores/<name>.json``);
 4. aggregate every metric on all / clean / dirty examples with seeded percentile
    bootstrap intervals and the GPT-3 Table C.1 relative difference, per overlap bucket too;
@@ -34,7 +34,7 @@ from common import storage
 from common.errors import InputError
 from common.storage import write_atomically
 from dedup.benchmark_sets import GENERATIVE_KINDS, BenchmarkSet, BenchmarkSpecError, load_benchmark
-from model.eval_contamination import (
+from model.eval.contamination import (
     DEFAULT_CONFIDENCE,
     DEFAULT_FP_QUERIES,
     DEFAULT_N,
@@ -46,8 +46,8 @@ from model.eval_contamination import (
     per_example_rows,
     summarize_benchmark,
 )
-from model.eval_report import benchmark_entry, build_report, gpt2_size, write_report
-from model.eval_report import format_summary as format_report
+from model.eval.report import benchmark_entry, build_report, gpt2_size, write_report
+from model.eval.report import format_summary as format_report
 from model.tokenizer import BPETokenizer
 
 log = logging.getLogger(__name__)
@@ -85,7 +85,7 @@ def _load_scoring_model(model, tokenizer, *, context, batch_size, device, dtype)
     # torch (requirements-model.txt): this module stays importable without it, here and below
     import torch
 
-    from model.eval_scoring import ScoringModel
+    from model.eval.scoring import ScoringModel
 
     if isinstance(model, ScoringModel):
         return model, {"name": type(model.model).__name__}
@@ -136,7 +136,7 @@ def table3_reference(name: str, size: str | None) -> dict | None:
     (accuracies as fractions, like the results; the report prints both as percentages)."""
     if not size:
         return None
-    from model.eval_scoring import TABLE3, TABLE3_COLUMNS  # torch
+    from model.eval.scoring import TABLE3, TABLE3_COLUMNS  # torch
 
     values = {metric: TABLE3[size][column] / factor for column, (bench, metric, factor) in TABLE3_COLUMNS.items()
               if bench == name and column in TABLE3.get(size, {})}
@@ -167,18 +167,18 @@ def run_eval(model, benchmarks: Sequence, *, training=None, tokenizer=None, ngra
     ``example_pairs``: a file of ``left<TAB>right`` example pairs for wmt14 / nq prompts (default:
     drawn from other documents of the same test set); ``seed`` also seeds generation.
     ``max_new_tokens``: ``{task: N}``, the tokens a generative task generates instead of its
-    protocol's (``eval_generative.TASK_NEW_TOKENS``; the report notes the change). Every
+    protocol's (``generative.TASK_NEW_TOKENS``; the report notes the change). Every
     benchmark is checked against the model (a generative task must fit its context) before
     any is scored: a refusal writes nothing."""
-    from model.eval_decoding import GenerationError  # torch
-    from model.eval_generative import (  # rouge-score, sacrebleu (with torch)
+    from model.eval.decoding import GenerationError  # torch
+    from model.eval.generative import (  # rouge-score, sacrebleu (with torch)
         TASK_NEW_TOKENS,
         PairsError,
         check_generative,
         paper_reference,
         read_pairs,
     )
-    from model.eval_scoring import evaluate_benchmark  # torch
+    from model.eval.scoring import evaluate_benchmark  # torch
 
     if bootstrap < 0:
         raise EvalInputError(f"--bootstrap must be >= 0, got {bootstrap}")
@@ -338,7 +338,7 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def format_summary(document: dict) -> str:
-    """The report's table (``model.eval_report.format_summary``) and where the report files are."""
+    """The report's table (``model.eval.report.format_summary``) and where the report files are."""
     lines = [format_report(document)]
     if document.get("paths"):
         lines.append("reports: " + ", ".join(document["paths"].values()))

@@ -2,9 +2,9 @@
 
 ``ScoringModel`` wraps a model and its tokenizer and turns token ids into per-token NLLs
 (nats). ``evaluate_benchmark`` dispatches a ``dedup.benchmark_sets.BenchmarkSet`` to its
-protocol and returns ``BenchmarkScores``: one ``model.eval_metrics.ExampleScore`` per example,
+protocol and returns ``BenchmarkScores``: one ``model.eval.metrics.ExampleScore`` per example,
 so that any metric can be computed on all / clean / dirty examples with
-``model.eval_metrics.compute_metric``.
+``model.eval.metrics.compute_metric``.
 
 Protocols (GPT-2 paper section 3, Radford et al. 2019):
 
@@ -55,10 +55,10 @@ import torch
 from tqdm.auto import tqdm
 
 from dedup.benchmark_sets import CBT_BLANK, GENERATIVE_KINDS, BenchmarkSet, Example
-from model import eval_detokenize as detok
 from model.checkpoint import load_model, tokenizer_folder
-from model.eval_generative import most_confident, score_generative
-from model.eval_metrics import ExampleScore, compute_metric
+from model.eval import detokenize as detok
+from model.eval.generative import most_confident, score_generative
+from model.eval.metrics import ExampleScore, compute_metric
 from model.gpt import GPT
 from model.tokenizer import BPETokenizer
 
@@ -375,7 +375,7 @@ class BenchmarkScores:
 
 def benchmark_kind(bench: BenchmarkSet) -> str:
     """Which protocol scores ``bench``: ``lambada``, ``cbt``, ``wsc``, ``lm``, or a generative
-    task (``coqa``, ``cnn_dm``, ``wmt14``, ``nq``: ``model.eval_generative``)."""
+    task (``coqa``, ``cnn_dm``, ``wmt14``, ``nq``: ``model.eval.generative``)."""
     if bench.meta.get("task") in GENERATIVE_KINDS:
         return bench.meta["task"]
     name = bench.name.lower()
@@ -406,14 +406,14 @@ def evaluate_benchmark(scoring_model: ScoringModel, bench: BenchmarkSet, *, stri
     """Score ``bench`` with the protocol its name / meta call for (see the module docstring).
 
     ``detokenize``: ``True`` undoes the benchmark's tokenization before scoring with
-    ``model.eval_detokenize`` (the kind ``detokenizer_for(bench.name)``); ``False`` scores the text
+    ``model.eval.detokenize`` (the kind ``detokenizer_for(bench.name)``); ``False`` scores the text
     as written; a function ``str -> str`` is used instead (it must keep the line count when
     a whole file is scored). Words are always counted on the original text, with the
     benchmark's own convention (``count_words(text, detokenizer_for(bench.name))``).
     ``limit``: only the first ``limit`` examples. ``documents`` (language-modelling sets):
     score each example on its own from the end-of-text token, as lm-evaluation-harness does
     with WikiText documents, instead of the whole text; sets without ``full_text`` are
-    always scored this way. Generative tasks (``model.eval_generative``) need our ``GPT``; ``seed``
+    always scored this way. Generative tasks (``model.eval.generative``) need our ``GPT``; ``seed``
     seeds their sampling and example-pair draws, ``example_pairs`` replaces the drawn pairs.
     """
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):

@@ -26,7 +26,7 @@ Example pairs (wmt14, nq) come from ``pairs`` (a user's file of ``left<TAB>right
 english/french or question/answer) or, without one, are drawn for each example (seeded by
 the example's id) from OTHER documents of the same test set (WMT: another ``docid``; NQ:
 another question). Contexts longer than the window are cut from the left; the task's own
-prompt (the question, the source sentence, ``TL;DR:``) is always kept (``model.eval_decoding``).
+prompt (the question, the source sentence, ``TL;DR:``) is always kept (``model.eval.decoding``).
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ from sacrebleu.metrics import BLEU
 from common.errors import InputError
 from corpus.sentences import import_with_nltk
 from dedup.benchmark_sets import COQA_IN_DOMAIN, BenchmarkSet, Example
-from model.eval_decoding import Decoding, StopRule, answer_logprob, generate_texts, word_sentences
-from model.eval_metrics import BLEU_ORDER, ExampleScore
+from model.eval.decoding import Decoding, StopRule, answer_logprob, generate_texts, word_sentences
+from model.eval.metrics import BLEU_ORDER, ExampleScore
 
 rouge_scorer = import_with_nltk("rouge_score.rouge_scorer")  # Google's rouge-score (its stemmer is NLTK's Porter)
 
@@ -211,7 +211,7 @@ def nq_prompt(example: Example, pairs: Sequence[tuple[str, str]]) -> tuple[str, 
 
 def _article_sentences(article: str) -> list[str]:
     """The article's sentences for lead-3 and random-3 (whitespace normalised; none that is
-    punctuation only: ``eval_decoding.word_sentences``)."""
+    punctuation only: ``decoding.word_sentences``)."""
     return word_sentences(" ".join(article.split()))
 
 

@@ -10,7 +10,7 @@ folder):
   ``V``, ``V+1``, ``V+2`` after the model's ``V``), their embedding rows drawn from
   N(0, 0.02) like the other embeddings;
 - every example becomes token sequences by the task's input transformation
-  (``model.finetune_tasks.transform``); the final hidden state at each ``extract`` token, after
+  (``model.finetune.tasks.transform``); the final hidden state at each ``extract`` token, after
   dropout 0.1, feeds a linear layer W_y (no bias): class logits, a regression score,
   or one score per multiple-choice candidate with a softmax over the candidates;
   for similarity the two orders' states are added before W_y;
@@ -64,9 +64,9 @@ from model.checkpoint import (
     tokenizer_folder,
 )
 from model.device import resolve_device, rng_state, seed_everything, set_rng_state
-from model.eval_contamination import ContaminationError
-from model.finetune_task_files import FORMATS, TASK_TYPES, TaskData, TaskFormatError, parse_fields, read_task_file
-from model.finetune_tasks import (
+from model.eval.contamination import ContaminationError
+from model.finetune.task_files import FORMATS, TASK_TYPES, TaskData, TaskFormatError, parse_fields, read_task_file
+from model.finetune.tasks import (
     IGNORE,
     SpecialTokens,
     TaskError,

@@ -18,7 +18,7 @@ comes last, the question, is kept) and then the answer at its end.
 Metrics (computed from predictions, so the same function serves all / clean / dirty):
 accuracy, F1 of the positive class (binary tasks), Matthews correlation (binary and
 multi-class, Gorodkin's R_K), Pearson and Spearman (regression; ties get average ranks).
-The clean/dirty marking is the eval harness's (``model.eval_contamination.mark_benchmarks``):
+The clean/dirty marking is the eval harness's (``model.eval.contamination.mark_benchmarks``):
 each evaluation example's text (all its segments and choices) against the pre-training
 corpus's 8-grams.
 """
@@ -32,8 +32,8 @@ import numpy as np
 import torch
 
 from dedup.benchmark_sets import BenchmarkSet, Example
-from model.eval_contamination import mark_benchmarks
-from model.finetune_task_files import TaskData, TaskExample
+from model.eval.contamination import mark_benchmarks
+from model.finetune.task_files import TaskData, TaskExample
 
 IGNORE = -1  # an LM target that is not scored (padding, the last position)
 
