@@ -52,7 +52,7 @@ import torch  # noqa: E402
 from common.storage import SUCCESS_FILE  # noqa: E402
 from corpus.shards import FORMATS  # noqa: E402
 from model.checkpoint import CHECKSUM_SUFFIX  # noqa: E402
-from pipelines.audit import REMOVED_FILE  # noqa: E402
+from pipelines.audit.job import REMOVED_FILE  # noqa: E402
 from pipelines.jobs import STATS_FILE  # noqa: E402
 from pipelines.steps import ERRORS_FILE  # noqa: E402
 

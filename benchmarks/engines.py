@@ -65,7 +65,7 @@ EMPTY_SESSION = ("from pipelines.spark import engine\n"
                  "spark, _ = engine.session('local[2]')\n"
                  "spark.sparkContext.parallelize(range(2), 2).map(lambda x: x).count()\n"
                  "spark.stop()\n")
-WORKER_IMPORTS = "import pipelines.spark.plan, pipelines.spark.dedupe, pipelines.c4_pages, corpus.c4, corpus.langid, corpus.sentences, dedup.text"
+WORKER_IMPORTS = "import pipelines.spark.plan, pipelines.spark.dedupe, pipelines.c4.pages, corpus.c4, corpus.langid, corpus.sentences, dedup.text"
 
 
 def measured(argv: list[str], env: dict) -> dict:

@@ -164,7 +164,7 @@ def baseline_commit(repo: Path, ref: str | None) -> str:
     submissions (the last code that held every submission in memory)."""
     if ref is None:
         found = subprocess.run(["git", "-C", str(repo), "log", "-1", "--format=%H", "-S", '"Group by URL key"', "--",
-                                "pipelines/webtext.py"], capture_output=True, text=True, check=True).stdout.strip()
+                                "pipelines/webtext/job.py"], capture_output=True, text=True, check=True).stdout.strip()
         if not found:
             raise SystemExit("no commit replaced the GroupByKey of submissions here: pass --baseline-ref")
         ref = f"{found}~1"

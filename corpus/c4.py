@@ -4,7 +4,7 @@ Every constant comes from the reference implementation, the TensorFlow Datasets 
 builder 3.1.0 (``c4_utils.py`` and ``c4.py``), whose output is the released ``c4/en``.
 Each rule returns a ``common.decision.Decision`` in the reference's own counter names,
 each counter with its unit (pages, lines, or ``other`` for a tally), and never changes
-the page it was given (``C4Page`` is frozen), so the Beam pipeline (``pipelines/c4.py``)
+the page it was given (``C4Page`` is frozen), so the Beam pipeline (``pipelines/c4/job.py``)
 only wires the steps and the in-memory chain (``benchmarks/c4_throughput.py``) calls the
 same functions. Line and span dedup live in ``dedup/``; sentence counting in
 ``corpus.sentences``; language id in ``corpus.langid``.

@@ -1,7 +1,7 @@
 """The n-gram overlap audit's one core (GPT-2 paper, section 4): benchmarks in, one report per
 benchmark out, from a Bloom filter of the training corpus or an exact scan of its documents.
 
-Two callers, one set of numbers: the Beam audit job (``pipelines/audit.py``: every shard
+Two callers, one set of numbers: the Beam audit job (``pipelines/audit/job.py``: every shard
 scanned by ``scan_documents`` on its own worker, the counters merged) and evaluation
 (``model.eval.contamination.mark_benchmarks``: one stream through ``scan_documents``). Both build
 their indexes with ``build_indexes`` and their reports with ``exact_report`` /

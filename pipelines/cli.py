@@ -48,17 +48,17 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "inspect": ("pipelines.inspect_crawl", "count records in WARC/WET files by type, MIME type, language header and error"),
     "stats": ("pipelines.shard_stats", "documents, bytes, characters, words, top domains and a length histogram of shards"),
     "fetch": ("pipelines.fetch_links", "fetch a file of links safely and politely into WARC files and a fetch log; rerun to resume"),
-    "read": ("pipelines.read", "read WARC/WET files into document shards with Apache Beam (no filtering)"),
-    "c4": ("pipelines.c4", "build C4 (en, en.noclean, en.noblocklist, realnewslike, webtextlike) from Common Crawl with Apache Beam"),
-    "webtext": ("pipelines.webtext", "build WebText from Reddit links (>= 3 karma): safe live fetch or a Common Crawl join"),
-    "audit": ("pipelines.audit", "8-gram overlap of benchmarks with a training corpus: Bloom filter (1e-8) and exact index, reports"),
-    "decontaminate": ("pipelines.decontaminate", "remove benchmark overlaps from training shards (GPT-3 spans, drop or mask)"),
-    "tokenize": ("pipelines.tokenize", "train byte-level BPE on shards and write llm.c token shards (train/val) with Apache Beam"),
+    "read": ("pipelines.read.job", "read WARC/WET files into document shards with Apache Beam (no filtering)"),
+    "c4": ("pipelines.c4.job", "build C4 (en, en.noclean, en.noblocklist, realnewslike, webtextlike) from Common Crawl with Apache Beam"),
+    "webtext": ("pipelines.webtext.job", "build WebText from Reddit links (>= 3 karma): safe live fetch or a Common Crawl join"),
+    "audit": ("pipelines.audit.job", "8-gram overlap of benchmarks with a training corpus: Bloom filter (1e-8) and exact index, reports"),
+    "decontaminate": ("pipelines.audit.decontaminate", "remove benchmark overlaps from training shards (GPT-3 spans, drop or mask)"),
+    "tokenize": ("pipelines.tokenize.job", "train byte-level BPE on shards and write llm.c token shards (train/val) with Apache Beam"),
     "train": ("model.train", "train GPT-1/GPT-2 on token shards (CPU, GPU, torchrun DDP); exact resume"),
     "finetune": ("model.finetune.train", "fine-tune a trained checkpoint on a task (GPT-1's input transformations, a linear head)"),
     "sample": ("model.sample", "generate text from a checkpoint (top-k / top-p / temperature)"),
     "eval": ("model.eval.harness", "zero-shot GPT-2 benchmarks, each reported on all / clean / contaminated examples"),
-    "demo": ("pipelines.demo", "generate the bundled sample crawl and run every working job on it"),
+    "demo": ("pipelines.demo.job", "generate the bundled sample crawl and run every working job on it"),
     "spark-package": ("pipelines.spark_package", "write corpusforge.zip and spark_main.py for spark-submit on a cluster, and the line to run"),
 }
 CONTRACT = ("add_arguments", "run", "format_summary")
@@ -66,13 +66,13 @@ CONTRACT = ("add_arguments", "run", "format_summary")
 # their --help text (the module's docstring or DESCRIPTION) in a module without them, so `--help` and a
 # usage error are answered before Beam (about 2 s) or torch is imported; the command's module re-exports them.
 OPTIONS_MODULES = {
-    "read": "pipelines.read_options",
-    "c4": "pipelines.c4_options",
-    "webtext": "pipelines.webtext_options",
-    "audit": "pipelines.audit_options",
-    "tokenize": "pipelines.tokenize_options",
+    "read": "pipelines.read.options",
+    "c4": "pipelines.c4.options",
+    "webtext": "pipelines.webtext.options",
+    "audit": "pipelines.audit.options",
+    "tokenize": "pipelines.tokenize.options",
     "sample": "model.sample_options",
-    "demo": "pipelines.demo_options",
+    "demo": "pipelines.demo.options",
 }
 
 # Commands that never run a Beam pipeline: they do not pay for importing Beam's progress display.

@@ -21,7 +21,7 @@ import sys
 
 if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
     # Run as a script (spark-submit): its folder, pipelines/, must not shadow the standard
-    # library (pipelines/tokenize.py is not ``tokenize``); the project comes from --py-files.
+    # library (pipelines/tokenize/job.py is not ``tokenize``); the project comes from --py-files.
     del sys.path[0]
 
 import logging  # noqa: E402

@@ -1,4 +1,4 @@
-"""The audit and decontamination ship the benchmark indexes by reference (``pipelines.audit``:
+"""The audit and decontamination ship the benchmark indexes by reference (``pipelines.audit.job``:
 ``stage_indexes``, ``WithIndexes``): the job's graph holds a staged file's path, not the
 indexes; the job reads that file, once per worker process, and the commit removes it."""
 
@@ -17,7 +17,8 @@ from corpus.shards import read_documents, write_shard
 from dedup.audit import build_indexes, load_benchmarks, merge_counters, scan_documents
 from dedup.benchmark_sets import BenchmarkSet, Example
 from dedup.ngrams import NgramConfig
-from pipelines import audit, staging
+from pipelines import staging
+from pipelines.audit import job as audit
 
 pytestmark = pytest.mark.pipeline  # runs Beam jobs on the DirectRunner: not in `make test-fast`
 

@@ -29,7 +29,7 @@ from corpus.urls import normalize_url, url_digest
 from corpus.warc import read_archive
 from dedup.lines import line_key, page_line_keys, remove_duplicate_lines
 from dedup.spans import page_span_keys, remove_duplicate_spans
-from pipelines.c4_pages import registered_domain_parts
+from pipelines.c4.pages import registered_domain_parts
 
 GOOD = "This line is long enough and ends with a period."
 

@@ -16,7 +16,8 @@ import torch
 from corpus.fetch import FetchConfig
 from corpus.records import Document
 from corpus.shards import write_shards
-from pipelines import audit_options, cli, fetch_links
+from pipelines import cli, fetch_links
+from pipelines.audit import options as audit_options
 from pipelines.jobs import STATS_FILE
 from pipelines.steps import ERRORS_FILE
 

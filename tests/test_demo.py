@@ -15,7 +15,7 @@ from corpus.shards import read_documents
 from corpus.warc import read_archive
 from model.token_shards import find_token_shards, read_token_shard
 from model.tokenizer import BPETokenizer
-from pipelines.demo import DemoFolders, run_demo
+from pipelines.demo.job import DemoFolders, run_demo
 from pipelines.jobs import STATS_FILE
 
 pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`
@@ -131,10 +131,10 @@ try:
     sys.exit("punkt is installed here: this test needs a machine without it")
 except PunktMissingError:
     pass
-from pipelines.demo import _compare_manifests, _ensure_sentence_model
+from pipelines.demo.job import _compare_manifests, _ensure_sentence_model
 from pipelines.jobs import STATS_FILE
-from pipelines.read import run as read
-from pipelines.c4 import run as c4
+from pipelines.read.job import run as read
+from pipelines.c4.job import run as c4
 read(["--input", *{small_crawl.wet_paths!r}, "--output", {docs!r}])
 c4_args = ["--input", *{small_crawl.wet_paths!r}, "--badwords", {small_crawl.badwords_path!r}]
 with punkt_data_environment(_ensure_sentence_model({docs!r}, {stand_in!r})):
@@ -173,7 +173,7 @@ def test_the_demo_skips_its_spark_run_in_one_line_without_a_java_that_starts(tmp
     script = f"""
 import json, logging, sys
 logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-from pipelines.demo import DemoFolders, build_c4_on_spark
+from pipelines.demo.job import DemoFolders, build_c4_on_spark
 from samplecrawl.crawl import write_sample_crawl
 crawl = write_sample_crawl({str(tmp_path / "crawl")!r}, seed=0, pages=68)
 print(json.dumps(build_c4_on_spark(DemoFolders.under({folders.out!r}), crawl)))

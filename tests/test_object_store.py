@@ -27,11 +27,14 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from common import memfs, storage
 from corpus.inputs import InputError
 from corpus.shards import find_shards, read_documents
-from pipelines import audit, cli, sources, tokenize, webtext
-from pipelines import c4 as c4_pipeline
-from pipelines import read as read_pipeline
+from pipelines import cli, sources
+from pipelines.audit import job as audit
 from pipelines.beam_package import PORTABLE_JOB_TIMEOUT_S, portable_runner_options
+from pipelines.c4.job import job as c4_pipeline
 from pipelines.jobs import STATS_FILE
+from pipelines.read.job import job as read_pipeline
+from pipelines.tokenize import job as tokenize
+from pipelines.webtext import job as webtext
 
 pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`
 

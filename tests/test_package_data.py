@@ -44,7 +44,8 @@ import json, sys
 import corpus
 from corpus import langid, native, reddit
 from dedup import bloom_native
-from pipelines import webtext, webtext_options
+from pipelines.webtext import job as webtext
+from pipelines.webtext import options as webtext_options
 
 parser = __import__("argparse").ArgumentParser()
 webtext_options.add_arguments(parser)

@@ -13,7 +13,7 @@ from corpus.inputs import ManifestPathError, join_base, read_manifest
 from corpus.shards import read_documents
 from corpus.warc import ReadStats, read_archive
 from pipelines.jobs import STATS_FILE
-from pipelines.read import run
+from pipelines.read.job import run
 from pipelines.steps import ERRORS_FILE
 
 pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`

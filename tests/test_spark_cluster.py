@@ -28,7 +28,7 @@ from test_spark_engine import assert_same_output, variant_args  # noqa: E402
 from test_spark_jobs_audit import assert_same_output as assert_same_files  # noqa: E402
 from test_spark_jobs_tokweb import same_files  # noqa: E402
 
-from pipelines import c4 as c4_pipeline  # noqa: E402
+from pipelines.c4.job import job as c4_pipeline  # noqa: E402
 from pipelines.cli import run_job  # noqa: E402
 from pipelines.spark_package import LAUNCHER_NAME, ZIP_NAME  # noqa: E402
 
@@ -136,7 +136,7 @@ def test_spark_package_and_the_printed_spark_submit_line_run_a_job_with_the_user
     assert done.returncode == 0, done.stderr[-3000:]
     # spark-submit's PythonRunner passes the driver's stdout and stderr on as its own stdout
     [source] = re.findall(r"corpusforge read on Spark, the project from (\S+)", done.stdout + done.stderr)
-    assert f"{ZIP_NAME}/pipelines/read.py" in source and str(ROOT) not in source  # from the zip: not the checkout, not the test venv
+    assert f"{ZIP_NAME}/pipelines/read/job.py" in source and str(ROOT) not in source  # from the zip: not the checkout, not the test venv
     spark_stats = json.loads((tmp_path / "spark" / "_stats.json").read_text(encoding="utf-8"))
     assert_same_output(str(tmp_path / "beam"), str(tmp_path / "spark"), beam_stats, spark_stats)
     assert "users-own-name" in cluster.app_names()  # spark-submit's --name stood: the job made no session of its own

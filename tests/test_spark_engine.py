@@ -23,9 +23,9 @@ from test_object_store import BUCKET, closed_port, s3, upload  # noqa: F401  (th
 
 from common import storage
 from corpus.inputs import InputError
-from pipelines import c4 as c4_pipeline
-from pipelines import read as read_pipeline
+from pipelines.c4.job import job as c4_pipeline
 from pipelines.jobs import STATS_FILE
+from pipelines.read.job import job as read_pipeline
 from pipelines.shard_io import ERRORS_FILE, WRITE_NAMESPACE
 from pipelines.spark_launch import MASTER_FORMS, SHORT_RUN_JVM_OPTIONS, SPARK_JAVA_HINT, check_spark_master
 from samplecrawl.crawl import write_sample_crawl
@@ -206,7 +206,7 @@ def test_spark_submit_runs_c4_with_the_package_shipped_as_a_zip(real_data, beam_
                            "c4", "--input", *wet, "--output", str(out), "--badwords", str(real_data / "badwords" / "en"), "--num_shards", "2"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "corpusforge.zip/pipelines/c4.py" in done.stdout + done.stderr  # where the driver imported the project from (spark-submit merges its streams)
+    assert "corpusforge.zip/pipelines/c4/job.py" in done.stdout + done.stderr  # where the driver imported the project from (spark-submit merges its streams)
     assert_same_output(str(local), str(out), beam_stats, json.loads((out / STATS_FILE).read_text()))
 
 

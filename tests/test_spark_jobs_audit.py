@@ -26,9 +26,11 @@ from common import storage
 from corpus.records import Document
 from corpus.shards import read_documents, shard_relpath, write_shard
 from dedup.benchmark_sets import load_benchmark
-from pipelines import audit, audit_shards, spark_main
-from pipelines import read as read_pipeline
+from pipelines import spark_main
+from pipelines.audit import job as audit
+from pipelines.audit import shards as audit_shards
 from pipelines.jobs import STATS_FILE
+from pipelines.read.job import job as read_pipeline
 
 pyspark = pytest.importorskip("pyspark", reason="the spark extra is not installed: pip install 'corpusforge[spark]'")
 

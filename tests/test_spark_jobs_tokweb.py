@@ -26,10 +26,10 @@ from corpus.records import Document, HtmlPage
 from corpus.shards import shard_relpath
 from corpus.warc import read_archive
 from pipelines import cli, spark_main
-from pipelines import tokenize as tokenize_pipeline
-from pipelines import webtext as webtext_pipeline
 from pipelines.jobs import STATS_FILE
 from pipelines.shard_io import ERRORS_FILE
+from pipelines.tokenize.job import job as tokenize_pipeline
+from pipelines.webtext.job import job as webtext_pipeline
 
 pytest.importorskip("pyspark", reason="the spark extra is not installed: pip install 'corpusforge[spark]'")
 pytestmark = [pytest.mark.pipeline, pytest.mark.usefixtures("java")]  # runs Beam and Spark jobs: not in `make test-fast`; skipped without Java

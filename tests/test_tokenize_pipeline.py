@@ -22,10 +22,11 @@ from corpus.inputs import InputError
 from corpus.shards import nonempty_text, read_error, read_texts, shard_files
 from model.token_shards import find_token_shards, read_token_shard
 from model.tokenizer import BPETokenizer
-from pipelines import tokenize, tokenize_shards
 from pipelines.cli import main
 from pipelines.jobs import STATS_FILE
 from pipelines.steps import ERRORS_FILE
+from pipelines.tokenize import job as tokenize
+from pipelines.tokenize import shards as tokenize_shards
 
 pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`
 

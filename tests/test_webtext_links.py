@@ -1,4 +1,4 @@
-"""WebText's link stage in bounded memory (``pipelines.webtext.MergeLinks``): sorted runs
+"""WebText's link stage in bounded memory (``pipelines.webtext.job.MergeLinks``): sorted runs
 of submissions spilled by URL key and merged give exactly the links, counters and link
 table bytes of the in-memory reference (``corpus.reddit.select_links`` + ``write_link_table``)."""
 
@@ -21,9 +21,9 @@ from corpus.shards import shard_index
 from corpus.urls import url_key
 from corpus.webtext import capture_of_link
 from pipelines import staging
-from pipelines import webtext as webtext_pipeline
 from pipelines.jobs import counters_of
 from pipelines.steps import Steps
+from pipelines.webtext.job import job as webtext_pipeline
 
 pytestmark = pytest.mark.pipeline  # runs Beam jobs: not in `make test-fast`
 

@@ -4,7 +4,7 @@
 counters as one accumulator, the shard writer); ``plan`` interprets the jobs declared once
 (``c4``, ``read``: ``pipelines.plan``) and holds every job's file-reader loop; ``tokenize``,
 ``webtext`` and ``audit`` (``corpusforge audit`` and ``decontaminate``) wire one job each,
-beside their Beam wiring (``pipelines.tokenize``, ...), with the same rules, namespaces and
+beside their Beam wiring (``pipelines.tokenize.job``, ...), with the same rules, namespaces and
 counter names imported from where the Beam wiring takes them. The output (every shard,
 ``_SUCCESS``, the stats document) is the same bytes as Beam's. docs/spark.md.
 """

@@ -1,11 +1,11 @@
-"""``corpusforge audit`` and ``decontaminate`` on Spark: ``pipelines.audit``'s stages as RDD operations.
+"""``corpusforge audit`` and ``decontaminate`` on Spark: ``pipelines.audit.job``'s stages as RDD operations.
 
-The per-shard work is the Beam wiring's own, from the Beam-free ``pipelines.audit_shards``
+The per-shard work is the Beam wiring's own, from the Beam-free ``pipelines.audit.shards``
 (``count_ngrams``, ``shard_hashes``, ``build_part``, ``shard_texts``, ``matched_documents``:
 a Python worker never loads Beam), the rules and
 merges are ``dedup/``'s (``scan_documents``, ``merge_counters``, ``decontaminate``), and the
 driver's part (loading the filter, the reports, ``audit.json``, ``_SUCCESS``) is
-``pipelines.audit.audit_corpus`` itself; only the plumbing is Spark's:
+``pipelines.audit.job.audit_corpus`` itself; only the plumbing is Spark's:
 
 - capacity: one partition per shard file, ``count_ngrams`` each, ``sum()``;
 - the Bloom filter: each shard's n-gram hashes split by part (``split_by_part``), shuffled
@@ -27,7 +27,7 @@ from __future__ import annotations
 from common import storage
 from dedup.audit import merge_counters, scan_documents
 from dedup.bloom import ngram_meta, split_by_part
-from pipelines.audit_shards import (
+from pipelines.audit.shards import (
     AUDIT,
     DECONTAMINATE,
     FILTER_UNITS,
@@ -76,7 +76,7 @@ def _part_builder(beam_args, **settings):
 
 
 def build_filter(spark, files, config, args, folder, beam_args) -> dict:
-    """``pipelines.audit.build_filter`` on Spark: the capacity, then every part, then ``bloom.json``."""
+    """``pipelines.audit.job.build_filter`` on Spark: the capacity, then every part, then ``bloom.json``."""
     job = SparkJob(spark, beam_args)
     capacity = filter_capacity(args, lambda: job.files(files).mapPartitions(_ngram_counts(config, job.beam_args)).sum())
     parts = args.filter_parts
@@ -108,7 +108,7 @@ def _merged(indexes):
 
 
 def scan_exact(spark, files, indexes, beam_args, out_dir) -> dict:
-    """``pipelines.audit.scan_exact`` on Spark: benchmark -> the whole corpus's counter, as a dict."""
+    """``pipelines.audit.job.scan_exact`` on Spark: benchmark -> the whole corpus's counter, as a dict."""
     job = SparkJob(spark, beam_args)
     shared = job.sc.broadcast(dict(indexes))
     try:
@@ -141,7 +141,7 @@ def _pieces(position: int, removed):
 
 
 def decontaminate(spark, by_split: dict[str, list[str]], indexes, rule, args, beam_args) -> dict:
-    """``pipelines.audit.decontaminate_on_beam`` on Spark: the same shards, ``_removed.jsonl``,
+    """``pipelines.audit.job.decontaminate_on_beam`` on Spark: the same shards, ``_removed.jsonl``,
     counters, units and examples (namespace ``DECONTAMINATE``)."""
     job = SparkJob(spark, beam_args)
     shared = job.sc.broadcast(dict(indexes))

@@ -1,5 +1,5 @@
 """``read_crawl_files``: every Spark job's crawl reader, ``shard_io.CrawlRecordReader`` (the
-reader ``ReadFiles`` runs in ``corpusforge read``'s declaration, ``pipelines.read``) through
+reader ``ReadFiles`` runs in ``corpusforge read``'s declaration, ``pipelines.read.job``) through
 the one Spark file loop, ``pipelines.spark.plan.read_files``."""
 
 from __future__ import annotations

@@ -1,14 +1,14 @@
-"""``corpusforge tokenize`` on Spark: ``pipelines.tokenize``'s chain as RDD operations.
+"""``corpusforge tokenize`` on Spark: ``pipelines.tokenize.job``'s chain as RDD operations.
 
-The same functions, names and counters as the Beam wiring (``pipelines.tokenize``), from
-the Beam-free ``pipelines.tokenize_shards``, so a Python worker never loads Beam:
+The same functions, names and counters as the Beam wiring (``pipelines.tokenize.job``), from
+the Beam-free ``pipelines.tokenize.shards``, so a Python worker never loads Beam:
 one partition per shard file read by ``ShardTextReader`` (``read_files``, every job's reader loop), ``nonempty_text`` as a step, the
 blake2b-128 digest, ``encode_document`` per partition (one tokenizer per partition,
 ``worker_tokenizer``), ``groupByKey`` by (split, digest range) and ``write_part`` for
 each range, the plan cut by ``plan_and_record`` on the driver, then each planned shard written by
 ``write_planned_shard`` in its own partition. ``--val_docs`` takes the smallest digests
 with ``takeOrdered`` over the documents, which are stored first (``SparkJob.once``) so
-their counters are added once. Before any of it (``pipelines.tokenize`` calls it first),
+their counters are added once. Before any of it (``pipelines.tokenize.job`` calls it first),
 ``check_workers`` has the executors import the tokenizer libraries.
 """
 
@@ -23,7 +23,7 @@ from model.tokenizer import require_tokenize_libraries
 from pipelines.shard_io import write_errors
 from pipelines.spark.engine import SparkJob, on_worker, ship_project, tally_of
 from pipelines.spark.plan import read_files
-from pipelines.tokenize_shards import (
+from pipelines.tokenize.shards import (
     NAMESPACE,
     SHARDS_WRITTEN,
     ShardTextReader,

@@ -1,8 +1,8 @@
-"""``corpusforge webtext --pages crawl`` on Spark: ``pipelines.webtext``'s chain, step for
+"""``corpusforge webtext --pages crawl`` on Spark: ``pipelines.webtext.job``'s chain, step for
 step, as RDD operations.
 
 The rules, namespaces and helpers are the Beam wiring's own (``corpus.reddit``,
-``corpus.webtext``, ``dedup.minhash``, and the Beam-free ``pipelines.webtext_rows``, so a
+``corpus.webtext``, ``dedup.minhash``, and the Beam-free ``pipelines.webtext.rows``, so a
 Python worker never loads Beam): dump lines by
 ``dump_lines`` (one partition per dump), ``filter_submission`` as a step, ``groupByKey``
 by URL key for ``merge_link``, the link table one partition per link shard
@@ -33,7 +33,7 @@ from pipelines.spark.engine import SparkJob, add_tally, on_worker
 from pipelines.spark.plan import read_files
 from pipelines.spark.read import read_crawl_files
 from pipelines.tally import Tally
-from pipelines.webtext_rows import (
+from pipelines.webtext.rows import (
     CLEAN,
     CRAWL_JOIN,
     CRAWL_TEXT_MODE,

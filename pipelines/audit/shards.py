@@ -1,5 +1,5 @@
 """What the audit and decontamination do to one shard file and one filter part, for every
-engine: Beam's steps (``pipelines.audit``) and Spark's (``pipelines.spark.audit``) call the
+engine: Beam's steps (``pipelines.audit.job``) and Spark's (``pipelines.spark.audit``) call the
 same functions, so both write the same bytes.
 
 - ``count_ngrams`` / ``shard_hashes``: a shard file's n-grams counted (the filter's capacity)

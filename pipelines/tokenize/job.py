@@ -1,5 +1,5 @@
 """The tokenize job on Apache Beam (or native Spark with ``--engine spark``: ``pipelines.spark.tokenize``,
-the same bytes). Its steps, conventions, options and ``--help``: ``pipelines.tokenize_options``.
+the same bytes). Its steps, conventions, options and ``--help``: ``pipelines.tokenize.options``.
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ from pipelines.engines import spark_engine
 from pipelines.jobs import begin_job, counters_of, error_examples, finish_job, write_json
 from pipelines.sources import WriteErrors
 from pipelines.steps import ERRORS_FILE, Steps, collect_examples, count, kernels_of, units_of
-from pipelines.tokenize_options import DEFAULT_VAL_FRACTION, EXTRA_OPTIONS, add_arguments  # noqa: F401  (the job contract: pipelines.cli)
-from pipelines.tokenize_shards import (
+from pipelines.tokenize.options import DEFAULT_VAL_FRACTION, EXTRA_OPTIONS, add_arguments  # noqa: F401  (the job contract: pipelines.cli)
+from pipelines.tokenize.shards import (
     NAMESPACE,
     SHARDS_WRITTEN,
     SPLITS,

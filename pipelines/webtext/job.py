@@ -1,5 +1,5 @@
 """The WebText job on Apache Beam (crawl mode also on native Spark: ``pipelines.spark.webtext``,
-the same bytes). Its steps, its options and its ``--help``: ``pipelines.webtext_options``.
+the same bytes). Its steps, its options and its ``--help``: ``pipelines.webtext.options``.
 """
 
 from __future__ import annotations
@@ -71,8 +71,8 @@ from pipelines.steps import (
     keyed_step,
     units_of,
 )
-from pipelines.webtext_options import EXTRA_OPTIONS, add_arguments  # noqa: F401  (the job contract: pipelines.cli)
-from pipelines.webtext_rows import (
+from pipelines.webtext.options import EXTRA_OPTIONS, add_arguments  # noqa: F401  (the job contract: pipelines.cli)
+from pipelines.webtext.rows import (
     CLEAN,
     CRAWL_JOIN,
     CRAWL_TEXT_MODE,

@@ -1,5 +1,5 @@
 """The demo (``corpusforge demo``): every job on the bundled sample crawl, offline. Its steps, its options
-and its ``--help``: ``pipelines.demo_options``.
+and its ``--help``: ``pipelines.demo.options``.
 """
 
 from __future__ import annotations
@@ -35,17 +35,17 @@ from model.sample import generate
 from model.tokenizer import BPETokenizer
 from model.train import config_from_args, train
 from model.train import format_summary as format_training
-from pipelines.audit import REMOVED_FILE, format_audit, format_decontaminate, run_audit, run_decontaminate
-from pipelines.c4 import format_summary as format_c4_summary
-from pipelines.c4 import run as run_c4
-from pipelines.demo_options import add_arguments  # noqa: F401  (the job contract: pipelines.cli)
+from pipelines.audit.job import REMOVED_FILE, format_audit, format_decontaminate, run_audit, run_decontaminate
+from pipelines.c4.job import format_summary as format_c4_summary
+from pipelines.c4.job import run as run_c4
+from pipelines.demo.options import add_arguments  # noqa: F401  (the job contract: pipelines.cli)
 from pipelines.jobs import STATS_FILE, write_json
-from pipelines.read import run as run_read
+from pipelines.read.job import run as run_read
 from pipelines.spark_launch import SparkStartError, missing_java, short_run_jvm
-from pipelines.tokenize import format_summary as format_tokenize
-from pipelines.tokenize import run as run_tokenize
-from pipelines.webtext import format_summary as format_webtext_summary
-from pipelines.webtext import run as run_webtext
+from pipelines.tokenize.job import format_summary as format_tokenize
+from pipelines.tokenize.job import run as run_tokenize
+from pipelines.webtext.job import format_summary as format_webtext_summary
+from pipelines.webtext.job import run as run_webtext
 from samplecrawl.crawl import SampleCrawl, write_sample_crawl
 
 log = logging.getLogger(__name__)

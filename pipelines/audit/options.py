@@ -66,7 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_decontaminate_arguments(parser: argparse.ArgumentParser) -> None:
-    """``corpusforge decontaminate``'s options (``pipelines.decontaminate``)."""
+    """``corpusforge decontaminate``'s options (``pipelines.audit.decontaminate``)."""
     add_common_arguments(parser)
     parser.add_argument("--mode", choices=("spans", "drop", "mask"), default="spans", help="GPT-3 spans (default), drop documents, or mask matches")
     parser.add_argument("--margin", type=non_negative_int, default=GPT3_MARGIN, help="characters removed either side of a match (GPT-3: 200)")

@@ -1,5 +1,5 @@
 """What the tokenize job does to one shard file, one document, one digest range and one
-planned shard, for every engine: Beam's steps (``pipelines.tokenize``) and Spark's
+planned shard, for every engine: Beam's steps (``pipelines.tokenize.job``) and Spark's
 (``pipelines.spark.tokenize``) call the same functions, so both write the same bytes.
 
 - ``worker_tokenizer``: the tokenizer on a worker, or one line naming the library it lacks.

@@ -1,5 +1,5 @@
 """What the WebText job does to one dump, one link shard and one page's documents, for every
-engine: Beam's steps (``pipelines.webtext``) and Spark's (``pipelines.spark.webtext``) call the
+engine: Beam's steps (``pipelines.webtext.job``) and Spark's (``pipelines.spark.webtext``) call the
 same functions and name the same counters, so both write the same bytes.
 
 - The stages' counter namespaces, the progress line's tallies and the output's names.

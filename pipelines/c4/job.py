@@ -1,7 +1,7 @@
 """The C4 job: its declaration (``plan``: the spec's chain as ``pipelines.plan`` steps, which
 ``pipelines.beam.plan`` and ``pipelines.spark.plan`` interpret into the same bytes), its
 inputs and resources, and the summary; its options and its ``--help``:
-``pipelines.c4_options``; what its steps share on every worker: ``pipelines.c4_pages``.
+``pipelines.c4.options``; what its steps share on every worker: ``pipelines.c4.pages``.
 """
 
 from __future__ import annotations
@@ -16,8 +16,14 @@ from corpus import c4, langid
 from corpus.inputs import InputError, expand_inputs, open_input, read_pinned
 from corpus.sentences import shipped_punkt
 from dedup.text import DEDUPE_SPANS
-from pipelines.c4_options import EXTRA_OPTIONS, add_arguments  # noqa: F401  (the job contract: pipelines.cli)
-from pipelines.c4_pages import BADWORDS_NAMESPACES, EXTRACT_NAMESPACE, LANGDETECT, C4PageReader, registered_domain_parts
+from pipelines.c4.options import EXTRA_OPTIONS, add_arguments  # noqa: F401  (the job contract: pipelines.cli)
+from pipelines.c4.pages import (
+    BADWORDS_NAMESPACES,
+    EXTRACT_NAMESPACE,
+    LANGDETECT,
+    C4PageReader,
+    registered_domain_parts,
+)
 from pipelines.cli import run_job
 from pipelines.engines import run_plan
 from pipelines.jobs import finish_job, read_status

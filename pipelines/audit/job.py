@@ -1,6 +1,6 @@
 """The audit and decontamination jobs on Apache Beam (or native Spark with ``--engine spark``:
 ``pipelines.spark.audit``, the same output bytes). What they do, their options and their
-``--help``: ``pipelines.audit_options``.
+``--help``: ``pipelines.audit.options``.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from dedup.ngrams import NgramConfig
 from dedup.partitioned import FILTER_MANIFEST, PartitionedBloom, corpus_fingerprint
 from dedup.report import render_html, render_json, render_markdown
 from pipelines import progress, staging
-from pipelines.audit_options import EXTRA_OPTIONS, add_arguments  # noqa: F401  (the job contract: pipelines.cli)
-from pipelines.audit_shards import (
+from pipelines.audit.options import EXTRA_OPTIONS, add_arguments  # noqa: F401  (the job contract: pipelines.cli)
+from pipelines.audit.shards import (
     AUDIT,
     DECONTAMINATE,
     DOCUMENTS_SCANNED,

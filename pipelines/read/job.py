@@ -1,6 +1,6 @@
 """The read job: WARC/WET files into document shards, declared once (``plan``) for every
 engine (``pipelines.engines.run_plan``). What it does, its options and its ``--help``:
-``pipelines.read_options``.
+``pipelines.read.options``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pipelines.cli import run_job
 from pipelines.engines import run_plan
 from pipelines.jobs import error_examples, finish_job, read_status
 from pipelines.plan import Plan, ReadFiles, WriteShards
-from pipelines.read_options import EXTRA_OPTIONS, add_arguments  # noqa: F401  (the job contract: pipelines.cli)
+from pipelines.read.options import EXTRA_OPTIONS, add_arguments  # noqa: F401  (the job contract: pipelines.cli)
 from pipelines.shard_io import CrawlRecordReader
 
 log = logging.getLogger(__name__)

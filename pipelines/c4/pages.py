@@ -1,6 +1,6 @@
 """What the C4 job's two engines share besides the rules in ``corpus.c4``: the crawl-file
 reader (``C4PageReader``), its counter namespaces, the language detectors by name and the
-RealNews domain splitter. The job declares its steps in ``pipelines.c4`` (``plan``); each
+RealNews domain splitter. The job declares its steps in ``pipelines.c4.job`` (``plan``); each
 engine interprets them (``pipelines.beam.plan``, ``pipelines.spark.plan``).
 
 Beam-free: a Spark worker loads this, not Beam (``pipelines.spark``). Tests: the C4 job's,

@@ -1,0 +1,1 @@
+"""The demo (README): ``job`` (the sample crawl through every job) and ``options``."""
