@@ -4,7 +4,7 @@ and the native Spark engine on a standalone cluster (a Master and two one-core W
 127.0.0.1, each its own JVM with a clean environment, executors on a Python without the
 project, which the job ships), same input, same command otherwise; output checked identical.
 
-    CORPUSFORGE_TEST_DATA=../shared/data .venv/bin/python benchmarks/engines.py [--pages 5000 20000] [--engines ...] [--breakdown]
+    CORPUSFORGE_TEST_DATA=../shared/data .venv/bin/python benchmarks/engines.py [--pages 5000 20000] [--engines ...] [--breakdown] [--repeat 3]
 
 The cluster row counts the job's processes (driver JVM included) and everything the Workers
 ran for it (executor JVMs, their Python workers), plus what the Master and Workers spent while
@@ -32,6 +32,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -114,6 +115,22 @@ def print_breakdown(name: str, run: dict, base: dict, env: dict, files: list[str
           f"{len(workers) * imports:.1f}, the rules (engine-free chain, one process) {rules:.1f}, "
           f"left for serialisation and PySpark's worker loop {python_workers - len(workers) * imports - rules:.1f}")
     print(f"         the launcher (driver's Python: plan, _SUCCESS) {launcher:5.1f}")
+
+
+def _spread(values: list[float]) -> str:
+    ordered = sorted(values)
+    return f"{ordered[0]:.2f} / {statistics.median(ordered):.2f} / {ordered[-1]:.2f}"
+
+
+def print_ranges(pages: int, rounds: list[dict], engines: list[str]) -> None:
+    """Each engine's CPU over the rounds and its ratio to the baseline of the same round (the
+    machine's speed drifts between rounds more than within one), min / median / max."""
+    print(f"{pages:>6} over {len(rounds)} rounds: CPU s (min / median / max), CPU x of the same round's {BASELINE}")
+    for name in engines:
+        cpus = [runs[name]["cpu"] for runs in rounds if runs[name]["status"] == 0]
+        ratios = [runs[name]["cpu"] / runs[BASELINE]["cpu"] for runs in rounds if runs[name]["status"] == 0]
+        if cpus:
+            print(f"       {name:16} CPU s {_spread(cpus):>22}   CPU x {_spread(ratios)}")
 
 
 def shard_entries(out_dir: Path) -> list[dict]:
@@ -213,7 +230,10 @@ def main(argv=None) -> int:
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "corpusforge-c4-scale")
     parser.add_argument("--timeout", type=float, default=1800)
     parser.add_argument("--keep", action="store_true", help="keep outputs and logs")
-    parser.add_argument("--breakdown", action="store_true", help="after each Spark row, where its CPU went")
+    parser.add_argument("--breakdown", action="store_true", help="after each Spark row of the first round, where its CPU went")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="rounds, each running every engine once, the baseline first; with more than one the table ends with "
+                             "each engine's CPU over the rounds and its ratio to the same round's baseline (min / median / max)")
     args = parser.parse_args(argv)
     args.data = args.data.resolve()
     engines = [BASELINE] + [e for e in args.engines if e != BASELINE]
@@ -232,21 +252,28 @@ def main(argv=None) -> int:
         wet_dir = c4_scale.wet_set_folder(args.cache, pages, 0) / "wet"
         print(f"\ninput {pages:,} pages: {len(manifest['files'])} WET files, {manifest['wet_bytes'] / 1e6:.1f} MB gzip")
         print(header)
-        base = None
-        for name in engines:
-            run = run_engine(name, args, wet_dir, work, env, logs, pages)
-            if base is None:
-                base = run
-            same = run["status"] == 0 and run["entries"] == base["entries"] and bool(run["entries"])
-            failed |= not same
-            print(f"{pages:>6} {name:16} {run['wall']:7.1f} {run['cpu']:7.1f} {run['main_peak'] / 1e6:10.0f} {run['single_peak'] / 1e6:11.0f} "
-                  f"{run['tree_peak'] / 1e6:8.0f} {len(run['processes']):5d} {run['wall'] / base['wall']:7.2f} {run['cpu'] / base['cpu']:6.2f}  "
-                  f"{'identical' if same else 'DIFFERENT (exit {})'.format(run['status'])}", flush=True)
-            print("       peak RSS by process role: " + ", ".join(f"{role} x{n} {peak / 1e6:.0f} MB" for role, (n, peak) in run["roles"].items()))
-            if run["status"] != 0:
-                print(run.get("log_tail", ""))
-            elif args.breakdown and name in SPARK_ENGINES:
-                print_breakdown(name, run, base, env, sorted(str(p) for p in wet_dir.iterdir()), str(args.data / "badwords" / "en"))
+        rounds = []
+        for number in range(args.repeat):
+            base, runs = None, {}
+            for name in engines:
+                run = run_engine(name, args, wet_dir, work, env, logs, pages)
+                if base is None:
+                    base = run
+                runs[name] = run
+                same = run["status"] == 0 and run["entries"] == base["entries"] and bool(run["entries"])
+                failed |= not same
+                label = name if args.repeat == 1 else f"{name} #{number + 1}"
+                print(f"{pages:>6} {label:16} {run['wall']:7.1f} {run['cpu']:7.1f} {run['main_peak'] / 1e6:10.0f} {run['single_peak'] / 1e6:11.0f} "
+                      f"{run['tree_peak'] / 1e6:8.0f} {len(run['processes']):5d} {run['wall'] / base['wall']:7.2f} {run['cpu'] / base['cpu']:6.2f}  "
+                      f"{'identical' if same else 'DIFFERENT (exit {})'.format(run['status'])}", flush=True)
+                print("       peak RSS by process role: " + ", ".join(f"{role} x{n} {peak / 1e6:.0f} MB" for role, (n, peak) in run["roles"].items()))
+                if run["status"] != 0:
+                    print(run.get("log_tail", ""))
+                elif args.breakdown and name in SPARK_ENGINES and number == 0:
+                    print_breakdown(name, run, base, env, sorted(str(p) for p in wet_dir.iterdir()), str(args.data / "badwords" / "en"))
+            rounds.append(runs)
+        if args.repeat > 1:
+            print_ranges(pages, rounds, engines)
     print(c4_scale.load_line("after"))
     if args.keep:
         print(f"outputs and logs: {work}")

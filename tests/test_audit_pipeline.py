@@ -17,7 +17,7 @@ from corpus.shards import read_documents, shard_files, shard_split, write_shard
 from dedup.benchmark_sets import load_benchmark
 from dedup.ngrams import DEFAULT, ngram_hashes
 from pipelines.audit import job as audit
-from pipelines.c4.job import job as c4_pipeline
+from pipelines.c4 import job as c4_pipeline
 
 pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`
 

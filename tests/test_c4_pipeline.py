@@ -18,7 +18,7 @@ from c4_reference import run_reference
 
 from corpus import c4
 from corpus.shards import find_shards, read_documents
-from pipelines.c4.job import job as c4_pipeline
+from pipelines.c4 import job as c4_pipeline
 from pipelines.c4.pages import registered_domain_parts
 from pipelines.jobs import STATS_FILE
 from pipelines.steps import ERRORS_FILE

@@ -30,9 +30,9 @@ from corpus.shards import find_shards, read_documents
 from pipelines import cli, sources
 from pipelines.audit import job as audit
 from pipelines.beam_package import PORTABLE_JOB_TIMEOUT_S, portable_runner_options
-from pipelines.c4.job import job as c4_pipeline
+from pipelines.c4 import job as c4_pipeline
 from pipelines.jobs import STATS_FILE
-from pipelines.read.job import job as read_pipeline
+from pipelines.read import job as read_pipeline
 from pipelines.tokenize import job as tokenize
 from pipelines.webtext import job as webtext
 

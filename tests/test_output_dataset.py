@@ -26,9 +26,9 @@ from common import storage
 from corpus.records import Document
 from corpus.shards import find_shards, format_folder, read_documents, shard_files, shard_index, shard_name, write_shards
 from pipelines import cli
-from pipelines.c4.job import job as c4_pipeline
+from pipelines.c4 import job as c4_pipeline
 from pipelines.jobs import OLD_LAYOUT_FILES, STATS_FILE
-from pipelines.read.job import job as read_pipeline
+from pipelines.read import job as read_pipeline
 from pipelines.steps import ERRORS_FILE
 
 pytestmark = pytest.mark.pipeline  # runs Beam jobs: not in `make test-fast`

@@ -13,7 +13,7 @@ import pytest
 from test_spark_engine import assert_same_output, both_engines, variant_args
 
 from common.decision import Decision
-from pipelines.c4.job import job as c4_pipeline
+from pipelines.c4 import job as c4_pipeline
 from pipelines.plan import DedupeText, FileCounts, NewestPerKey, Plan, ReadFiles, Rule, WriteShards
 
 ADDED = "test-added-rule"

@@ -16,7 +16,7 @@ import pytest
 
 from corpus.records import Document
 from corpus.shards import read_documents, shard_index
-from pipelines.read.job import job as read_pipeline
+from pipelines.read import job as read_pipeline
 
 pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`
 

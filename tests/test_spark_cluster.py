@@ -28,7 +28,7 @@ from test_spark_engine import assert_same_output, variant_args  # noqa: E402
 from test_spark_jobs_audit import assert_same_output as assert_same_files  # noqa: E402
 from test_spark_jobs_tokweb import same_files  # noqa: E402
 
-from pipelines.c4.job import job as c4_pipeline  # noqa: E402
+from pipelines.c4 import job as c4_pipeline  # noqa: E402
 from pipelines.cli import run_job  # noqa: E402
 from pipelines.spark_package import LAUNCHER_NAME, ZIP_NAME  # noqa: E402
 

@@ -23,9 +23,9 @@ from test_object_store import BUCKET, closed_port, s3, upload  # noqa: F401  (th
 
 from common import storage
 from corpus.inputs import InputError
-from pipelines.c4.job import job as c4_pipeline
+from pipelines.c4 import job as c4_pipeline
 from pipelines.jobs import STATS_FILE
-from pipelines.read.job import job as read_pipeline
+from pipelines.read import job as read_pipeline
 from pipelines.shard_io import ERRORS_FILE, WRITE_NAMESPACE
 from pipelines.spark_launch import MASTER_FORMS, SHORT_RUN_JVM_OPTIONS, SPARK_JAVA_HINT, check_spark_master
 from samplecrawl.crawl import write_sample_crawl

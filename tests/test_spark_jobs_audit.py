@@ -30,7 +30,7 @@ from pipelines import spark_main
 from pipelines.audit import job as audit
 from pipelines.audit import shards as audit_shards
 from pipelines.jobs import STATS_FILE
-from pipelines.read.job import job as read_pipeline
+from pipelines.read import job as read_pipeline
 
 pyspark = pytest.importorskip("pyspark", reason="the spark extra is not installed: pip install 'corpusforge[spark]'")
 

@@ -28,8 +28,8 @@ from corpus.warc import read_archive
 from pipelines import cli, spark_main
 from pipelines.jobs import STATS_FILE
 from pipelines.shard_io import ERRORS_FILE
-from pipelines.tokenize.job import job as tokenize_pipeline
-from pipelines.webtext.job import job as webtext_pipeline
+from pipelines.tokenize import job as tokenize_pipeline
+from pipelines.webtext import job as webtext_pipeline
 
 pytest.importorskip("pyspark", reason="the spark extra is not installed: pip install 'corpusforge[spark]'")
 pytestmark = [pytest.mark.pipeline, pytest.mark.usefixtures("java")]  # runs Beam and Spark jobs: not in `make test-fast`; skipped without Java

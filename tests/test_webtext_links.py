@@ -23,7 +23,7 @@ from corpus.webtext import capture_of_link
 from pipelines import staging
 from pipelines.jobs import counters_of
 from pipelines.steps import Steps
-from pipelines.webtext.job import job as webtext_pipeline
+from pipelines.webtext import job as webtext_pipeline
 
 pytestmark = pytest.mark.pipeline  # runs Beam jobs: not in `make test-fast`
 

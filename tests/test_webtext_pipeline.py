@@ -25,7 +25,7 @@ from corpus.shards import find_shards, read_documents
 from corpus.urls import url_key
 from dedup import minhash
 from pipelines.jobs import STATS_FILE
-from pipelines.webtext.job import job as webtext_pipeline
+from pipelines.webtext import job as webtext_pipeline
 
 pytestmark = pytest.mark.pipeline  # runs Beam jobs (or the corpusforge command in a subprocess): not in `make test-fast`
 
