@@ -160,6 +160,7 @@ def _c4_in_a_fresh_process(small_crawl, out, env_changes: dict) -> subprocess.Co
                           capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
 
 
+@pytest.mark.pipeline  # two c4 jobs, each in a CLI subprocess
 def test_stats_record_which_kernel_the_workers_ran_and_the_launcher_warns_of_a_fallback(small_crawl, tmp_path):
     # A worker that cannot build the compiled trial (no compiler, nothing cached) takes the
     # Python path: _stats.json says so, with why, and the launcher says it in one warning. In

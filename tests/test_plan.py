@@ -42,6 +42,7 @@ def written(stats: dict) -> int:
     return sum(stats["counters"].get(split, {}).get("examples", 0) for split in ("train", "validation"))
 
 
+@pytest.mark.pipeline  # a Beam job and a Spark job
 def test_a_rule_added_to_a_declaration_runs_the_same_on_both_engines(spark, small_crawl, tmp_path, monkeypatch):
     args = variant_args("en", small_crawl, tmp_path)
     plain = c4_pipeline.run(args + ["--output", str(tmp_path / "plain")])
