@@ -21,8 +21,8 @@ log = logging.getLogger(__name__)
 
 EXAMPLES_PER_REASON = 5  # _stats.json: examples sampled per counter (the TFDS c4 counters have none; ours, a few to read)
 EXAMPLE_CHARS = 400  # _stats.json: characters kept of each example
-# Beside the counters, never among them: {C kernel: {state}} as each worker found it
-# (``corpus.native.status``), gathered with every tally; _stats.json's ``kernels``.
+# Beside the counters, never among them: {C kernel: {state}} of what each piece of work ran
+# (``corpus.native.take_used``), gathered with every tally; _stats.json's ``kernels``.
 KERNELS_NAMESPACE = "native-kernels"
 
 
@@ -103,7 +103,7 @@ def kernels_document(declared: dict[str, set], launcher: dict[str, str] | None =
 
 
 def kernel_states(statuses) -> dict[str, set]:
-    """``corpus.native.status()`` dicts (one per process or piece of work) as ``kernels_document``'s ``declared``."""
+    """``corpus.native.take_used()`` dicts (one per piece of work) as ``kernels_document``'s ``declared``."""
     declared: dict[str, set] = {}
     for status in statuses:
         for name, state in status.items():
