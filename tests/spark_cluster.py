@@ -106,7 +106,7 @@ class Cluster:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=2) as response:
                 return json.loads(response.read())
-        except OSError:
+        except (OSError, ValueError):  # not listening yet, or its UI up before its JSON (an empty answer)
             return None
 
     def alive_workers(self) -> int:
