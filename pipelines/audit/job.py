@@ -56,7 +56,7 @@ from pipelines.engines import spark_engine
 from pipelines.jobs import begin_job, counters_of, finish_job, write_json
 from pipelines.sources import WriteShards
 from pipelines.steps import Steps, collect_examples, count, kernels_of, record_kernels, units_of
-from pipelines.tally import kernel_states, kernels_document
+from pipelines.tally import kernels_document
 
 log = logging.getLogger(__name__)
 
@@ -238,8 +238,7 @@ def audit_corpus(args, files, sets, indexes, own_train, bloom, beam_args, build,
     result["reports"] = write_reports(rows, args.output, f"{args.n}-gram overlap of benchmarks with {args.corpus_name}")
     result["rows"] = rows
     built = result.get("filter", {}).get("kernels", {})  # the part builders', and this process's (the evidence, the rows)
-    result["kernels"] = kernels_document(kernel_states([{name: state} for name, states in built.items()
-                                                        for state in (states if isinstance(states, list) else [states])]))
+    result["kernels"] = kernels_document({name: set(states if isinstance(states, list) else [states]) for name, states in built.items()})
     write_json(storage.join(args.output, "audit.json"), {k: v for k, v in result.items() if k != "rows"})
     written = ["audit.json", "report.json", "report.md", "report.html"]
     if args.mode in ("both", "bloom") and not args.filter:
